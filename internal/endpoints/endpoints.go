@@ -1,0 +1,229 @@
+// Package endpoints holds the rules that turn a Service and its EndpointSlices
+// into the members of a load balancer pool. It does no I/O and knows nothing of
+// Terraform or of client-go, so every rule can be tested with plain values.
+package endpoints
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// Endpoint is one member of a load balancer pool. An empty Pod, NodeName,
+// Zone or Hostname means the EndpointSlice did not give one.
+type Endpoint struct {
+	Address     string
+	Port        int32
+	AddressType discoveryv1.AddressType
+	Pod         string
+	NodeName    string
+	Zone        string
+	Hostname    string
+}
+
+// Query says which port of the Service the pool is for.
+type Query struct {
+	// PortName is the name of a port of the Service; empty means none was given.
+	PortName string
+	// DefaultPort is the port of endpoints whose slice gives no number.
+	DefaultPort int32
+}
+
+// PortNotFoundError reports a PortName that the Service does not have.
+type PortNotFoundError struct {
+	Namespace, Service, PortName string
+}
+
+func (e *PortNotFoundError) Error() string {
+	return fmt.Sprintf("port %s not found in service %s/%s", e.PortName, e.Namespace, e.Service)
+}
+
+// Ready returns the ready endpoints of svc found in endpointSlices, once each, sorted
+// IPv4 before IPv6, then by address, then by port. It never returns nil on
+// success, so "nothing is ready" is an empty list, and it never modifies its
+// arguments.
+func Ready(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Query) ([]Endpoint, error) {
+	if svc == nil {
+		return nil, errors.New("no service given")
+	}
+	port, err := choosePort(svc, q)
+	if err != nil {
+		return nil, err
+	}
+
+	found := map[endpointKey]Endpoint{}
+	for i := range endpointSlices {
+		slice := &endpointSlices[i]
+		if !belongsTo(slice, svc) || !isIPFamily(slice.AddressType) {
+			continue
+		}
+		number, serves := port.numberIn(slice.Ports)
+		if !serves {
+			continue
+		}
+		for j := range slice.Endpoints {
+			ep := &slice.Endpoints[j]
+			if !isReady(ep.Conditions) {
+				continue
+			}
+			addr, ok := firstAddress(ep, slice.AddressType)
+			if !ok {
+				continue
+			}
+			key := endpointKey{addr: addr, port: number}
+			candidate := Endpoint{
+				Address:     addr.String(),
+				Port:        number,
+				AddressType: slice.AddressType,
+				Pod:         podName(ep.TargetRef),
+				NodeName:    deref(ep.NodeName),
+				Zone:        deref(ep.Zone),
+				Hostname:    deref(ep.Hostname),
+			}
+			if seen, dup := found[key]; dup && !describesBetter(candidate, seen) {
+				continue
+			}
+			found[key] = candidate
+		}
+	}
+
+	keys := make([]endpointKey, 0, len(found))
+	for k := range found {
+		keys = append(keys, k)
+	}
+	// netip orders every IPv4 address before every IPv6 one, then numerically.
+	slices.SortFunc(keys, func(a, b endpointKey) int {
+		return cmp.Or(a.addr.Compare(b.addr), cmp.Compare(a.port, b.port))
+	})
+	out := make([]Endpoint, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, found[k])
+	}
+	return out, nil
+}
+
+// endpointKey identifies an endpoint: the same address and port listed in two
+// slices, as happens while the controller rebalances them, is one endpoint.
+type endpointKey struct {
+	addr netip.Addr
+	port int32
+}
+
+// portRule is how an endpoint's port is found: by the name of a Service port
+// in each slice's ports (the number Kubernetes resolved from targetPort, which
+// may differ from slice to slice), or one fixed number for every endpoint.
+type portRule struct {
+	byName      bool
+	name        string
+	defaultPort int32
+}
+
+func choosePort(svc *corev1.Service, q Query) (portRule, error) {
+	if q.PortName != "" {
+		for _, p := range svc.Spec.Ports {
+			if p.Name == q.PortName {
+				return portRule{byName: true, name: p.Name, defaultPort: q.DefaultPort}, nil
+			}
+		}
+		return portRule{}, &PortNotFoundError{Namespace: svc.Namespace, Service: svc.Name, PortName: q.PortName}
+	}
+	if len(svc.Spec.Ports) == 1 {
+		return portRule{byName: true, name: svc.Spec.Ports[0].Name, defaultPort: q.DefaultPort}, nil
+	}
+	return portRule{defaultPort: q.DefaultPort}, nil
+}
+
+// numberIn returns the port number that the endpoints of a slice with these
+// ports serve, and false when the slice lists ports but not the chosen one.
+func (r portRule) numberIn(ports []discoveryv1.EndpointPort) (int32, bool) {
+	if !r.byName || len(ports) == 0 {
+		return r.defaultPort, true
+	}
+	for _, p := range ports {
+		if deref(p.Name) != r.name {
+			continue
+		}
+		// The API server rejects numbers outside 1-65535; treat one that got
+		// through anyway like a missing number rather than put it in a pool.
+		if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
+			return r.defaultPort, true
+		}
+		return *p.Port, true
+	}
+	return 0, false
+}
+
+func belongsTo(slice *discoveryv1.EndpointSlice, svc *corev1.Service) bool {
+	return slice.Namespace == svc.Namespace && slice.Labels[discoveryv1.LabelServiceName] == svc.Name
+}
+
+// isIPFamily leaves out FQDN slices, which carry no pod address, and any
+// address type a future API might add.
+func isIPFamily(t discoveryv1.AddressType) bool {
+	return t == discoveryv1.AddressTypeIPv4 || t == discoveryv1.AddressTypeIPv6
+}
+
+// isReady follows the API: a missing ready condition means ready.
+func isReady(c discoveryv1.EndpointConditions) bool {
+	return c.Ready == nil || *c.Ready
+}
+
+// firstAddress returns the endpoint's first address (the API calls them
+// fungible), and false when it is missing or not an IP of the slice's family.
+func firstAddress(ep *discoveryv1.Endpoint, family discoveryv1.AddressType) (netip.Addr, bool) {
+	if len(ep.Addresses) == 0 {
+		return netip.Addr{}, false
+	}
+	addr, err := netip.ParseAddr(ep.Addresses[0])
+	if err != nil || addr.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	if family == discoveryv1.AddressTypeIPv4 {
+		return addr, addr.Is4()
+	}
+	return addr, addr.Is6()
+}
+
+func podName(ref *corev1.ObjectReference) string {
+	if ref == nil || ref.Kind != "Pod" {
+		return ""
+	}
+	return ref.Name
+}
+
+// describesBetter decides which copy of a duplicated endpoint is kept, so that
+// the result does not depend on the order of the slices: the copy that gives
+// more of pod, node, zone and hostname, then the smaller one field by field.
+func describesBetter(a, b Endpoint) bool {
+	if na, nb := detailCount(a), detailCount(b); na != nb {
+		return na > nb
+	}
+	return cmp.Or(
+		cmp.Compare(a.Pod, b.Pod),
+		cmp.Compare(a.NodeName, b.NodeName),
+		cmp.Compare(a.Zone, b.Zone),
+		cmp.Compare(a.Hostname, b.Hostname),
+	) < 0
+}
+
+func detailCount(e Endpoint) int {
+	n := 0
+	for _, s := range []string{e.Pod, e.NodeName, e.Zone, e.Hostname} {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,172 @@
+package endpoints
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FuzzReady builds a Service and EndpointSlices from arbitrary bytes, every
+// field free to be nil, empty, out of range or malformed, and checks that Ready
+// neither panics nor breaks its promises. `go test` runs the seeds below;
+// `go test -fuzz=FuzzReady ./internal/endpoints` searches for more.
+func FuzzReady(f *testing.F) {
+	f.Add([]byte{}, "", int32(80))
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, "http", int32(80))
+	f.Add([]byte("\x03\x01\x02\x00\x04\x01\x01\x02\x03\x05\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09"), "", int32(8080))
+	f.Add([]byte("\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7\xf6\xf5\xf4\xf3\xf2\xf1\xf0\xef\xee\xed"), "metrics", int32(65535))
+	f.Add([]byte("\x02\x02\x03\x03\x01\x00\x00\x00\x50\x02\x01\x01\x01\x00\x00\x1f\x90\x03\x03\x00\x01\x02"), "", int32(1))
+	f.Fuzz(func(t *testing.T, data []byte, portName string, defaultPort int32) {
+		g := &generator{data: data}
+		service := g.service()
+		in := g.slices()
+		inCopy, serviceCopy := deepCopySlices(in), service.DeepCopy()
+
+		got, err := Ready(service, in, Query{PortName: portName, DefaultPort: defaultPort})
+
+		if !reflect.DeepEqual(in, inCopy) || !reflect.DeepEqual(service, serviceCopy) {
+			t.Fatal("Ready changed its inputs")
+		}
+		if err != nil {
+			if _, ok := err.(*PortNotFoundError); !ok || portName == "" {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		if got == nil {
+			t.Fatal("nil result without an error")
+		}
+		var prev *Endpoint
+		for i := range got {
+			e := &got[i]
+			addr, perr := netip.ParseAddr(e.Address)
+			if perr != nil || addr.String() != e.Address {
+				t.Fatalf("endpoint %+v has no canonical IP address", e)
+			}
+			if (e.AddressType == discoveryv1.AddressTypeIPv4) != addr.Is4() {
+				t.Fatalf("endpoint %+v has an address of the wrong family", e)
+			}
+			if e.Port != defaultPort && (e.Port < 1 || e.Port > 65535) {
+				t.Fatalf("endpoint %+v has port %d", e, e.Port)
+			}
+			if prev != nil {
+				pa := netip.MustParseAddr(prev.Address)
+				if c := pa.Compare(addr); c > 0 || (c == 0 && prev.Port >= e.Port) {
+					t.Fatalf("result not sorted or not unique: %+v then %+v", prev, e)
+				}
+			}
+			prev = e
+		}
+	})
+}
+
+// generator turns fuzz bytes into Kubernetes objects; once the bytes run out
+// every choice is the zero one.
+type generator struct{ data []byte }
+
+func (g *generator) next() byte {
+	if len(g.data) == 0 {
+		return 0
+	}
+	b := g.data[0]
+	g.data = g.data[1:]
+	return b
+}
+
+func (g *generator) upTo(n int) int { return int(g.next()) % (n + 1) }
+
+func (g *generator) pick(options ...string) string { return options[int(g.next())%len(options)] }
+
+func (g *generator) maybe(options ...string) *string {
+	if g.next()%4 == 0 {
+		return nil
+	}
+	s := g.pick(options...)
+	return &s
+}
+
+func (g *generator) int32() int32 {
+	var b [4]byte
+	for i := range b {
+		b[i] = g.next()
+	}
+	return int32(binary.BigEndian.Uint32(b[:]))
+}
+
+func (g *generator) service() *corev1.Service {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: g.pick(ns, "other", ""), Name: g.pick(svc, "api", "")}}
+	for range g.upTo(3) {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: g.pick("", "http", "https", "metrics"), Port: g.int32()})
+	}
+	return s
+}
+
+func (g *generator) slices() []discoveryv1.EndpointSlice {
+	var out []discoveryv1.EndpointSlice
+	for range g.upTo(4) {
+		s := discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: g.pick(ns, "other", ""), Name: g.pick("a", "b")},
+			AddressType: discoveryv1.AddressType(g.pick("IPv4", "IPv6", "FQDN", "", "ipv4")),
+		}
+		if label := g.maybe(svc, "api", ""); label != nil {
+			s.Labels = map[string]string{discoveryv1.LabelServiceName: *label}
+		}
+		for range g.upTo(3) {
+			p := discoveryv1.EndpointPort{Name: g.maybe("", "http", "https", "metrics")}
+			if g.next()%3 != 0 {
+				n := g.int32()
+				p.Port = &n
+			}
+			s.Ports = append(s.Ports, p)
+		}
+		for range g.upTo(5) {
+			s.Endpoints = append(s.Endpoints, g.endpoint())
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+var fuzzAddresses = []string{
+	"10.0.0.1", "10.0.0.2", "010.0.0.1", "255.255.255.255", "0.0.0.0", "fd00::1", "FD00:0::1",
+	"::ffff:10.0.0.1", "fe80::1%eth0", "", "example.com", "10.0.0.256", "::", "1.2.3",
+}
+
+func (g *generator) endpoint() discoveryv1.Endpoint {
+	var e discoveryv1.Endpoint
+	for range g.upTo(3) {
+		if g.next()%5 == 0 {
+			e.Addresses = append(e.Addresses, string(g.data[:min(len(g.data), int(g.next())%16)]))
+		} else {
+			e.Addresses = append(e.Addresses, g.pick(fuzzAddresses...))
+		}
+	}
+	e.Conditions.Ready = g.boolPtr()
+	e.Conditions.Serving = g.boolPtr()
+	e.Conditions.Terminating = g.boolPtr()
+	if g.next()%2 == 0 {
+		e.TargetRef = &corev1.ObjectReference{Kind: g.pick("Pod", "Node", ""), Name: g.pick("web-0", "web-1", "")}
+	}
+	e.NodeName = g.maybe("node-a", "node-b", "")
+	e.Zone = g.maybe("zone-a", "")
+	e.Hostname = g.maybe("web-0", "")
+	return e
+}
+
+func (g *generator) boolPtr() *bool {
+	switch g.next() % 3 {
+	case 0:
+		return nil
+	case 1:
+		v := true
+		return &v
+	default:
+		v := false
+		return &v
+	}
+}
