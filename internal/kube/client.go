@@ -1,0 +1,245 @@
+// Package kube reads Services and EndpointSlices from the Kubernetes API. It
+// is the only package that uses client-go, and it knows nothing of Terraform.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// Options bound the time and the retries of every request.
+type Options struct {
+	// RequestTimeout bounds one attempt of one request, connection included.
+	RequestTimeout time.Duration
+	// Attempts is how many times a request is tried before its error is given.
+	Attempts int
+	// Backoff is the wait before the first retry; it doubles for each next one.
+	Backoff time.Duration
+	// MaxRetryAfter caps the wait that a 429's Retry-After can ask for.
+	MaxRetryAfter time.Duration
+	// PageSize is the limit of each page of a LIST.
+	PageSize int64
+	// QPS and Burst set client-go's client-side rate limit, shared by every
+	// read of one provider instance.
+	QPS   float32
+	Burst int
+	// UserAgent names the provider in the API server's logs.
+	UserAgent string
+}
+
+// DefaultOptions: a request gives up after 15 s and is tried 3 times, so a
+// read fails in under a minute on a stalled API server. The client-side rate
+// limit is high enough that a plan with hundreds of reads is not slowed by
+// it (client-go's default of 5 QPS would be); API Priority and Fairness
+// protects the server.
+func DefaultOptions() Options {
+	return Options{
+		RequestTimeout: 15 * time.Second,
+		Attempts:       3,
+		Backoff:        500 * time.Millisecond,
+		MaxRetryAfter:  10 * time.Second,
+		PageSize:       250,
+		QPS:            100,
+		Burst:          200,
+		UserAgent:      "terraform-provider-k8s",
+	}
+}
+
+// maxRelists bounds how often a LIST starts over when its continue token
+// expires between pages.
+const maxRelists = 3
+
+// maxPages stops a LIST from an API server that never ends it.
+const maxPages = 10000
+
+// Client reads Services and EndpointSlices. It is safe for concurrent use;
+// one is shared by all reads of a provider instance.
+type Client struct {
+	core      *rest.RESTClient
+	discovery *rest.RESTClient
+	opts      Options
+}
+
+// The scheme holds only the two API groups read, which keeps the provider
+// binary and its start-up small compared with client-go's full clientset.
+var codecs = func() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	utilruntime.Must(discoveryv1.AddToScheme(scheme))
+	return serializer.NewCodecFactory(scheme)
+}()
+
+// NewClient makes a client from cfg; it contacts nothing.
+func NewClient(cfg *rest.Config, opts Options) (*Client, error) {
+	base := rest.CopyConfig(cfg)
+	base.UserAgent = opts.UserAgent
+	base.Timeout = opts.RequestTimeout
+	base.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
+	base.WarningHandler = rest.NoWarnings{}
+	base.ContentType = runtime.ContentTypeProtobuf
+	base.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	base.NegotiatedSerializer = codecs.WithoutConversion()
+
+	httpClient, err := rest.HTTPClientFor(base)
+	if err != nil {
+		return nil, fmt.Errorf("build HTTP client: %w", err)
+	}
+	restClient := func(apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
+		c := rest.CopyConfig(base)
+		c.APIPath = apiPath
+		c.GroupVersion = &gv
+		return rest.RESTClientForConfigAndClient(c, httpClient)
+	}
+	core, err := restClient("/api", corev1.SchemeGroupVersion)
+	if err != nil {
+		return nil, fmt.Errorf("build core/v1 client: %w", err)
+	}
+	discovery, err := restClient("/apis", discoveryv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, fmt.Errorf("build discovery.k8s.io/v1 client: %w", err)
+	}
+	return &Client{core: core, discovery: discovery, opts: opts}, nil
+}
+
+// GetService reads one Service. Its error starts with
+// "get service NAMESPACE/NAME: " and wraps the API error.
+func (c *Client) GetService(ctx context.Context, namespace, name string) (*corev1.Service, error) {
+	svc := &corev1.Service{}
+	err := c.withRetries(ctx, func(ctx context.Context) error {
+		return c.core.Get().MaxRetries(0).Namespace(namespace).Resource("services").Name(name).Do(ctx).Into(svc)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get service %s/%s: %w", namespace, name, err)
+	}
+	return svc, nil
+}
+
+// ListEndpointSlices reads every EndpointSlice labelled for the Service, page
+// by page. A list is given whole or not at all: an error on any page fails it,
+// and an expired continue token starts it over, since pages of two snapshots
+// cannot be mixed. Its error starts with
+// "list endpointslices of service NAMESPACE/NAME: ".
+func (c *Client) ListEndpointSlices(ctx context.Context, namespace, service string) ([]discoveryv1.EndpointSlice, error) {
+	items, err := c.listEndpointSlices(ctx, namespace, service)
+	if err != nil {
+		return nil, fmt.Errorf("list endpointslices of service %s/%s: %w", namespace, service, err)
+	}
+	return items, nil
+}
+
+func (c *Client) listEndpointSlices(ctx context.Context, namespace, service string) ([]discoveryv1.EndpointSlice, error) {
+	selector := labels.Set{discoveryv1.LabelServiceName: service}.String()
+	var items []discoveryv1.EndpointSlice
+	token, relists := "", 0
+	for pages := 0; ; pages++ {
+		if pages == maxPages {
+			return nil, fmt.Errorf("more than %d pages; the API server keeps returning continue tokens", maxPages)
+		}
+		page := &discoveryv1.EndpointSliceList{}
+		err := c.withRetries(ctx, func(ctx context.Context) error {
+			req := c.discovery.Get().MaxRetries(0).Namespace(namespace).Resource("endpointslices").
+				Param("labelSelector", selector).
+				Param("limit", strconv.FormatInt(c.opts.PageSize, 10))
+			if token != "" {
+				req = req.Param("continue", token)
+			}
+			return req.Do(ctx).Into(page)
+		})
+		if token != "" && apierrors.IsResourceExpired(err) && relists < maxRelists {
+			items, token = nil, ""
+			relists++
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, page.Items...)
+		token = page.Continue
+		if token == "" {
+			if items == nil {
+				items = []discoveryv1.EndpointSlice{}
+			}
+			return items, nil
+		}
+	}
+}
+
+// TimeoutError is a request attempt that got no answer within its bound.
+type TimeoutError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("the API server did not answer within %s: %v", e.After, e.Err)
+}
+
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// withRetries runs one request, each attempt bounded by RequestTimeout,
+// retrying what may pass (429, 5xx, a dropped or refused connection, a
+// timeout) up to Attempts times in all.
+func (c *Client) withRetries(ctx context.Context, do func(context.Context) error) error {
+	wait := c.opts.Backoff
+	for attempt := 1; ; attempt++ {
+		attemptCtx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+		err := do(attemptCtx)
+		stalled := ctx.Err() == nil && (errors.Is(attemptCtx.Err(), context.DeadlineExceeded) || isTimeout(err))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if stalled {
+			err = &TimeoutError{After: c.opts.RequestTimeout, Err: err}
+		}
+		if !stalled && !isTransient(err) {
+			return err
+		}
+		if attempt >= c.opts.Attempts {
+			return fmt.Errorf("gave up after %d attempts: %w", attempt, err)
+		}
+		delay := wait
+		if seconds, ok := apierrors.SuggestsClientDelay(err); ok && seconds > 0 {
+			delay = min(time.Duration(seconds)*time.Second, c.opts.MaxRetryAfter)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (while waiting to retry: %w)", err, ctx.Err())
+		case <-time.After(delay):
+		}
+		wait *= 2
+	}
+}
+
+// isTransient tells the errors that a retry may cure from those it cannot
+// (not found, forbidden, unauthorized, a bad certificate).
+func isTransient(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code == 429 || code >= 500
+	}
+	return utilnet.IsConnectionReset(err) || utilnet.IsConnectionRefused(err) ||
+		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err)
+}
+
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
+}

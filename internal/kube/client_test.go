@@ -1,0 +1,343 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+)
+
+// These tests speak real HTTP to a stand-in API server, to pin down what the
+// client does with each kind of answer. The acceptance tests prove the same
+// against a real kube-apiserver.
+
+func testOptions() Options {
+	o := DefaultOptions()
+	o.RequestTimeout = 300 * time.Millisecond
+	o.Backoff = time.Millisecond
+	o.MaxRetryAfter = 20 * time.Millisecond
+	o.PageSize = 2
+	return o
+}
+
+// newTestClient serves h, telling it which request (from 1) it answers.
+func newTestClient(t *testing.T, h func(w http.ResponseWriter, r *http.Request, call int32)) (*Client, *atomic.Int32) {
+	t.Helper()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h(w, r, calls.Add(1))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(&rest.Config{Host: srv.URL}, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, &calls
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeStatus(w http.ResponseWriter, err *apierrors.StatusError) {
+	st := err.Status()
+	st.APIVersion, st.Kind = "v1", "Status"
+	writeJSON(w, int(st.Code), st)
+}
+
+var (
+	servicesGR = schema.GroupResource{Resource: "services"}
+	webService = corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}
+)
+
+func TestGetServiceReadsTheServiceAndAsksForProtobuf(t *testing.T) {
+	c, calls := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
+		if r.URL.Path != "/api/v1/namespaces/shop/services/web" {
+			t.Errorf("path = %s", r.URL.Path)
+		}
+		if !strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf") {
+			t.Errorf("Accept = %q, want protobuf first", r.Header.Get("Accept"))
+		}
+		writeJSON(w, 200, webService)
+	})
+	svc, err := c.GetService(context.Background(), "shop", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Name != "web" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "http" {
+		t.Errorf("service = %+v", svc)
+	}
+	if calls.Load() != 1 {
+		t.Errorf("%d requests, want 1", calls.Load())
+	}
+}
+
+func TestErrorsThatARetryCannotCureAreGivenAtOnceAndWrapped(t *testing.T) {
+	tests := []struct {
+		name   string
+		status *apierrors.StatusError
+		is     func(error) bool
+	}{
+		{"not found", apierrors.NewNotFound(servicesGR, "web"), apierrors.IsNotFound},
+		{"forbidden", apierrors.NewForbidden(servicesGR, "web", errors.New("no RBAC rule")), apierrors.IsForbidden},
+		{"unauthorized", apierrors.NewUnauthorized("bad token"), apierrors.IsUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, calls := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, _ int32) { writeStatus(w, tt.status) })
+			_, err := c.GetService(context.Background(), "shop", "web")
+			if err == nil || !strings.HasPrefix(err.Error(), "get service shop/web: ") {
+				t.Fatalf("error = %v, want it to start with the SPEC text", err)
+			}
+			if !tt.is(err) {
+				t.Errorf("error %v lost its API status through wrapping", err)
+			}
+			if calls.Load() != 1 {
+				t.Errorf("%d requests, want 1: this error must not be retried", calls.Load())
+			}
+		})
+	}
+}
+
+func TestTooManyRequestsIsRetriedAfterTheAskedDelay(t *testing.T) {
+	c, calls := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, call int32) {
+		if call == 1 {
+			w.Header().Set("Retry-After", "1")
+			writeStatus(w, apierrors.NewTooManyRequests("slow down", 1))
+			return
+		}
+		writeJSON(w, 200, webService)
+	})
+	if _, err := c.GetService(context.Background(), "shop", "web"); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 {
+		t.Errorf("%d requests, want 2", calls.Load())
+	}
+}
+
+func TestServerErrorsAreRetriedABoundedNumberOfTimes(t *testing.T) {
+	c, calls := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, _ int32) {
+		writeStatus(w, apierrors.NewServiceUnavailable("etcd is down"))
+	})
+	_, err := c.GetService(context.Background(), "shop", "web")
+	if err == nil || !strings.Contains(err.Error(), "gave up after 3 attempts") {
+		t.Fatalf("error = %v", err)
+	}
+	if !apierrors.IsServiceUnavailable(err) {
+		t.Errorf("error %v lost its API status", err)
+	}
+	if calls.Load() != 3 {
+		t.Errorf("%d requests, want 3", calls.Load())
+	}
+}
+
+func TestADroppedConnectionIsRetried(t *testing.T) {
+	c, calls := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, call int32) {
+		if call == 1 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = conn.Close()
+			return
+		}
+		writeJSON(w, 200, webService)
+	})
+	if _, err := c.GetService(context.Background(), "shop", "web"); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 {
+		t.Errorf("%d requests, want 2", calls.Load())
+	}
+}
+
+func TestAStalledServerGivesATimeoutErrorInsteadOfHanging(t *testing.T) {
+	release := make(chan struct{})
+	c, calls := newTestClient(t, func(_ http.ResponseWriter, r *http.Request, _ int32) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	defer close(release)
+	_, err := c.GetService(context.Background(), "shop", "web")
+	var timeout *TimeoutError
+	if !errors.As(err, &timeout) {
+		t.Fatalf("error = %v, want a *TimeoutError", err)
+	}
+	if !strings.Contains(err.Error(), "did not answer within 300ms") {
+		t.Errorf("error = %v, want the bound in it", err)
+	}
+	if calls.Load() != 3 {
+		t.Errorf("%d requests, want 3", calls.Load())
+	}
+}
+
+func TestACancelledReadStopsRetrying(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c, calls := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, _ int32) {
+		cancel()
+		writeStatus(w, apierrors.NewInternalError(errors.New("boom")))
+	})
+	if _, err := c.GetService(ctx, "shop", "web"); err == nil {
+		t.Fatal("want an error")
+	}
+	if calls.Load() != 1 {
+		t.Errorf("%d requests, want 1", calls.Load())
+	}
+}
+
+// slicePages serves the EndpointSlices named in pages, one page per request,
+// chaining them with continue tokens "1", "2", ...
+type slicePages struct {
+	t     *testing.T
+	pages [][]string
+	// expireOnce makes the first request with this continue token fail with
+	// 410 Expired, as after an API server restart or an etcd compaction.
+	expireOnce string
+	// failFrom makes every request for this page and after fail with a 500.
+	failFrom int
+
+	mu      sync.Mutex
+	expired bool
+}
+
+func (p *slicePages) serve(w http.ResponseWriter, r *http.Request, _ int32) {
+	q := r.URL.Query()
+	if r.URL.Path != "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices" {
+		p.t.Errorf("path = %s", r.URL.Path)
+	}
+	if got := q.Get("labelSelector"); got != "kubernetes.io/service-name=web" {
+		p.t.Errorf("labelSelector = %q", got)
+	}
+	if got := q.Get("limit"); got != "2" {
+		p.t.Errorf("limit = %q", got)
+	}
+	token := q.Get("continue")
+	p.mu.Lock()
+	expire := token != "" && token == p.expireOnce && !p.expired
+	if expire {
+		p.expired = true
+	}
+	p.mu.Unlock()
+	if expire {
+		writeStatus(w, apierrors.NewResourceExpired("The provided continue parameter is too old"))
+		return
+	}
+	page := 0
+	if token != "" {
+		_, _ = fmt.Sscan(token, &page)
+	}
+	if p.failFrom > 0 && page >= p.failFrom {
+		writeStatus(w, apierrors.NewInternalError(errors.New("etcd went away")))
+		return
+	}
+	list := discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"}}
+	for _, name := range p.pages[page] {
+		list.Items = append(list.Items, discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "shop", Name: name},
+			AddressType: discoveryv1.AddressTypeIPv4,
+		})
+	}
+	if page+1 < len(p.pages) {
+		list.Continue = fmt.Sprint(page + 1)
+	}
+	writeJSON(w, 200, list)
+}
+
+func names(items []discoveryv1.EndpointSlice) string {
+	var out []string
+	for _, s := range items {
+		out = append(out, s.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestListEndpointSlicesReadsEveryPage(t *testing.T) {
+	pages := &slicePages{t: t, pages: [][]string{{"a", "b"}, {"c", "d"}, {"e"}}}
+	c, calls := newTestClient(t, pages.serve)
+	items, err := c.ListEndpointSlices(context.Background(), "shop", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(items); got != "a,b,c,d,e" {
+		t.Errorf("slices = %s, want a,b,c,d,e", got)
+	}
+	if calls.Load() != 3 {
+		t.Errorf("%d requests, want 3", calls.Load())
+	}
+}
+
+func TestListEndpointSlicesOfAServiceWithoutSlicesIsEmptyNotNil(t *testing.T) {
+	c, _ := newTestClient(t, (&slicePages{t: t, pages: [][]string{{}}}).serve)
+	items, err := c.ListEndpointSlices(context.Background(), "shop", "web")
+	if err != nil || items == nil || len(items) != 0 {
+		t.Fatalf("items = %v, err = %v; want an empty list", items, err)
+	}
+}
+
+func TestAnExpiredContinueTokenStartsTheListOver(t *testing.T) {
+	pages := &slicePages{t: t, pages: [][]string{{"a", "b"}, {"c", "d"}, {"e"}}, expireOnce: "2"}
+	c, calls := newTestClient(t, pages.serve)
+	items, err := c.ListEndpointSlices(context.Background(), "shop", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(items); got != "a,b,c,d,e" {
+		t.Errorf("slices = %s, want each once: a,b,c,d,e", got)
+	}
+	// pages 0, 1, the expired 2, then 0, 1, 2 again
+	if calls.Load() != 6 {
+		t.Errorf("%d requests, want 6", calls.Load())
+	}
+}
+
+func TestAFailingPageFailsTheWholeListRatherThanGivingPartOfIt(t *testing.T) {
+	pages := &slicePages{t: t, pages: [][]string{{"a", "b"}, {"c", "d"}, {"e"}}, failFrom: 1}
+	c, _ := newTestClient(t, pages.serve)
+	items, err := c.ListEndpointSlices(context.Background(), "shop", "web")
+	if err == nil || items != nil {
+		t.Fatalf("items = %v, err = %v; want no items and an error", names(items), err)
+	}
+	if !strings.HasPrefix(err.Error(), "list endpointslices of service shop/web: ") {
+		t.Errorf("error = %v, want it to start with the SPEC text", err)
+	}
+}
+
+func TestOneClientServesConcurrentReads(t *testing.T) {
+	c, calls := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, _ int32) { writeJSON(w, 200, webService) })
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if _, err := c.GetService(context.Background(), "shop", "web"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if calls.Load() != 20 {
+		t.Errorf("%d requests, want 20", calls.Load())
+	}
+}
