@@ -37,6 +37,8 @@ type Query struct {
 // PortNotFoundError reports a PortName that the Service does not have.
 type PortNotFoundError struct {
 	Namespace, Service, PortName string
+	// Available lists the names of the Service's ports, in its order.
+	Available []string
 }
 
 func (e *PortNotFoundError) Error() string {
@@ -130,7 +132,11 @@ func choosePort(svc *corev1.Service, q Query) (portRule, error) {
 				return portRule{byName: true, name: p.Name, defaultPort: q.DefaultPort}, nil
 			}
 		}
-		return portRule{}, &PortNotFoundError{Namespace: svc.Namespace, Service: svc.Name, PortName: q.PortName}
+		available := make([]string, 0, len(svc.Spec.Ports))
+		for _, p := range svc.Spec.Ports {
+			available = append(available, p.Name)
+		}
+		return portRule{}, &PortNotFoundError{Namespace: svc.Namespace, Service: svc.Name, PortName: q.PortName, Available: available}
 	}
 	if len(svc.Spec.Ports) == 1 {
 		return portRule{byName: true, name: svc.Spec.Ports[0].Name, defaultPort: q.DefaultPort}, nil

@@ -59,7 +59,9 @@ func eps(e ...discoveryv1.Endpoint) sliceOpt {
 }
 
 func labelledFor(service string) sliceOpt {
-	return func(s *discoveryv1.EndpointSlice) { s.Labels = map[string]string{discoveryv1.LabelServiceName: service} }
+	return func(s *discoveryv1.EndpointSlice) {
+		s.Labels = map[string]string{discoveryv1.LabelServiceName: service}
+	}
 }
 
 func inNamespace(n string) sliceOpt {
@@ -431,7 +433,8 @@ func TestPortNotFoundIsATypedError(t *testing.T) {
 	if !errors.As(err, &notFound) {
 		t.Fatalf("error %v is not a *PortNotFoundError", err)
 	}
-	if notFound.PortName != "grpc" || notFound.Namespace != ns || notFound.Service != svc {
+	if notFound.PortName != "grpc" || notFound.Namespace != ns || notFound.Service != svc ||
+		!reflect.DeepEqual(notFound.Available, []string{"http"}) {
 		t.Errorf("error fields = %+v", notFound)
 	}
 }

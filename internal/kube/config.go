@@ -74,7 +74,7 @@ func (l ConfigLoader) Load(path, contextName string) (LoadedConfig, error) {
 		if _, statErr := os.Stat(f); statErr == nil {
 			present = append(present, f)
 		} else {
-			tried = append(tried, fmt.Sprintf("%s %s (%v)", origin, f, unwrapPathError(statErr)))
+			tried = append(tried, fmt.Sprintf("%s %s: %v", origin, f, unwrapPathError(statErr)))
 		}
 	}
 	if len(present) == 0 {
@@ -136,7 +136,7 @@ func (l ConfigLoader) inCluster(tried []string, contextName string) (LoadedConfi
 	}
 	cfg, err := l.InCluster()
 	if err != nil {
-		tried = append(tried, fmt.Sprintf("%s (%v)", InClusterSource, err))
+		tried = append(tried, fmt.Sprintf("%s: %v", InClusterSource, err))
 		return LoadedConfig{}, &LoadError{Tried: tried, Err: errors.New("no kubeconfig file found and not running in a pod")}
 	}
 	return LoadedConfig{Rest: cfg, Source: InClusterSource}, nil
@@ -166,7 +166,7 @@ func loadKubeconfig(files []string, origin, contextName string) (LoadedConfig, e
 			known = append(known, name)
 		}
 		slices.Sort(known)
-		return fail(fmt.Errorf("context %q not found (contexts in the kubeconfig: %s)", contextName, listOrNone(known)))
+		return fail(&UnknownContextError{Name: contextName, Known: known})
 	}
 	if _, ok := raw.Clusters[kctx.Cluster]; !ok {
 		return fail(fmt.Errorf("context %q uses cluster %q, which the kubeconfig does not define", contextName, kctx.Cluster))
@@ -183,11 +183,18 @@ func loadKubeconfig(files []string, origin, contextName string) (LoadedConfig, e
 	return LoadedConfig{Rest: cfg, Source: fmt.Sprintf("%s, context %s", where, contextName)}, nil
 }
 
-func listOrNone(names []string) string {
-	if len(names) == 0 {
-		return "none"
+// UnknownContextError is a context that the kubeconfig does not define.
+type UnknownContextError struct {
+	Name  string
+	Known []string
+}
+
+func (e *UnknownContextError) Error() string {
+	known := "none"
+	if len(e.Known) > 0 {
+		known = strings.Join(e.Known, ", ")
 	}
-	return strings.Join(names, ", ")
+	return fmt.Sprintf("context %q not found (contexts in the kubeconfig: %s)", e.Name, known)
 }
 
 // unwrapPathError keeps "no such file or directory" without repeating the path.

@@ -1,0 +1,93 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
+	"github.com/vigie/terraform-provider-k8s/internal/kube"
+)
+
+// Each diagnostic says what was attempted, then after a blank line the likely
+// cause and the remedy, then the error itself, which starts with the text the
+// documentation promises ("get service NS/NAME: ...").
+
+const roleHint = "The identity needs, in the Service's namespace, a Role with `get` on `services` and `list` on " +
+	"`endpointslices` in API group `discovery.k8s.io`, bound to it by a RoleBinding (see the provider documentation)."
+
+func getServiceDiagnostic(namespace, service string, err error) diag.Diagnostic {
+	attempted := fmt.Sprintf("The provider could not read Service %s/%s.", namespace, service)
+	switch {
+	case apierrors.IsNotFound(err):
+		return diag.NewErrorDiagnostic("Service Not Found", attempted+"\n\n"+
+			fmt.Sprintf("The Service doesn't exist in namespace %s. Check service and namespace, or create the Service before reading it.", namespace)+
+			"\n\n"+err.Error())
+	case apierrors.IsForbidden(err):
+		return diag.NewErrorDiagnostic("Permission Denied Reading Service", attempted+"\n\n"+
+			"The identity of the provider may not get this Service: the Role is missing or does not allow `get` on `services`. "+
+			roleHint+"\n\n"+err.Error())
+	default:
+		return diag.NewErrorDiagnostic("Unable to Read Service", attempted+"\n\n"+transportRemedy(err)+"\n\n"+err.Error())
+	}
+}
+
+func listEndpointSlicesDiagnostic(namespace, service string, err error) diag.Diagnostic {
+	attempted := fmt.Sprintf("The provider read Service %s/%s but could not list its EndpointSlices.", namespace, service)
+	if apierrors.IsForbidden(err) {
+		return diag.NewErrorDiagnostic("Permission Denied Listing EndpointSlices", attempted+"\n\n"+
+			"The identity may get the Service but not list EndpointSlices: the second rule of the Role, `list` on "+
+			"`endpointslices` in API group `discovery.k8s.io`, is missing. "+roleHint+"\n\n"+err.Error())
+	}
+	return diag.NewErrorDiagnostic("Unable to List EndpointSlices", attempted+"\n\n"+transportRemedy(err)+"\n\n"+err.Error())
+}
+
+func rulesDiagnostic(err error) diag.Diagnostic {
+	var notFound *endpoints.PortNotFoundError
+	if errors.As(err, &notFound) {
+		ports := "no named port"
+		if len(notFound.Available) > 0 {
+			ports = "ports named " + strings.Join(quoteAll(notFound.Available), ", ")
+		}
+		return diag.NewAttributeErrorDiagnostic(path.Root("port_name"), "Port Not Found",
+			fmt.Sprintf("The provider looked for port %q among the ports of Service %s/%s.\n\n", notFound.PortName, notFound.Namespace, notFound.Service)+
+				fmt.Sprintf("The Service has %s. Set port_name to one of them, or leave it unset for a Service with a single port.\n\n", ports)+
+				err.Error())
+	}
+	return diag.NewErrorDiagnostic("Unable to Compute Ready Endpoints", err.Error())
+}
+
+func transportRemedy(err error) string {
+	var timeout *kube.TimeoutError
+	switch {
+	case errors.As(err, &timeout):
+		return "The API server did not answer in time. Check that it is up and reachable from where Terraform runs, " +
+			"and not overloaded."
+	case apierrors.IsUnauthorized(err):
+		return "The API server did not accept the credentials of the kubeconfig: the token or certificate may have " +
+			"expired or belong to another cluster. Refresh them and try again."
+	default:
+		return "The cluster could not be reached or refused the request. Check the server address and the " +
+			"credentials of the kubeconfig context, and that the API server is reachable from where Terraform runs."
+	}
+}
+
+func notConfiguredDiagnostic() diag.Diagnostic {
+	return diag.NewErrorDiagnostic("Provider Configuration Not Known",
+		"The k8s provider has no cluster to read: its kubeconfig or context is not known yet, usually because it "+
+			"comes from a resource that is not created.\n\n"+
+			"Apply in two steps: first the resources the provider configuration depends on "+
+			"(terraform apply -target=...), then the rest.")
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%q", n)
+	}
+	return out
+}

@@ -1,0 +1,161 @@
+package provider
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+)
+
+// testProviderFactories serve the provider in the test process, so that the
+// real terraform CLI talks to the code under test.
+var testProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
+	"k8s": providerserver.NewProtocol6WithError(New("test")()),
+}
+
+func TestMain(m *testing.M) {
+	if err := setUpTerraform(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// setUpTerraform gives the CLI a configuration file of the project's own, and
+// pins the binary on PATH so that terraform-plugin-testing never downloads one.
+func setUpTerraform() error {
+	rc, err := filepath.Abs(filepath.Join("testdata", "terraformrc"))
+	if err != nil {
+		return err
+	}
+	if err := os.Setenv("TF_CLI_CONFIG_FILE", rc); err != nil {
+		return err
+	}
+	if os.Getenv("TF_ACC_TERRAFORM_PATH") != "" {
+		return nil
+	}
+	tf, err := exec.LookPath("terraform")
+	if err != nil {
+		return fmt.Errorf("the provider tests run the terraform CLI: put it on PATH or set TF_ACC_TERRAFORM_PATH (%w)", err)
+	}
+	return os.Setenv("TF_ACC_TERRAFORM_PATH", tf)
+}
+
+// phrase matches text as Terraform prints it, where any space may have become
+// a line break.
+func phrase(parts ...string) *regexp.Regexp {
+	quoted := make([]string, len(parts))
+	for i, p := range parts {
+		quoted[i] = strings.Join(strings.Fields(regexp.QuoteMeta(p)), `\s+`)
+	}
+	return regexp.MustCompile(strings.Join(quoted, `[\s\S]*`))
+}
+
+// isolateFromMachine hides the kubeconfig and service account of the machine
+// running the tests, returning the home directory the provider will see.
+func isolateFromMachine(t *testing.T) string {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	return home
+}
+
+const readWeb = `
+data "k8s_ready_endpoints" "web" {
+  service = "web"
+}
+`
+
+func TestProviderConfigureErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		config func(t *testing.T, home string) string
+		want   *regexp.Regexp
+	}{
+		{
+			name: "a kubeconfig path that does not exist is named in the error",
+			config: func(t *testing.T, home string) string {
+				return `provider "k8s" { kubeconfig = "~/clusters/missing.yaml" }` + readWeb
+			},
+			want: phrase("Unable to Load Kubeconfig", "clusters/missing.yaml: no such file or directory"),
+		},
+		{
+			name: "a context the kubeconfig does not define is named with the ones it does",
+			config: func(t *testing.T, home string) string {
+				path := writeKubeconfig(t, home, "config.yaml", map[string]string{"blue": "https://127.0.0.1:1"})
+				return fmt.Sprintf(`provider "k8s" {
+  kubeconfig = %q
+  context    = "purple"
+}`, path) + readWeb
+			},
+			want: phrase("Unable to Load Kubeconfig", `context "purple" not found`, "contexts in the kubeconfig: blue"),
+		},
+		{
+			name: "no kubeconfig anywhere and no service account names every place looked at",
+			config: func(t *testing.T, home string) string {
+				return readWeb
+			},
+			want: phrase("Unable to Load Kubeconfig", ".kube/config: no such file or directory", "in-cluster service account: unable to load", "never falls back to localhost", "not running in a pod"),
+		},
+		{
+			name: "$KUBECONFIG naming a missing file is an error even when ~/.kube/config exists",
+			config: func(t *testing.T, home string) string {
+				writeKubeconfig(t, home, ".kube/config", map[string]string{"home": "https://127.0.0.1:1"})
+				t.Setenv("KUBECONFIG", filepath.Join(home, "gone.yaml"))
+				return readWeb
+			},
+			want: phrase("Unable to Load Kubeconfig", "$KUBECONFIG", "gone.yaml"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			home := isolateFromMachine(t)
+			resource.UnitTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: testProviderFactories,
+				Steps:                    []resource.TestStep{{Config: tt.config(t, home), ExpectError: tt.want}},
+			})
+		})
+	}
+}
+
+// writeKubeconfig writes a kubeconfig with one context per cluster, each
+// named as its cluster, the first (by name) current.
+func writeKubeconfig(t *testing.T, dir, name string, servers map[string]string) string {
+	t.Helper()
+	var clusters, contexts strings.Builder
+	current := ""
+	for cluster, server := range servers {
+		if current == "" || cluster < current {
+			current = cluster
+		}
+		fmt.Fprintf(&clusters, "- name: %s\n  cluster:\n    server: %s\n", cluster, server)
+		fmt.Fprintf(&contexts, "- name: %s\n  context:\n    cluster: %s\n    user: tester\n", cluster, cluster)
+	}
+	content := fmt.Sprintf(`apiVersion: v1
+kind: Config
+current-context: %s
+clusters:
+%susers:
+- name: tester
+  user:
+    token: not-a-real-token
+contexts:
+%s`, current, clusters.String(), contexts.String())
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

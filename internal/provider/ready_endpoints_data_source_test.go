@@ -1,0 +1,203 @@
+package provider
+
+import (
+	"fmt"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func TestReadyEndpointsArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
+	tests := []struct {
+		name string
+		args string
+		want *regexp.Regexp
+	}{
+		{"an empty service", `service = ""`, phrase("Attribute service must be a DNS-1123 label", "it is empty")},
+		{"a service with capitals", `service = "Web"`, phrase("Attribute service must be a DNS-1123 label", `"Web"`)},
+		{"a service longer than 63 characters", fmt.Sprintf("service = %q", "a123456789b123456789c123456789d123456789e123456789f123456789g1234"),
+			phrase("Attribute service must be a DNS-1123 label", "no more than 63")},
+		{"a namespace with an underscore", `
+  service   = "web"
+  namespace = "my_shop"`, phrase("Attribute namespace must be a DNS-1123 label", `"my_shop"`)},
+		{"an empty namespace", `
+  service   = "web"
+  namespace = ""`, phrase("Attribute namespace must be a DNS-1123 label", "it is empty")},
+		{"a port name that starts with a dash", `
+  service   = "web"
+  port_name = "-http"`, phrase("Attribute port_name must be a DNS-1123 label", `"-http"`)},
+		{"port 0", `
+  service      = "web"
+  default_port = 0`, phrase("Attribute default_port value must be between 1 and 65535, got: 0")},
+		{"port 65536", `
+  service      = "web"
+  default_port = 65536`, phrase("Attribute default_port value must be between 1 and 65535, got: 65536")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			isolateFromMachine(t)
+			// The kubeconfig does not exist: an error about it would mean
+			// the provider was configured before the arguments were checked.
+			resource.UnitTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: testProviderFactories,
+				Steps: []resource.TestStep{{
+					Config: `provider "k8s" { kubeconfig = "/nonexistent/kubeconfig" }
+data "k8s_ready_endpoints" "web" {
+  ` + tt.args + `
+}`,
+					ExpectError: tt.want,
+				}},
+			})
+		})
+	}
+}
+
+// Fixtures for reads through the stand-in API server.
+
+func webService(namespace string, ports ...corev1.ServicePort) corev1.Service {
+	return corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: ports},
+	}
+}
+
+func webSlice(namespace, name string, family discoveryv1.AddressType, port int32, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
+	return discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: family,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(port)}},
+		Endpoints:   eps,
+	}
+}
+
+func readyPod(addr, pod, node, zone string) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{
+		Addresses:  []string{addr},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
+		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: pod},
+		NodeName:   ptr(node),
+		Zone:       ptr(zone),
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+var httpPort = corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}
+
+// clusterConfig points the provider at the stand-in API server.
+func clusterConfig(t *testing.T, servers map[string]string) string {
+	path := writeKubeconfig(t, t.TempDir(), "kubeconfig", servers)
+	return fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", path)
+}
+
+func endpointValue(addr string, port int64, family string, pod, node, zone, hostname knownvalue.Check) knownvalue.Check {
+	return knownvalue.ObjectExact(map[string]knownvalue.Check{
+		"address":      knownvalue.StringExact(addr),
+		"port":         knownvalue.Int64Exact(port),
+		"address_type": knownvalue.StringExact(family),
+		"pod":          pod,
+		"node_name":    node,
+		"zone":         zone,
+		"hostname":     hostname,
+	})
+}
+
+func TestReadyEndpointsReadsTheServiceThroughTheAPI(t *testing.T) {
+	api := newStandInAPIServer(t)
+	api.addService(webService("default", httpPort))
+	notReady := readyPod("10.0.0.3", "web-3", "node-a", "zone-a")
+	notReady.Conditions.Ready = ptr(false)
+	api.addSlices(
+		webSlice("default", "web-b", discoveryv1.AddressTypeIPv4, 8080,
+			readyPod("10.0.0.10", "web-10", "node-b", "zone-b"), notReady),
+		webSlice("default", "web-a", discoveryv1.AddressTypeIPv4, 8080,
+			readyPod("10.0.0.9", "web-9", "node-a", "zone-a"),
+			discoveryv1.Endpoint{Addresses: []string{"10.0.0.10"}}), // a copy with less detail
+	)
+	resource.UnitTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+data "k8s_ready_endpoints" "web" {
+  service   = "web"
+  port_name = "http"
+}`,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact("default/web")),
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("namespace"), knownvalue.StringExact("default")),
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("default_port"), knownvalue.Int64Exact(80)),
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"), knownvalue.ListExact([]knownvalue.Check{
+					endpointValue("10.0.0.9", 8080, "IPv4", knownvalue.StringExact("web-9"), knownvalue.StringExact("node-a"), knownvalue.StringExact("zone-a"), knownvalue.Null()),
+					endpointValue("10.0.0.10", 8080, "IPv4", knownvalue.StringExact("web-10"), knownvalue.StringExact("node-b"), knownvalue.StringExact("zone-b"), knownvalue.Null()),
+				})),
+			},
+		}},
+	})
+}
+
+func TestReadyEndpointsWithNothingReadyIsAnEmptyListNotNull(t *testing.T) {
+	api := newStandInAPIServer(t)
+	api.addService(webService("shop", httpPort))
+	resource.UnitTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+data "k8s_ready_endpoints" "web" {
+  namespace = "shop"
+  service   = "web"
+}`,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact("shop/web")),
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"), knownvalue.ListExact([]knownvalue.Check{})),
+			},
+		}},
+	})
+}
+
+func TestReadyEndpointsErrorsCarryTheDocumentedTexts(t *testing.T) {
+	tests := []struct {
+		name      string
+		forbidden string
+		noService bool
+		args      string
+		want      *regexp.Regexp
+	}{
+		{name: "a Service that does not exist", noService: true,
+			want: phrase("Service Not Found", "The Service doesn't exist in namespace shop", `get service shop/web: services "web" not found`)},
+		{name: "an identity that may not get the Service", forbidden: "services",
+			want: phrase("Permission Denied Reading Service", "Role", "get service shop/web: services \"web\" is forbidden")},
+		{name: "an identity that may not list EndpointSlices", forbidden: "endpointslices",
+			want: phrase("Permission Denied Listing EndpointSlices", "the second rule of the Role", "list endpointslices of service shop/web: endpointslices.discovery.k8s.io is forbidden")},
+		{name: "a port name the Service does not have", args: `port_name = "https"`,
+			want: phrase("Port Not Found", `The Service has ports named "http"`, "port https not found in service shop/web")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newStandInAPIServer(t)
+			if !tt.noService {
+				api.addService(webService("shop", httpPort))
+			}
+			api.forbidden = tt.forbidden
+			resource.UnitTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: testProviderFactories,
+				Steps: []resource.TestStep{{
+					Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+data "k8s_ready_endpoints" "web" {
+  namespace = "shop"
+  service   = "web"
+  ` + tt.args + `
+}`,
+					ExpectError: tt.want,
+				}},
+			})
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package provider
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// standInAPIServer answers the two requests a read makes, from objects held in
+// memory, over real HTTP. It lets the framework tests exercise the whole read
+// path; the acceptance tests do the same against a real kube-apiserver.
+type standInAPIServer struct {
+	*httptest.Server
+
+	mu       sync.Mutex
+	services map[string]corev1.Service // by "namespace/name"
+	slices   []discoveryv1.EndpointSlice
+	// forbidden makes requests for this resource ("services" or
+	// "endpointslices") fail as RBAC would.
+	forbidden string
+}
+
+func newStandInAPIServer(t *testing.T) *standInAPIServer {
+	s := &standInAPIServer{services: map[string]corev1.Service{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *standInAPIServer) addService(svc corev1.Service) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.services[svc.Namespace+"/"+svc.Name] = svc
+}
+
+func (s *standInAPIServer) addSlices(slices ...discoveryv1.EndpointSlice) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slices = append(s.slices, slices...)
+}
+
+func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	// /api/v1/namespaces/NS/services/NAME
+	case len(parts) == 6 && parts[0] == "api" && parts[4] == "services":
+		gr := schema.GroupResource{Resource: "services"}
+		if s.forbidden == "services" {
+			writeStatus(w, apierrors.NewForbidden(gr, parts[5], errTesterMayNot))
+			return
+		}
+		svc, ok := s.services[parts[3]+"/"+parts[5]]
+		if !ok {
+			writeStatus(w, apierrors.NewNotFound(gr, parts[5]))
+			return
+		}
+		svc.APIVersion, svc.Kind = "v1", "Service"
+		writeJSON(w, svc)
+	// /apis/discovery.k8s.io/v1/namespaces/NS/endpointslices
+	case len(parts) == 6 && parts[1] == "discovery.k8s.io" && parts[5] == "endpointslices":
+		if s.forbidden == "endpointslices" {
+			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", errTesterMayNot))
+			return
+		}
+		selector := r.URL.Query().Get("labelSelector")
+		list := discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"}}
+		for _, sl := range s.slices {
+			if sl.Namespace == parts[4] && selector == discoveryv1.LabelServiceName+"="+sl.Labels[discoveryv1.LabelServiceName] {
+				list.Items = append(list.Items, sl)
+			}
+		}
+		writeJSON(w, list)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+var errTesterMayNot = forbiddenReason("User \"tester\" cannot do this")
+
+type forbiddenReason string
+
+func (f forbiddenReason) Error() string { return string(f) }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeStatus(w http.ResponseWriter, err *apierrors.StatusError) {
+	st := err.Status()
+	st.APIVersion, st.Kind = "v1", "Status"
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(st.Code))
+	_ = json.NewEncoder(w).Encode(st)
+}

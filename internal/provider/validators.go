@@ -1,0 +1,38 @@
+package provider
+
+import (
+	"context"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/helpers/validatordiag"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// dns1123Label checks a name as Kubernetes does for namespaces, Services and
+// Service port names, so that a bad name fails at validate time rather than
+// as a confusing API error.
+type dns1123Label struct{}
+
+var _ validator.String = dns1123Label{}
+
+func (dns1123Label) Description(context.Context) string {
+	return "must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+}
+
+func (v dns1123Label) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v dns1123Label) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	value := req.ConfigValue.ValueString()
+	problems := validation.IsDNS1123Label(value)
+	if value == "" {
+		problems = []string{"it is empty"}
+	}
+	if len(problems) > 0 {
+		resp.Diagnostics.Append(validatordiag.InvalidAttributeValueDiagnostic(
+			req.Path, v.Description(ctx)+" ("+strings.Join(problems, "; ")+")", `"`+value+`"`))
+	}
+}
