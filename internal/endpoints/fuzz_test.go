@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"reflect"
 	"testing"
@@ -33,7 +34,8 @@ func FuzzReady(f *testing.F) {
 			t.Fatal("Ready changed its inputs")
 		}
 		if err != nil {
-			if _, ok := err.(*PortNotFoundError); !ok || portName == "" {
+			var notFound *PortNotFoundError
+			if !errors.As(err, &notFound) || portName == "" {
 				t.Fatalf("unexpected error %v", err)
 			}
 			return

@@ -155,7 +155,12 @@ func TestServerErrorsAreRetriedABoundedNumberOfTimes(t *testing.T) {
 func TestADroppedConnectionIsRetried(t *testing.T) {
 	c, calls := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, call int32) {
 		if call == 1 {
-			conn, _, err := w.(http.Hijacker).Hijack()
+			hijacker, ok := w.(http.Hijacker)
+			if !ok {
+				t.Error("the test server cannot drop connections")
+				return
+			}
+			conn, _, err := hijacker.Hijack()
 			if err != nil {
 				t.Error(err)
 				return

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -92,8 +93,9 @@ func terraformWithBuiltProvider(t *testing.T, dir, config string) []byte {
 		out, err := cmd.Output()
 		if err != nil {
 			var stderr []byte
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = ee.Stderr
+			var exitErr *exec.ExitError
+			if errors.As(err, &exitErr) {
+				stderr = exitErr.Stderr
 			}
 			t.Fatalf("terraform %v: %v\n%s\n%s", args, err, out, stderr)
 		}
