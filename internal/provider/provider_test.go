@@ -38,14 +38,48 @@ func setUpTerraform() error {
 	if err := os.Setenv("TF_CLI_CONFIG_FILE", rc); err != nil {
 		return err
 	}
-	if os.Getenv("TF_ACC_TERRAFORM_PATH") != "" {
+	cli := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	if cli == "" {
+		if cli, err = exec.LookPath("terraform"); err != nil {
+			return fmt.Errorf("the provider tests run the terraform CLI: put it on PATH or set TF_ACC_TERRAFORM_PATH (%w)", err)
+		}
+		if err := os.Setenv("TF_ACC_TERRAFORM_PATH", cli); err != nil {
+			return err
+		}
+	}
+	if os.Getenv("TF_ACC_PROVIDER_HOST") != "" {
 		return nil
 	}
-	tf, err := exec.LookPath("terraform")
+	host, err := defaultProviderHost(cli)
 	if err != nil {
-		return fmt.Errorf("the provider tests run the terraform CLI: put it on PATH or set TF_ACC_TERRAFORM_PATH (%w)", err)
+		return err
 	}
-	return os.Setenv("TF_ACC_TERRAFORM_PATH", tf)
+	return os.Setenv("TF_ACC_PROVIDER_HOST", host)
+}
+
+// defaultProviderHost asks the CLI which registry host it gives a provider
+// named without one. terraform-plugin-testing must serve the provider under
+// that address: it differs between Terraform and OpenTofu.
+func defaultProviderHost(cli string) (string, error) {
+	dir, err := os.MkdirTemp("", "provider-host")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(`provider "k8s" {}`), 0o600); err != nil {
+		return "", err
+	}
+	cmd := exec.Command(cli, "providers")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s providers: %w\n%s", cli, err, out)
+	}
+	m := regexp.MustCompile(`provider\[([^/\]]+)/hashicorp/k8s\]`).FindSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("%s providers did not name hashicorp/k8s:\n%s", cli, out)
+	}
+	return string(m[1]), nil
 }
 
 // phrase matches text as Terraform prints it, where any space may have become

@@ -1,0 +1,416 @@
+package provider
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Every rule of the contract, read by the real CLI from a real API server.
+// Where Kubernetes can make the case, its controllers write the slices;
+// where it cannot (nil conditions, duplicates, FQDN, several addresses), the
+// test writes them by hand.
+
+var webLabels = map[string]string{"app": "web"}
+
+func webServiceSpec(namespace string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
+		Spec:       corev1.ServiceSpec{Selector: webLabels, Ports: ports},
+	}
+}
+
+func dataSource(namespace string, extra string) string {
+	return fmt.Sprintf(`
+data "k8s_ready_endpoints" "web" {
+  namespace = %q
+  service   = "web"
+  %s
+}
+`, namespace, extra)
+}
+
+// podEndpoint is an endpoint the controller wrote for a pod on the test node.
+func podEndpoint(addr string, port int64, family, pod string) knownvalue.Check {
+	return endpointValue(addr, port, family, knownvalue.StringExact(pod), knownvalue.StringExact(accNode),
+		knownvalue.StringExact(accZone), knownvalue.Null())
+}
+
+// bareIPv4 is an IPv4 endpoint that names no pod, node, zone or hostname.
+func bareIPv4(addr string, port int64) knownvalue.Check {
+	return endpointValue(addr, port, "IPv4", knownvalue.Null(), knownvalue.Null(), knownvalue.Null(), knownvalue.Null())
+}
+
+func expectEndpoints(checks ...knownvalue.Check) statecheck.StateCheck {
+	return statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"), knownvalue.ListExact(checks))
+}
+
+func TestAccReadyNotReadyAndTerminatingPods(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	c.createService(t, webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}))
+	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.0.11"}, ready: true})
+	c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.0.2"}, ready: true})
+	c.runPod(t, ns, podSpec{name: "web-3", labels: webLabels, ips: []string{"10.244.0.3"}, ready: false})
+	c.runPod(t, ns, podSpec{name: "web-4", labels: webLabels, ips: []string{"10.244.0.4"}, ready: true})
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 3, 4))
+	// Deleted with a grace period and no kubelet to confirm, web-4 stays
+	// terminating: the controller marks it not ready but still serving.
+	c.deletePod(t, ns, "web-4", 300)
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 4))
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact(ns+"/web")),
+				// The pods' port, not the Service's, in numeric order.
+				expectEndpoints(
+					podEndpoint("10.244.0.2", 8080, "IPv4", "web-2"),
+					podEndpoint("10.244.0.11", 8080, "IPv4", "web-1"),
+				),
+			},
+		}},
+	})
+}
+
+func TestAccDualStackServiceGivesEachPodOncePerFamily(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	policy := corev1.IPFamilyPolicyRequireDualStack
+	svc := webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)})
+	svc.Spec.IPFamilyPolicy = &policy
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	c.createService(t, svc)
+	c.runPod(t, ns, podSpec{name: "web-a", labels: webLabels, ips: []string{"10.244.1.2", "fd00:10:244::2"}, ready: true})
+	c.runPod(t, ns, podSpec{name: "web-b", labels: webLabels, ips: []string{"10.244.1.1", "fd00:10:244::1"}, ready: true})
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv6, 2, 2))
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: c.providerConfig() + dataSource(ns, ""),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				podEndpoint("10.244.1.1", 8080, "IPv4", "web-b"),
+				podEndpoint("10.244.1.2", 8080, "IPv4", "web-a"),
+				podEndpoint("fd00:10:244::1", 8080, "IPv6", "web-b"),
+				podEndpoint("fd00:10:244::2", 8080, "IPv6", "web-a"),
+			)},
+		}},
+	})
+}
+
+func TestAccScaledToZeroIsAnEmptyList(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	c.createService(t, webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}))
+	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.3.1"}, ready: true})
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config:            c.providerConfig() + dataSource(ns, ""),
+				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.3.1", 8080, "IPv4", "web-1"))},
+			},
+			{
+				PreConfig: func() {
+					c.deletePod(t, ns, "web-1", 0)
+					c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 0, 0))
+				},
+				Config:            c.providerConfig() + dataSource(ns, ""),
+				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()},
+			},
+		},
+	})
+}
+
+func TestAccNamedTargetPortResolvesPerPod(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	c.createService(t, webServiceSpec(ns,
+		corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromString("web")},
+		corev1.ServicePort{Name: "metrics", Port: 9100, TargetPort: intstr.FromInt32(9100)},
+	))
+	// In the middle of a rollout the container port named "web" moved:
+	// Kubernetes writes one slice per port set.
+	c.runPod(t, ns, podSpec{name: "web-old", labels: webLabels, ips: []string{"10.244.4.1"}, ready: true, ports: map[string]int32{"web": 8080}})
+	c.runPod(t, ns, podSpec{name: "web-new", labels: webLabels, ips: []string{"10.244.4.2"}, ready: true, ports: map[string]int32{"web": 8081}})
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
+				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+					podEndpoint("10.244.4.1", 8080, "IPv4", "web-old"),
+					podEndpoint("10.244.4.2", 8081, "IPv4", "web-new"),
+				)},
+			},
+			{
+				Config: c.providerConfig() + dataSource(ns, `port_name = "metrics"`),
+				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+					podEndpoint("10.244.4.1", 9100, "IPv4", "web-old"),
+					podEndpoint("10.244.4.2", 9100, "IPv4", "web-new"),
+				)},
+			},
+			{
+				// Several ports and no port_name: default_port.
+				Config: c.providerConfig() + dataSource(ns, `default_port = 7000`),
+				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+					podEndpoint("10.244.4.1", 7000, "IPv4", "web-old"),
+					podEndpoint("10.244.4.2", 7000, "IPv4", "web-new"),
+				)},
+			},
+			{
+				Config:      c.providerConfig() + dataSource(ns, `port_name = "grpc"`),
+				ExpectError: phrase("Port Not Found", `ports named "http", "metrics"`, fmt.Sprintf("port grpc not found in service %s/web", ns)),
+			},
+		},
+	})
+}
+
+func TestAccPublishNotReadyAddressesGivesEveryPod(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	svc := webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)})
+	svc.Spec.PublishNotReadyAddresses = true
+	c.createService(t, svc)
+	c.runPod(t, ns, podSpec{name: "web-starting", labels: webLabels, ips: []string{"10.244.5.1"}, ready: false})
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:            c.providerConfig() + dataSource(ns, ""),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.5.1", 8080, "IPv4", "web-starting"))},
+		}},
+	})
+}
+
+func TestAccSelectorlessServiceMirroredFromEndpoints(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	c.createService(t, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(9090)}}},
+	})
+	endpoints := &corev1.Endpoints{ //nolint:staticcheck // a hand-managed Endpoints object is the case under test
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Subsets: []corev1.EndpointSubset{{ //nolint:staticcheck // idem
+			Addresses:         []corev1.EndpointAddress{{IP: "192.0.2.11"}, {IP: "192.0.2.10"}},
+			NotReadyAddresses: []corev1.EndpointAddress{{IP: "192.0.2.12"}},
+			Ports:             []corev1.EndpointPort{{Name: "http", Port: 9090}}, //nolint:staticcheck // idem
+		}},
+	}
+	if _, err := c.client.CoreV1().Endpoints(ns).Create(c.ctx(t), endpoints, metav1.CreateOptions{}); err != nil { //nolint:staticcheck // idem
+		t.Fatal(err)
+	}
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 3))
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				bareIPv4("192.0.2.10", 9090),
+				bareIPv4("192.0.2.11", 9090),
+			)},
+		}},
+	})
+}
+
+func TestAccHandWrittenSlices(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	c.createService(t, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	})
+	httpPort := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}}
+	slice := func(name, service string, family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) {
+		s := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+				discoveryv1.LabelServiceName: service,
+				discoveryv1.LabelManagedBy:   "tf-acc-tests",
+			}},
+			AddressType: family,
+			Ports:       ports,
+			Endpoints:   eps,
+		}
+		if _, err := c.client.DiscoveryV1().EndpointSlices(ns).Create(c.ctx(t), s, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create slice %s: %v", name, err)
+		}
+	}
+	ep := func(ready *bool, addrs ...string) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: addrs, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
+	}
+	slice("web-a", "web", discoveryv1.AddressTypeIPv4, httpPort,
+		ep(nil, "10.0.9.1"),                    // no ready condition: ready
+		ep(ptr(true), "10.0.9.2"),              // also in web-b
+		ep(ptr(true), "10.0.9.3", "10.0.9.30"), // several addresses: the first
+	)
+	slice("web-b", "web", discoveryv1.AddressTypeIPv4, httpPort,
+		ep(ptr(true), "10.0.9.2"),
+		ep(ptr(false), "10.0.9.4"),
+	)
+	slice("web-fqdn", "web", discoveryv1.AddressTypeFQDN, httpPort, ep(ptr(true), "db.example.com"))
+	slice("api-a", "api", discoveryv1.AddressTypeIPv4, httpPort, ep(ptr(true), "10.0.9.5"))
+	slice("web-no-ports", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{}, ep(ptr(true), "10.0.9.6"))
+	slice("web-no-number", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr("http")}}, ep(ptr(true), "10.0.9.7"))
+	slice("web-other-port", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr("admin"), Port: ptr[int32](9000)}}, ep(ptr(true), "10.0.9.8"))
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: c.providerConfig() + dataSource(ns, "port_name = \"http\"\n  default_port = 8000"),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				bareIPv4("10.0.9.1", 8080),
+				bareIPv4("10.0.9.2", 8080),
+				bareIPv4("10.0.9.3", 8080),
+				bareIPv4("10.0.9.6", 8000),
+				bareIPv4("10.0.9.7", 8000),
+			)},
+		}},
+	})
+}
+
+func TestAccMissingServiceIsAnError(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:      c.providerConfig() + dataSource(ns, ""),
+			ExpectError: phrase("Service Not Found", "The Service doesn't exist", fmt.Sprintf(`get service %s/web: services "web" not found`, ns)),
+		}},
+	})
+}
+
+func TestAccRBAC(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	c.createService(t, webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}))
+	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.6.1"}, ready: true})
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
+
+	documented := c.identity(t, ns, "documented-role", documentedRole)
+	noList := c.identity(t, ns, "no-list", documentedRole[:1])
+	noGet := c.identity(t, ns, "no-get", documentedRole[1:])
+	as := func(kubeconfig string) string {
+		return fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", kubeconfig) + dataSource(ns, "")
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config:            as(documented),
+				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.6.1", 8080, "IPv4", "web-1"))},
+			},
+			{
+				Config: as(noList),
+				ExpectError: phrase("Permission Denied Listing EndpointSlices", "the second rule of the Role",
+					fmt.Sprintf("list endpointslices of service %s/web:", ns), "forbidden"),
+			},
+			{
+				Config: as(noGet),
+				ExpectError: phrase("Permission Denied Reading Service",
+					fmt.Sprintf("get service %s/web:", ns), "forbidden"),
+			},
+		},
+	})
+}
+
+// TestAccAPIServerGoneFailsWithinItsBound reads through a TCP proxy in front
+// of the API server, then stops the proxy: to the provider the API server is
+// gone (connections refused), and the read must end in a clear error after
+// its bounded retries rather than hang.
+func TestAccAPIServerGoneFailsWithinItsBound(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	c.createService(t, webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}))
+	proxy := startTCPProxy(t, hostPort(t, c.rest.Host))
+	token := c.identityToken(t, ns, "reader", documentedRole)
+	viaProxy := c.writeKubeconfig(t, "reader", &clientcmdapi.AuthInfo{Token: token}, "https://"+proxy.addr())
+	config := fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", viaProxy) + dataSource(ns, "")
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config, ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()}},
+			{
+				PreConfig:   proxy.stop,
+				Config:      config,
+				ExpectError: phrase("Unable to Read Service", "could not be reached", fmt.Sprintf("get service %s/web: gave up after 3 attempts", ns), "connection refused"),
+			},
+		},
+	})
+}
+
+// tcpProxy forwards connections to the API server until it is stopped.
+type tcpProxy struct {
+	listener net.Listener
+	mu       sync.Mutex
+	conns    []net.Conn
+	once     sync.Once
+}
+
+func startTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{listener: l}
+	t.Cleanup(p.stop)
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *tcpProxy) addr() string { return p.listener.Addr().String() }
+
+// stop closes the listening socket and every open connection, so new
+// connections are refused, as when an API server process is gone.
+func (p *tcpProxy) stop() {
+	p.once.Do(func() {
+		_ = p.listener.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+	})
+}
