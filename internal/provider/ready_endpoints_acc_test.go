@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 
@@ -412,5 +413,29 @@ func (p *tcpProxy) stop() {
 		for _, c := range p.conns {
 			_ = c.Close()
 		}
+	})
+}
+
+// envAPIServerStopped is set by scripts/testacc.sh once it has stopped the
+// local kube-apiserver process.
+const envAPIServerStopped = "K8S_TF_API_SERVER_STOPPED"
+
+// TestAccStoppedAPIServerFailsWithinItsBound reads from the local cluster
+// after its kube-apiserver process was stopped. scripts/testacc.sh runs it
+// alone, last, with envAPIServerStopped set; elsewhere it is skipped.
+func TestAccStoppedAPIServerFailsWithinItsBound(t *testing.T) {
+	if os.Getenv(envAPIServerStopped) == "" {
+		t.Skip("run by scripts/testacc.sh after it stops the local kube-apiserver")
+	}
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: set TF_ACC=1")
+	}
+	kubeconfig := os.Getenv(envKubeconfig)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:      fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", kubeconfig) + dataSource("default", ""),
+			ExpectError: phrase("Unable to Read Service", "could not be reached", "get service default/web: gave up after 3 attempts", "connection refused"),
+		}},
 	})
 }
