@@ -36,7 +36,7 @@ if [[ ! -x "$bin/tofu" ]]; then
 	# OpenTofu's release build (.goreleaser.yaml): static, stripped, and
 	# version.dev=no so that it reports 1.x.y rather than 1.x.y-dev.
 	export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=local CGO_ENABLED=0
-	echo "building tofu (a cold build takes ~16 min on 2 cores)..." >&2
+	echo "building tofu (a cold build takes ~4-5 min on 2 idle cores)..." >&2
 	start=$SECONDS
 	cd "$mod"
 	# Temp name + rename: an interrupted build never looks finished.
