@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -24,14 +27,58 @@ type Endpoint struct {
 	NodeName    string
 	Zone        string
 	Hostname    string
+	// The endpoint's conditions with the API's defaults for missing ones:
+	// ready true, serving as ready, terminating false.
+	Ready, Serving, Terminating bool
 }
 
-// Query says which port of the Service the pool is for.
+// TerminatingPolicy says what becomes of endpoints that are terminating but
+// still serving (a pod draining its connections).
+type TerminatingPolicy string
+
+const (
+	// TerminatingExclude leaves them out: only ready endpoints are given.
+	TerminatingExclude TerminatingPolicy = "exclude"
+	// TerminatingFallback gives them only when no endpoint is ready, as
+	// kube-proxy does since Kubernetes 1.28.
+	TerminatingFallback TerminatingPolicy = "fallback"
+	// TerminatingInclude gives them beside the ready ones, for pools that
+	// drain connections gracefully.
+	TerminatingInclude TerminatingPolicy = "include"
+)
+
+// TerminatingPolicies lists the policies, for schema text and validation.
+var TerminatingPolicies = []TerminatingPolicy{TerminatingExclude, TerminatingFallback, TerminatingInclude}
+
+// Query says which endpoints of the Service make the pool.
 type Query struct {
 	// PortName is the name of a port of the Service; empty means none was given.
 	PortName string
 	// DefaultPort is the port of endpoints whose slice gives no number.
 	DefaultPort int32
+	// Terminating is the policy for serving, terminating endpoints; empty
+	// means TerminatingExclude.
+	Terminating TerminatingPolicy
+	// AddressType keeps only the endpoints of one family; empty keeps both.
+	AddressType discoveryv1.AddressType
+	// Zones keeps only the endpoints in these zones; empty keeps all.
+	Zones []string
+	// ExpiryAnnotation names an annotation of EndpointSlices that holds the
+	// time after which their endpoints are stale; empty means none.
+	ExpiryAnnotation string
+	// Now is the time expiry is judged against.
+	Now time.Time
+}
+
+// Result is the pool and what was learnt while making it.
+type Result struct {
+	// Endpoints is never nil, so that "nothing is ready" is an empty list.
+	Endpoints []Endpoint
+	// LastChangeTriggerTime is the latest endpoints.kubernetes.io/last-change-
+	// trigger-time among the Service's slices; zero when none has one.
+	LastChangeTriggerTime time.Time
+	// Warnings name slices whose annotations could not be understood.
+	Warnings []string
 }
 
 // PortNotFoundError reports a PortName that the Service does not have.
@@ -45,24 +92,37 @@ func (e *PortNotFoundError) Error() string {
 	return fmt.Sprintf("port %s not found in service %s/%s", e.PortName, e.Namespace, e.Service)
 }
 
-// Ready returns the ready endpoints of svc found in endpointSlices, once each, sorted
-// IPv4 before IPv6, then by address, then by port. It never returns nil on
-// success, so "nothing is ready" is an empty list, and it never modifies its
-// arguments.
-func Ready(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Query) ([]Endpoint, error) {
+// Ready returns the endpoints of svc found in endpointSlices that q asks for
+// (by default the ready ones), once each, sorted IPv4 before IPv6, then by
+// address, then by port. It never modifies its arguments.
+func Ready(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Query) (Result, error) {
 	if svc == nil {
-		return nil, errors.New("no service given")
+		return Result{}, errors.New("no service given")
 	}
 	port, err := choosePort(svc, q)
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
 
-	found := map[endpointKey]Endpoint{}
+	var res Result
+	ready, draining := map[endpointKey]Endpoint{}, map[endpointKey]Endpoint{}
 	for i := range endpointSlices {
 		slice := &endpointSlices[i]
-		if !belongsTo(slice, svc) || !isIPFamily(slice.AddressType) {
+		if !belongsTo(slice, svc) {
 			continue
+		}
+		res.LastChangeTriggerTime = later(res.LastChangeTriggerTime, lastChangeTriggerTime(slice))
+		if !isIPFamily(slice.AddressType) || (q.AddressType != "" && slice.AddressType != q.AddressType) {
+			continue
+		}
+		if q.ExpiryAnnotation != "" {
+			expired, warning := isExpired(slice, q.ExpiryAnnotation, q.Now)
+			if warning != "" {
+				res.Warnings = append(res.Warnings, warning)
+			}
+			if expired {
+				continue
+			}
 		}
 		number, serves := port.numberIn(slice.Ports)
 		if !serves {
@@ -70,7 +130,15 @@ func Ready(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Qu
 		}
 		for j := range slice.Endpoints {
 			ep := &slice.Endpoints[j]
-			if !isReady(ep.Conditions) {
+			isReady, serving, terminating := conditions(ep.Conditions)
+			into := ready
+			if !isReady {
+				if !serving || !terminating || q.Terminating == TerminatingExclude || q.Terminating == "" {
+					continue
+				}
+				into = draining
+			}
+			if len(q.Zones) > 0 && (ep.Zone == nil || !slices.Contains(q.Zones, *ep.Zone)) {
 				continue
 			}
 			addr, ok := firstAddress(ep, slice.AddressType)
@@ -86,14 +154,35 @@ func Ready(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Qu
 				NodeName:    deref(ep.NodeName),
 				Zone:        deref(ep.Zone),
 				Hostname:    deref(ep.Hostname),
+				Ready:       isReady,
+				Serving:     serving,
+				Terminating: terminating,
 			}
-			if seen, dup := found[key]; dup && !describesBetter(candidate, seen) {
+			if seen, dup := into[key]; dup && !describesBetter(candidate, seen) {
 				continue
 			}
-			found[key] = candidate
+			into[key] = candidate
 		}
 	}
 
+	chosen := ready
+	switch {
+	case q.Terminating == TerminatingFallback && len(ready) == 0:
+		chosen = draining
+	case q.Terminating == TerminatingInclude:
+		// A copy that is ready, from a slice not yet updated, wins over a
+		// terminating one.
+		for k, e := range draining {
+			if _, dup := ready[k]; !dup {
+				ready[k] = e
+			}
+		}
+	}
+	res.Endpoints = sorted(chosen)
+	return res, nil
+}
+
+func sorted(found map[endpointKey]Endpoint) []Endpoint {
 	keys := make([]endpointKey, 0, len(found))
 	for k := range found {
 		keys = append(keys, k)
@@ -106,7 +195,7 @@ func Ready(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Qu
 	for _, k := range keys {
 		out = append(out, found[k])
 	}
-	return out, nil
+	return out
 }
 
 // endpointKey identifies an endpoint: the same address and port listed in two
@@ -174,9 +263,54 @@ func isIPFamily(t discoveryv1.AddressType) bool {
 	return t == discoveryv1.AddressTypeIPv4 || t == discoveryv1.AddressTypeIPv6
 }
 
-// isReady follows the API: a missing ready condition means ready.
-func isReady(c discoveryv1.EndpointConditions) bool {
-	return c.Ready == nil || *c.Ready
+// conditions applies the API's defaults: a missing ready condition means
+// ready, a missing serving condition means the same as ready, a missing
+// terminating condition means not terminating.
+func conditions(c discoveryv1.EndpointConditions) (ready, serving, terminating bool) {
+	ready = c.Ready == nil || *c.Ready
+	serving = ready
+	if c.Serving != nil {
+		serving = *c.Serving
+	}
+	return ready, serving, c.Terminating != nil && *c.Terminating
+}
+
+// LastChangeTriggerTimeAnnotation is set by the EndpointSlice controller to
+// the time of the change (a pod or Service update) that its last write reflects.
+const LastChangeTriggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
+
+func lastChangeTriggerTime(slice *discoveryv1.EndpointSlice) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, slice.Annotations[LastChangeTriggerTimeAnnotation])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// isExpired reads the slice's expiry annotation, an RFC 3339 time or Unix
+// seconds. A slice without the annotation never expires; one whose value
+// cannot be read is kept, with a warning naming it.
+func isExpired(slice *discoveryv1.EndpointSlice, annotation string, now time.Time) (expired bool, warning string) {
+	value, ok := slice.Annotations[annotation]
+	if !ok {
+		return false, ""
+	}
+	value = strings.TrimSpace(value)
+	if t, err := time.Parse(time.RFC3339Nano, value); err == nil {
+		return !t.After(now), ""
+	}
+	if seconds, err := strconv.ParseInt(value, 10, 64); err == nil {
+		return seconds <= now.Unix(), ""
+	}
+	return false, fmt.Sprintf("EndpointSlice %s/%s: annotation %s = %q is neither an RFC 3339 time nor Unix seconds; its endpoints are kept",
+		slice.Namespace, slice.Name, annotation, value)
 }
 
 // firstAddress returns the endpoint's first address (the API calls them

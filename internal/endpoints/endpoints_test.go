@@ -102,12 +102,19 @@ func onNode(node, zone string) epOpt {
 
 func hostname(h string) epOpt { return func(e *discoveryv1.Endpoint) { e.Hostname = ptr(h) } }
 
+// v4 and v6 (on port 8080) are ready, serving endpoints that name nothing else.
 func v4(addr string, port int32) Endpoint {
-	return Endpoint{Address: addr, Port: port, AddressType: discoveryv1.AddressTypeIPv4}
+	return Endpoint{Address: addr, Port: port, AddressType: discoveryv1.AddressTypeIPv4, Ready: true, Serving: true}
 }
 
-func v6(addr string, port int32) Endpoint {
-	return Endpoint{Address: addr, Port: port, AddressType: discoveryv1.AddressTypeIPv6}
+func v6(addr string) Endpoint {
+	return Endpoint{Address: addr, Port: 8080, AddressType: discoveryv1.AddressTypeIPv6, Ready: true, Serving: true}
+}
+
+// detailed is e with the given pod, node, zone and hostname.
+func detailed(e Endpoint, pod, node, zone, host string) Endpoint {
+	e.Pod, e.NodeName, e.Zone, e.Hostname = pod, node, zone, host
+	return e
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -169,7 +176,7 @@ func TestReady(t *testing.T) {
 				}),
 			))},
 			query: Query{PortName: "http", DefaultPort: 80},
-			want:  []Endpoint{v4("10.0.0.1", 8080)},
+			want:  []Endpoint{{Address: "10.0.0.1", Port: 8080, AddressType: v4Slice, Ready: true, Terminating: true}},
 		},
 		{
 			name:    "the same endpoint listed in two slices is given once",
@@ -189,7 +196,7 @@ func TestReady(t *testing.T) {
 				slice("b", v4Slice, ports(slicePort("http", 8080)), eps(with(ep("10.0.0.1"), pod("web-1"), onNode("node-a", "zone-a")))),
 			},
 			query: Query{PortName: "http", DefaultPort: 80},
-			want:  []Endpoint{{Address: "10.0.0.1", Port: 8080, AddressType: v4Slice, Pod: "web-1", NodeName: "node-a", Zone: "zone-a"}},
+			want:  []Endpoint{detailed(v4("10.0.0.1", 8080), "web-1", "node-a", "zone-a", "")},
 		},
 		{
 			name:    "the same address on two different ports is two endpoints",
@@ -227,7 +234,7 @@ func TestReady(t *testing.T) {
 				slice("a", v6Slice, ports(slicePort("http", 8080)), eps(ep("fd00:0:0:0::0a"))),
 			},
 			query: Query{PortName: "http", DefaultPort: 80},
-			want:  []Endpoint{v6("fd00::a", 8080)},
+			want:  []Endpoint{v6("fd00::a")},
 		},
 		{
 			name:    "FQDN slices carry no pod address and are left out",
@@ -248,10 +255,10 @@ func TestReady(t *testing.T) {
 			},
 			query: Query{PortName: "http", DefaultPort: 80},
 			want: []Endpoint{
-				{Address: "10.0.0.1", Port: 8080, AddressType: v4Slice, Pod: "web-1"},
-				{Address: "10.0.0.2", Port: 8080, AddressType: v4Slice, Pod: "web-2"},
-				{Address: "fd00::1", Port: 8080, AddressType: v6Slice, Pod: "web-1"},
-				{Address: "fd00::2", Port: 8080, AddressType: v6Slice, Pod: "web-2"},
+				detailed(v4("10.0.0.1", 8080), "web-1", "", "", ""),
+				detailed(v4("10.0.0.2", 8080), "web-2", "", "", ""),
+				detailed(v6("fd00::1"), "web-1", "", "", ""),
+				detailed(v6("fd00::2"), "web-2", "", "", ""),
 			},
 		},
 		{
@@ -371,7 +378,7 @@ func TestReady(t *testing.T) {
 			))},
 			query: Query{PortName: "http", DefaultPort: 80},
 			want: []Endpoint{
-				{Address: "10.0.0.1", Port: 8080, AddressType: v4Slice, Pod: "web-0", NodeName: "node-a", Zone: "eu-west-1a", Hostname: "web-0"},
+				detailed(v4("10.0.0.1", 8080), "web-0", "node-a", "eu-west-1a", "web-0"),
 				v4("10.0.0.2", 8080),
 			},
 		},
@@ -407,7 +414,8 @@ func TestReady(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Ready(tt.service, tt.slices, tt.query)
+			res, err := Ready(tt.service, tt.slices, tt.query)
+			got := res.Endpoints
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("error = %v, want %q", err, tt.wantErr)
@@ -474,7 +482,8 @@ func TestReadyNeverModifiesItsInputs(t *testing.T) {
 
 func TestReadyGivesTheSameListWhateverTheOrderOfSlicesAndEndpoints(t *testing.T) {
 	q := Query{PortName: "http", DefaultPort: 80}
-	want, err := Ready(service(http), mixedSlices(), q)
+	res, err := Ready(service(http), mixedSlices(), q)
+	want := res.Endpoints
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,12 +498,12 @@ func TestReadyGivesTheSameListWhateverTheOrderOfSlicesAndEndpoints(t *testing.T)
 			e := in[j].Endpoints
 			rng.Shuffle(len(e), func(a, b int) { e[a], e[b] = e[b], e[a] })
 		}
-		got, err := Ready(service(http), in, q)
+		res, err := Ready(service(http), in, q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("permutation %d gave\n%+v\nwant\n%+v", i, got, want)
+		if got := res.Endpoints; !reflect.DeepEqual(got, want) {
+			t.Fatalf("permutation %d gave\n%+v\nwant\n%+v", i, res.Endpoints, want)
 		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -24,11 +26,13 @@ func FuzzReady(f *testing.F) {
 	f.Add([]byte("\x02\x02\x03\x03\x01\x00\x00\x00\x50\x02\x01\x01\x01\x00\x00\x1f\x90\x03\x03\x00\x01\x02"), "", int32(1))
 	f.Fuzz(func(t *testing.T, data []byte, portName string, defaultPort int32) {
 		g := &generator{data: data}
+		q := g.query(portName, defaultPort)
 		service := g.service()
 		in := g.slices()
 		inCopy, serviceCopy := deepCopySlices(in), service.DeepCopy()
 
-		got, err := Ready(service, in, Query{PortName: portName, DefaultPort: defaultPort})
+		res, err := Ready(service, in, q)
+		got := res.Endpoints
 
 		if !reflect.DeepEqual(in, inCopy) || !reflect.DeepEqual(service, serviceCopy) {
 			t.Fatal("Ready changed its inputs")
@@ -52,6 +56,15 @@ func FuzzReady(f *testing.F) {
 			}
 			if (e.AddressType == discoveryv1.AddressTypeIPv4) != addr.Is4() {
 				t.Fatalf("endpoint %+v has an address of the wrong family", e)
+			}
+			if q.AddressType != "" && e.AddressType != q.AddressType {
+				t.Fatalf("endpoint %+v is not of the family asked for, %s", e, q.AddressType)
+			}
+			if len(q.Zones) > 0 && !slices.Contains(q.Zones, e.Zone) {
+				t.Fatalf("endpoint %+v is not in the zones asked for, %v", e, q.Zones)
+			}
+			if !e.Ready && (q.Terminating == TerminatingExclude || !e.Serving || !e.Terminating) {
+				t.Fatalf("endpoint %+v is neither ready nor allowed as serving and terminating by %q", e, q.Terminating)
 			}
 			if e.Port != defaultPort && (e.Port < 1 || e.Port > 65535) {
 				t.Fatalf("endpoint %+v has port %d", e, e.Port)
@@ -100,6 +113,22 @@ func (g *generator) int32() int32 {
 	return int32(binary.BigEndian.Uint32(b[:]))
 }
 
+var fuzzNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func (g *generator) query(portName string, defaultPort int32) Query {
+	q := Query{PortName: portName, DefaultPort: defaultPort, Now: fuzzNow,
+		Terminating: TerminatingPolicies[int(g.next())%len(TerminatingPolicies)],
+		AddressType: discoveryv1.AddressType(g.pick("", "IPv4", "IPv6")),
+	}
+	for range g.upTo(2) {
+		q.Zones = append(q.Zones, g.pick("zone-a", "zone-b", ""))
+	}
+	if g.next()%2 == 0 {
+		q.ExpiryAnnotation = "example.com/expires"
+	}
+	return q
+}
+
 func (g *generator) service() *corev1.Service {
 	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: g.pick(ns, "other", ""), Name: g.pick(svc, "api", "")}}
 	for range g.upTo(3) {
@@ -117,6 +146,15 @@ func (g *generator) slices() []discoveryv1.EndpointSlice {
 		}
 		if label := g.maybe(svc, "api", ""); label != nil {
 			s.Labels = map[string]string{discoveryv1.LabelServiceName: *label}
+		}
+		if expiry := g.maybe("2026-11-29T11:00:00Z", "2026-11-29T13:00:00+01:00", "1795953600", "1999999999", "soon", ""); expiry != nil {
+			s.Annotations = map[string]string{"example.com/expires": *expiry}
+		}
+		if trigger := g.maybe("2026-11-29T10:00:00.123Z", "garbage"); trigger != nil {
+			if s.Annotations == nil {
+				s.Annotations = map[string]string{}
+			}
+			s.Annotations[LastChangeTriggerTimeAnnotation] = *trigger
 		}
 		for range g.upTo(3) {
 			p := discoveryv1.EndpointPort{Name: g.maybe("", "http", "https", "metrics")}

@@ -73,7 +73,10 @@ const maxPages = 10000
 type Client struct {
 	core      *rest.RESTClient
 	discovery *rest.RESTClient
-	opts      Options
+	// watcher serves WATCH requests, which last as long as the caller's
+	// context allows rather than one RequestTimeout.
+	watcher *rest.RESTClient
+	opts    Options
 }
 
 // The scheme holds only the two API groups read, which keeps the provider
@@ -106,6 +109,14 @@ func NewClient(cfg *rest.Config, opts Options) (*Client, error) {
 		c.GroupVersion = &gv
 		return rest.RESTClientForConfigAndClient(c, httpClient)
 	}
+	watchConfig := rest.CopyConfig(base)
+	watchConfig.Timeout = 0
+	watchConfig.APIPath = "/apis"
+	watchConfig.GroupVersion = &discoveryv1.SchemeGroupVersion
+	watcher, err := rest.RESTClientFor(watchConfig)
+	if err != nil {
+		return nil, fmt.Errorf("build watch client: %w", err)
+	}
 	core, err := restClient("/api", corev1.SchemeGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("build core/v1 client: %w", err)
@@ -114,7 +125,7 @@ func NewClient(cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build discovery.k8s.io/v1 client: %w", err)
 	}
-	return &Client{core: core, discovery: discovery, opts: opts}, nil
+	return &Client{core: core, discovery: discovery, watcher: watcher, opts: opts}, nil
 }
 
 // GetService reads one Service. Its error starts with
@@ -130,26 +141,36 @@ func (c *Client) GetService(ctx context.Context, namespace, name string) (*corev
 	return svc, nil
 }
 
+// SliceList is the EndpointSlices of a Service as of one resourceVersion.
+type SliceList struct {
+	Items           []discoveryv1.EndpointSlice
+	ResourceVersion string
+}
+
 // ListEndpointSlices reads every EndpointSlice labelled for the Service, page
 // by page. A list is given whole or not at all: an error on any page fails it,
 // and an expired continue token starts it over, since pages of two snapshots
 // cannot be mixed. Its error starts with
 // "list endpointslices of service NAMESPACE/NAME: ".
-func (c *Client) ListEndpointSlices(ctx context.Context, namespace, service string) ([]discoveryv1.EndpointSlice, error) {
-	items, err := c.listEndpointSlices(ctx, namespace, service)
+func (c *Client) ListEndpointSlices(ctx context.Context, namespace, service string) (SliceList, error) {
+	list, err := c.listEndpointSlices(ctx, namespace, service)
 	if err != nil {
-		return nil, fmt.Errorf("list endpointslices of service %s/%s: %w", namespace, service, err)
+		return SliceList{}, fmt.Errorf("list endpointslices of service %s/%s: %w", namespace, service, err)
 	}
-	return items, nil
+	return list, nil
 }
 
-func (c *Client) listEndpointSlices(ctx context.Context, namespace, service string) ([]discoveryv1.EndpointSlice, error) {
-	selector := labels.Set{discoveryv1.LabelServiceName: service}.String()
+func serviceSelector(service string) string {
+	return labels.Set{discoveryv1.LabelServiceName: service}.String()
+}
+
+func (c *Client) listEndpointSlices(ctx context.Context, namespace, service string) (SliceList, error) {
+	selector := serviceSelector(service)
 	var items []discoveryv1.EndpointSlice
 	token, relists := "", 0
 	for pages := 0; ; pages++ {
 		if pages == maxPages {
-			return nil, fmt.Errorf("more than %d pages; the API server keeps returning continue tokens", maxPages)
+			return SliceList{}, fmt.Errorf("more than %d pages; the API server keeps returning continue tokens", maxPages)
 		}
 		page := &discoveryv1.EndpointSliceList{}
 		err := c.withRetries(ctx, func(ctx context.Context) error {
@@ -167,7 +188,7 @@ func (c *Client) listEndpointSlices(ctx context.Context, namespace, service stri
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return SliceList{}, err
 		}
 		items = append(items, page.Items...)
 		token = page.Continue
@@ -175,7 +196,7 @@ func (c *Client) listEndpointSlices(ctx context.Context, namespace, service stri
 			if items == nil {
 				items = []discoveryv1.EndpointSlice{}
 			}
-			return items, nil
+			return SliceList{Items: items, ResourceVersion: page.ResourceVersion}, nil
 		}
 	}
 }

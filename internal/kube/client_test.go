@@ -259,7 +259,10 @@ func (p *slicePages) serve(w http.ResponseWriter, r *http.Request, _ int32) {
 		writeStatus(w, apierrors.NewInternalError(errors.New("etcd went away")))
 		return
 	}
-	list := discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"}}
+	list := discoveryv1.EndpointSliceList{
+		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: "42"},
+	}
 	for _, name := range p.pages[page] {
 		list.Items = append(list.Items, discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: "shop", Name: name},
@@ -283,12 +286,15 @@ func names(items []discoveryv1.EndpointSlice) string {
 func TestListEndpointSlicesReadsEveryPage(t *testing.T) {
 	pages := &slicePages{t: t, pages: [][]string{{"a", "b"}, {"c", "d"}, {"e"}}}
 	c, calls := newTestClient(t, pages.serve)
-	items, err := c.ListEndpointSlices(context.Background(), "shop", "web")
+	list, err := c.ListEndpointSlices(context.Background(), "shop", "web")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := names(items); got != "a,b,c,d,e" {
+	if got := names(list.Items); got != "a,b,c,d,e" {
 		t.Errorf("slices = %s, want a,b,c,d,e", got)
+	}
+	if list.ResourceVersion != "42" {
+		t.Errorf("resourceVersion = %q, want the list's, 42", list.ResourceVersion)
 	}
 	if calls.Load() != 3 {
 		t.Errorf("%d requests, want 3", calls.Load())
@@ -297,20 +303,20 @@ func TestListEndpointSlicesReadsEveryPage(t *testing.T) {
 
 func TestListEndpointSlicesOfAServiceWithoutSlicesIsEmptyNotNil(t *testing.T) {
 	c, _ := newTestClient(t, (&slicePages{t: t, pages: [][]string{{}}}).serve)
-	items, err := c.ListEndpointSlices(context.Background(), "shop", "web")
-	if err != nil || items == nil || len(items) != 0 {
-		t.Fatalf("items = %v, err = %v; want an empty list", items, err)
+	list, err := c.ListEndpointSlices(context.Background(), "shop", "web")
+	if err != nil || list.Items == nil || len(list.Items) != 0 {
+		t.Fatalf("items = %v, err = %v; want an empty list", list.Items, err)
 	}
 }
 
 func TestAnExpiredContinueTokenStartsTheListOver(t *testing.T) {
 	pages := &slicePages{t: t, pages: [][]string{{"a", "b"}, {"c", "d"}, {"e"}}, expireOnce: "2"}
 	c, calls := newTestClient(t, pages.serve)
-	items, err := c.ListEndpointSlices(context.Background(), "shop", "web")
+	list, err := c.ListEndpointSlices(context.Background(), "shop", "web")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := names(items); got != "a,b,c,d,e" {
+	if got := names(list.Items); got != "a,b,c,d,e" {
 		t.Errorf("slices = %s, want each once: a,b,c,d,e", got)
 	}
 	// pages 0, 1, the expired 2, then 0, 1, 2 again
@@ -322,9 +328,9 @@ func TestAnExpiredContinueTokenStartsTheListOver(t *testing.T) {
 func TestAFailingPageFailsTheWholeListRatherThanGivingPartOfIt(t *testing.T) {
 	pages := &slicePages{t: t, pages: [][]string{{"a", "b"}, {"c", "d"}, {"e"}}, failFrom: 1}
 	c, _ := newTestClient(t, pages.serve)
-	items, err := c.ListEndpointSlices(context.Background(), "shop", "web")
-	if err == nil || items != nil {
-		t.Fatalf("items = %v, err = %v; want no items and an error", names(items), err)
+	list, err := c.ListEndpointSlices(context.Background(), "shop", "web")
+	if err == nil || list.Items != nil {
+		t.Fatalf("items = %v, err = %v; want no items and an error", names(list.Items), err)
 	}
 	if !strings.HasPrefix(err.Error(), "list endpointslices of service shop/web: ") {
 		t.Errorf("error = %v, want it to start with the SPEC text", err)

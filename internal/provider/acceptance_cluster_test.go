@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -39,6 +40,9 @@ const envKubeconfig = "K8S_TF_KUBECONFIG"
 const (
 	accNode = "tf-acc-node"
 	accZone = "tf-acc-zone-a"
+	// accNodeB is a second node, in another zone, for the zone filter.
+	accNodeB = "tf-acc-node-b"
+	accZoneB = "tf-acc-zone-b"
 )
 
 type testCluster struct {
@@ -84,9 +88,11 @@ func connectTestCluster() (*testCluster, error) {
 	c := &testCluster{kubeconfig: path, rest: cfg, client: client}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: accNode, Labels: map[string]string{corev1.LabelTopologyZone: accZone}}}
-	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("create node %s: %w", accNode, err)
+	for name, zone := range map[string]string{accNode: accZone, accNodeB: accZoneB} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
+		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create node %s: %w", name, err)
+		}
 	}
 	return c, nil
 }
@@ -139,6 +145,8 @@ type podSpec struct {
 	// ports are the container ports, by name, that a named targetPort
 	// resolves to.
 	ports map[string]int32
+	// node is where the pod runs; accNode when empty.
+	node string
 }
 
 // runPod creates a pod on the test node and gives it the status a kubelet
@@ -151,7 +159,7 @@ func (c *testCluster) runPod(t *testing.T, namespace string, p podSpec) {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.name, Labels: p.labels},
-		Spec:       corev1.PodSpec{NodeName: accNode, Containers: []corev1.Container{container}},
+		Spec:       corev1.PodSpec{NodeName: cmp.Or(p.node, accNode), Containers: []corev1.Container{container}},
 	}
 	ctx := c.ctx(t)
 	created, err := c.client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
@@ -163,9 +171,10 @@ func (c *testCluster) runPod(t *testing.T, namespace string, p podSpec) {
 		ready = corev1.ConditionTrue
 	}
 	created.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		PodIP:      p.ips[0],
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}},
+		Phase: corev1.PodRunning,
+		PodIP: p.ips[0],
+		// The controller takes the endpoints' last-change-trigger-time from here.
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}},
 	}
 	for _, ip := range p.ips {
 		created.Status.PodIPs = append(created.Status.PodIPs, corev1.PodIP{IP: ip})

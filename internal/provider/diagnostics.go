@@ -46,6 +46,31 @@ func listEndpointSlicesDiagnostic(namespace, service string, err error) diag.Dia
 	return diag.NewErrorDiagnostic("Unable to List EndpointSlices", attempted+"\n\n"+transportRemedy(err)+"\n\n"+err.Error())
 }
 
+func watchDiagnostic(r poolRequest, err error) diag.Diagnostic {
+	attempted := fmt.Sprintf("The provider waited for min_ready endpoints of Service %s/%s by watching its EndpointSlices, "+
+		"and the watch failed.", r.namespace, r.service)
+	remedy := transportRemedy(err)
+	if apierrors.IsForbidden(err) {
+		remedy = "Waiting needs `watch` on `endpointslices` in API group `discovery.k8s.io`, beside `list`: add it to " +
+			"the Role, or remove the timeouts block so the read does not wait."
+	}
+	return diag.NewErrorDiagnostic("Unable to Watch EndpointSlices", attempted+"\n\n"+remedy+"\n\n"+err.Error())
+}
+
+func tooFewDiagnostic(r poolRequest, found int, waited bool) diag.Diagnostic {
+	attempted := fmt.Sprintf("Service %s/%s has %d endpoint(s) in the pool, fewer than min_ready = %d (found %d, asked for %d).",
+		r.namespace, r.service, found, r.minReady, found, r.minReady)
+	if waited {
+		attempted += fmt.Sprintf(" The provider waited %s (timeouts.read) for more.", r.wait)
+	} else {
+		attempted += " Without a timeouts { read = ... } block the read does not wait."
+	}
+	return diag.NewAttributeErrorDiagnostic(path.Root("min_ready"), "Too Few Ready Endpoints", attempted+"\n\n"+
+		"The read stopped so that the apply does not shrink or empty the load balancer pool. Check the pods of the "+
+		"Service (kubectl get endpointslices -l kubernetes.io/service-name="+r.service+" -n "+r.namespace+"), then "+
+		"apply again; give timeouts.read to wait for a rollout, or lower min_ready.")
+}
+
 func rulesDiagnostic(err error) diag.Diagnostic {
 	var notFound *endpoints.PortNotFoundError
 	if errors.As(err, &notFound) {

@@ -45,10 +45,17 @@ data "k8s_ready_endpoints" "web" {
 `, namespace, extra)
 }
 
-// podEndpoint is an endpoint the controller wrote for a pod on the test node.
+// podEndpoint is a ready endpoint the controller wrote for a pod on the test node.
 func podEndpoint(addr string, port int64, family, pod string) knownvalue.Check {
-	return endpointValue(addr, port, family, knownvalue.StringExact(pod), knownvalue.StringExact(accNode),
+	return podEndpointWith(addr, port, family, pod, true, true, false)
+}
+
+// podEndpointWith is podEndpoint with the given conditions.
+func podEndpointWith(addr string, port int64, family, pod string, ready, serving, terminating bool) knownvalue.Check {
+	fields := endpointFields(addr, port, family, knownvalue.StringExact(pod), knownvalue.StringExact(accNode),
 		knownvalue.StringExact(accZone), knownvalue.Null())
+	fields["ready"], fields["serving"], fields["terminating"] = knownvalue.Bool(ready), knownvalue.Bool(serving), knownvalue.Bool(terminating)
+	return knownvalue.ObjectExact(fields)
 }
 
 // bareIPv4 is an IPv4 endpoint that names no pod, node, zone or hostname.
@@ -201,8 +208,9 @@ func TestAccPublishNotReadyAddressesGivesEveryPod(t *testing.T) {
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
-			Config:            c.providerConfig() + dataSource(ns, ""),
-			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.5.1", 8080, "IPv4", "web-starting"))},
+			Config: c.providerConfig() + dataSource(ns, ""),
+			// Ready because the Service asks for it, though the pod does not serve yet.
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpointWith("10.244.5.1", 8080, "IPv4", "web-starting", true, false, false))},
 		}},
 	})
 }
@@ -283,13 +291,16 @@ func TestAccHandWrittenSlices(t *testing.T) {
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
 			Config: c.providerConfig() + dataSource(ns, "port_name = \"http\"\n  default_port = 8000"),
-			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-				bareIPv4("10.0.9.1", 8080),
-				bareIPv4("10.0.9.2", 8080),
-				bareIPv4("10.0.9.3", 8080),
-				bareIPv4("10.0.9.6", 8000),
-				bareIPv4("10.0.9.7", 8000),
-			)},
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("last_change_trigger_time"), knownvalue.Null()),
+				expectEndpoints(
+					bareIPv4("10.0.9.1", 8080),
+					bareIPv4("10.0.9.2", 8080),
+					bareIPv4("10.0.9.3", 8080),
+					bareIPv4("10.0.9.6", 8000),
+					bareIPv4("10.0.9.7", 8000),
+				),
+			},
 		}},
 	})
 }

@@ -40,6 +40,29 @@ func TestReadyEndpointsArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testi
 		{"port 65536", `
   service      = "web"
   default_port = 65536`, phrase("Attribute default_port value must be between 1 and 65535, got: 65536")},
+		{"an unknown terminating policy", `
+  service               = "web"
+  terminating_endpoints = "drain"`, phrase("Attribute terminating_endpoints value must be one of", `"exclude"`, `"fallback"`, `"include"`, `"drain"`)},
+		{"an address type that is not an IP family", `
+  service      = "web"
+  address_type = "FQDN"`, phrase("Attribute address_type value must be one of", `"IPv4"`, `"IPv6"`, `"FQDN"`)},
+		{"an empty set of zones", `
+  service = "web"
+  zones   = []`, phrase("Attribute zones set must contain at least 1 elements")},
+		{"an empty zone", `
+  service = "web"
+  zones   = [""]`, phrase("zones", "string length must be at least 1")},
+		{"a negative min_ready", `
+  service   = "web"
+  min_ready = -1`, phrase("Attribute min_ready value must be at least 0, got: -1")},
+		{"an expiry annotation that is not an annotation name", `
+  service           = "web"
+  expiry_annotation = "not a name"`, phrase("Attribute expiry_annotation must be a Kubernetes annotation name", `"not a name"`)},
+		{"a read timeout that is not a duration", `
+  service = "web"
+  timeouts {
+    read = "soon"
+  }`, phrase("Invalid Attribute Value Time Duration", `"soon" must be a string containing a sequence of decimal numbers`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,8 +121,13 @@ func clusterConfig(t *testing.T, servers map[string]string) string {
 	return fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", path)
 }
 
+// endpointValue is a ready endpoint as state holds it.
 func endpointValue(addr string, port int64, family string, pod, node, zone, hostname knownvalue.Check) knownvalue.Check {
-	return knownvalue.ObjectExact(map[string]knownvalue.Check{
+	return knownvalue.ObjectExact(endpointFields(addr, port, family, pod, node, zone, hostname))
+}
+
+func endpointFields(addr string, port int64, family string, pod, node, zone, hostname knownvalue.Check) map[string]knownvalue.Check {
+	return map[string]knownvalue.Check{
 		"address":      knownvalue.StringExact(addr),
 		"port":         knownvalue.Int64Exact(port),
 		"address_type": knownvalue.StringExact(family),
@@ -107,7 +135,10 @@ func endpointValue(addr string, port int64, family string, pod, node, zone, host
 		"node_name":    node,
 		"zone":         zone,
 		"hostname":     hostname,
-	})
+		"ready":        knownvalue.Bool(true),
+		"serving":      knownvalue.Bool(true),
+		"terminating":  knownvalue.Bool(false),
+	}
 }
 
 func TestReadyEndpointsReadsTheServiceThroughTheAPI(t *testing.T) {

@@ -36,3 +36,39 @@ func (v dns1123Label) ValidateString(ctx context.Context, req validator.StringRe
 			req.Path, v.Description(ctx)+" ("+strings.Join(problems, "; ")+")", `"`+value+`"`))
 	}
 }
+
+// qualifiedName checks an annotation name as Kubernetes does: an optional
+// DNS subdomain prefix and a slash, then a name of at most 63 characters.
+type qualifiedName struct{}
+
+var _ validator.String = qualifiedName{}
+
+func (qualifiedName) Description(context.Context) string {
+	return "must be a Kubernetes annotation name, such as `example.com/expires`"
+}
+
+func (v qualifiedName) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v qualifiedName) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	value := req.ConfigValue.ValueString()
+	if problems := validation.IsQualifiedName(value); len(problems) > 0 {
+		resp.Diagnostics.Append(validatordiag.InvalidAttributeValueDiagnostic(
+			req.Path, v.Description(ctx)+" ("+strings.Join(problems, "; ")+")", `"`+value+`"`))
+	}
+}
+
+// enumStrings and enumList keep schema text and validators on one list.
+func enumStrings[T ~string](values []T) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
+}
+
+func enumList[T ~string](values []T) string {
+	return "`" + strings.Join(enumStrings(values), "`, `") + "`"
+}

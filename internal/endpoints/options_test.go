@@ -1,0 +1,230 @@
+package endpoints
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func conds(ready, serving, terminating *bool) epOpt {
+	return func(e *discoveryv1.Endpoint) {
+		e.Conditions = discoveryv1.EndpointConditions{Ready: ready, Serving: serving, Terminating: terminating}
+	}
+}
+
+func inZone(zone string) epOpt { return func(e *discoveryv1.Endpoint) { e.Zone = ptr(zone) } }
+
+func annotated(key, value string) sliceOpt {
+	return func(s *discoveryv1.EndpointSlice) {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[key] = value
+	}
+}
+
+// draining is a terminating endpoint that still serves, as a pod in its grace period.
+func draining(addr string, port int32) Endpoint {
+	return Endpoint{Address: addr, Port: port, AddressType: discoveryv1.AddressTypeIPv4, Serving: true, Terminating: true}
+}
+
+func zoned(e Endpoint, zone string) Endpoint {
+	e.Zone = zone
+	return e
+}
+
+func TestReadyOptions(t *testing.T) {
+	httpSlice := func(name string, opts ...sliceOpt) discoveryv1.EndpointSlice {
+		return slice(name, v4Slice, append([]sliceOpt{ports(slicePort("http", 8080))}, opts...)...)
+	}
+	// A rollout in progress: one pod ready, one draining, one starting, one
+	// that stopped serving while terminating.
+	rollout := []discoveryv1.EndpointSlice{httpSlice("a", eps(
+		ep("10.0.0.1"),
+		with(ep("10.0.0.2"), conds(ptr(false), ptr(true), ptr(true))),
+		with(ep("10.0.0.3"), conds(ptr(false), ptr(false), ptr(false))),
+		with(ep("10.0.0.4"), conds(ptr(false), ptr(false), ptr(true))),
+	))}
+	onlyDraining := []discoveryv1.EndpointSlice{httpSlice("a", eps(
+		with(ep("10.0.0.2"), conds(ptr(false), ptr(true), ptr(true))),
+		with(ep("10.0.0.3"), conds(ptr(false), ptr(false), ptr(false))),
+	))}
+
+	tests := []struct {
+		name   string
+		slices []discoveryv1.EndpointSlice
+		query  Query
+		want   []Endpoint
+	}{
+		{
+			name: "missing conditions take the API's defaults: serving as ready, not terminating",
+			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
+				with(ep("10.0.0.1"), conds(nil, nil, nil)),
+				with(ep("10.0.0.2"), conds(ptr(true), ptr(false), nil)),
+			))},
+			want: []Endpoint{v4("10.0.0.1", 8080), {Address: "10.0.0.2", Port: 8080, AddressType: v4Slice, Ready: true}},
+		},
+		{
+			name:   "by default terminating endpoints are left out even when they still serve",
+			slices: rollout,
+			want:   []Endpoint{v4("10.0.0.1", 8080)},
+		},
+		{
+			name:   "exclude is the default",
+			slices: rollout,
+			query:  Query{Terminating: TerminatingExclude},
+			want:   []Endpoint{v4("10.0.0.1", 8080)},
+		},
+		{
+			name:   "include gives ready and serving terminating endpoints, never starting or not serving ones",
+			slices: rollout,
+			query:  Query{Terminating: TerminatingInclude},
+			want:   []Endpoint{v4("10.0.0.1", 8080), draining("10.0.0.2", 8080)},
+		},
+		{
+			name:   "fallback gives only the ready endpoints while there are some",
+			slices: rollout,
+			query:  Query{Terminating: TerminatingFallback},
+			want:   []Endpoint{v4("10.0.0.1", 8080)},
+		},
+		{
+			name:   "fallback gives serving terminating endpoints when none is ready",
+			slices: onlyDraining,
+			query:  Query{Terminating: TerminatingFallback},
+			want:   []Endpoint{draining("10.0.0.2", 8080)},
+		},
+		{
+			name:   "without fallback a Service whose pods all terminate gives an empty list",
+			slices: onlyDraining,
+			want:   []Endpoint{},
+		},
+		{
+			name: "fallback looks at the endpoints left by the zone filter",
+			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
+				with(ep("10.0.0.1"), inZone("zone-b")),
+				with(ep("10.0.0.2"), inZone("zone-a"), conds(ptr(false), ptr(true), ptr(true))),
+			))},
+			query: Query{Terminating: TerminatingFallback, Zones: []string{"zone-a"}},
+			want:  []Endpoint{zoned(draining("10.0.0.2", 8080), "zone-a")},
+		},
+		{
+			name: "with include, a copy of an endpoint still ready in a stale slice wins over a terminating one",
+			slices: []discoveryv1.EndpointSlice{
+				httpSlice("a", eps(with(ep("10.0.0.1"), conds(ptr(false), ptr(true), ptr(true))))),
+				httpSlice("b", eps(ep("10.0.0.1"))),
+			},
+			query: Query{Terminating: TerminatingInclude},
+			want:  []Endpoint{v4("10.0.0.1", 8080)},
+		},
+		{
+			name: "an address family keeps only the endpoints of that family",
+			slices: []discoveryv1.EndpointSlice{
+				httpSlice("v4", eps(ep("10.0.0.1"))),
+				slice("v6", v6Slice, ports(slicePort("http", 8080)), eps(ep("fd00::1"))),
+			},
+			query: Query{AddressType: discoveryv1.AddressTypeIPv6},
+			want:  []Endpoint{v6("fd00::1")},
+		},
+		{
+			name: "zones keep only the endpoints in them, and none without a zone",
+			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
+				with(ep("10.0.0.1"), inZone("zone-a")),
+				with(ep("10.0.0.2"), inZone("zone-b")),
+				with(ep("10.0.0.3"), inZone("zone-c")),
+				ep("10.0.0.4"),
+			))},
+			query: Query{Zones: []string{"zone-c", "zone-a"}},
+			want:  []Endpoint{zoned(v4("10.0.0.1", 8080), "zone-a"), zoned(v4("10.0.0.3", 8080), "zone-c")},
+		},
+		{
+			name: "slices whose expiry annotation has passed are left out, as RFC 3339 or Unix seconds",
+			slices: []discoveryv1.EndpointSlice{
+				httpSlice("expired-rfc3339", annotated("lb.example.com/expires", "2026-11-29T11:59:59Z"), eps(ep("10.0.0.1"))),
+				httpSlice("expired-now", annotated("lb.example.com/expires", "2026-11-29T13:00:00+01:00"), eps(ep("10.0.0.2"))),
+				httpSlice("expired-unix", annotated("lb.example.com/expires", "1795953599"), eps(ep("10.0.0.3"))),
+				httpSlice("fresh-rfc3339", annotated("lb.example.com/expires", "2026-11-29T12:00:01Z"), eps(ep("10.0.0.4"))),
+				httpSlice("fresh-unix", annotated("lb.example.com/expires", "1795953601"), eps(ep("10.0.0.5"))),
+				httpSlice("no-expiry", eps(ep("10.0.0.6"))),
+			},
+			query: Query{ExpiryAnnotation: "lb.example.com/expires", Now: now},
+			want:  []Endpoint{v4("10.0.0.4", 8080), v4("10.0.0.5", 8080), v4("10.0.0.6", 8080)},
+		},
+		{
+			name: "an expiry annotation is ignored unless asked for",
+			slices: []discoveryv1.EndpointSlice{
+				httpSlice("expired", annotated("lb.example.com/expires", "2020-01-01T00:00:00Z"), eps(ep("10.0.0.1"))),
+			},
+			query: Query{Now: now},
+			want:  []Endpoint{v4("10.0.0.1", 8080)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := tt.query
+			q.PortName, q.DefaultPort = "http", 80
+			res, err := Ready(service(http), tt.slices, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(res.Endpoints, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", res.Endpoints, tt.want)
+			}
+			if len(res.Warnings) > 0 {
+				t.Errorf("unexpected warnings %v", res.Warnings)
+			}
+		})
+	}
+}
+
+func TestAnUnreadableExpiryKeepsTheSliceWithAWarningNamingIt(t *testing.T) {
+	in := []discoveryv1.EndpointSlice{
+		slice("web-abc", v4Slice, ports(slicePort("http", 8080)), annotated("lb.example.com/expires", "tomorrow"), eps(ep("10.0.0.1"))),
+	}
+	res, err := Ready(service(http), in, Query{PortName: "http", DefaultPort: 80, ExpiryAnnotation: "lb.example.com/expires", Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(res.Endpoints, []Endpoint{v4("10.0.0.1", 8080)}) {
+		t.Errorf("endpoints = %+v, want the slice kept", res.Endpoints)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "EndpointSlice shop/web-abc") ||
+		!strings.Contains(res.Warnings[0], `"tomorrow"`) {
+		t.Errorf("warnings = %q, want one naming the slice and the value", res.Warnings)
+	}
+}
+
+func TestLastChangeTriggerTimeIsTheLatestOfTheServicesSlices(t *testing.T) {
+	trigger := func(v string) sliceOpt { return annotated(LastChangeTriggerTimeAnnotation, v) }
+	tests := []struct {
+		name   string
+		slices []discoveryv1.EndpointSlice
+		want   time.Time
+	}{
+		{"none has one", []discoveryv1.EndpointSlice{slice("a", v4Slice)}, time.Time{}},
+		{"the latest wins, fractions of seconds included", []discoveryv1.EndpointSlice{
+			slice("a", v4Slice, trigger("2026-11-29T10:00:00.5Z")),
+			slice("b", v6Slice, trigger("2026-11-29T10:00:00.7Z")),
+			slice("c", v4Slice, trigger("not a time")),
+		}, time.Date(2026, 11, 29, 10, 0, 0, 700000000, time.UTC)},
+		{"slices of another Service do not count", []discoveryv1.EndpointSlice{
+			slice("a", v4Slice, trigger("2026-11-29T10:00:00Z")),
+			slice("b", v4Slice, labelledFor("api"), trigger("2026-11-29T11:00:00Z")),
+		}, time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Ready(service(http), tt.slices, Query{DefaultPort: 80})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.LastChangeTriggerTime.Equal(tt.want) {
+				t.Errorf("got %v, want %v", res.LastChangeTriggerTime, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,123 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// WatchEndpointSlices follows the Service's EndpointSlices from the state in
+// from, with one WATCH, until done says the slices are what the caller waits
+// for or ctx ends. It returns the last state seen, with ctx's error when it
+// ended first. When the API server ends the watch it is resumed from the last
+// resourceVersion seen; when that version is too old, the slices are listed
+// again. Its error starts with "watch endpointslices of service NAMESPACE/NAME: ".
+func (c *Client) WatchEndpointSlices(ctx context.Context, namespace, service string, from SliceList,
+	done func([]discoveryv1.EndpointSlice) bool,
+) ([]discoveryv1.EndpointSlice, error) {
+	current := map[string]discoveryv1.EndpointSlice{}
+	reset := func(list SliceList) {
+		clear(current)
+		for _, s := range list.Items {
+			current[s.Name] = s
+		}
+	}
+	reset(from)
+	snapshot := func() []discoveryv1.EndpointSlice {
+		out := make([]discoveryv1.EndpointSlice, 0, len(current))
+		for _, name := range slices.Sorted(maps.Keys(current)) {
+			out = append(out, current[name])
+		}
+		return out
+	}
+	fail := func(err error) ([]discoveryv1.EndpointSlice, error) {
+		return snapshot(), fmt.Errorf("watch endpointslices of service %s/%s: %w", namespace, service, err)
+	}
+
+	rv := from.ResourceVersion
+	for !done(snapshot()) {
+		if err := ctx.Err(); err != nil {
+			return snapshot(), err
+		}
+		var w watch.Interface
+		err := c.withRetries(ctx, func(ctx context.Context) error {
+			var err error
+			w, err = c.watcher.Get().MaxRetries(0).Namespace(namespace).Resource("endpointslices").
+				Param("labelSelector", serviceSelector(service)).
+				Param("resourceVersion", rv).
+				Param("allowWatchBookmarks", "true").
+				Param("watch", "true").
+				Watch(ctx)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return snapshot(), ctx.Err()
+			}
+			return fail(err)
+		}
+		var expired bool
+		rv, expired, err = c.follow(w, current, rv, done, snapshot)
+		w.Stop()
+		if err != nil {
+			return fail(err)
+		}
+		if expired {
+			list, err := c.ListEndpointSlices(ctx, namespace, service)
+			if err != nil {
+				return snapshot(), err
+			}
+			reset(list)
+			rv = list.ResourceVersion
+		}
+	}
+	return snapshot(), nil
+}
+
+// follow applies the events of one watch to current until done holds or the
+// watch ends, and returns the last resourceVersion seen, and whether the API
+// server said that the version the watch started from is too old.
+func (c *Client) follow(w watch.Interface, current map[string]discoveryv1.EndpointSlice, rv string,
+	done func([]discoveryv1.EndpointSlice) bool, snapshot func() []discoveryv1.EndpointSlice,
+) (string, bool, error) {
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			slice, ok := ev.Object.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return rv, false, fmt.Errorf("unexpected %T in a watch of EndpointSlices", ev.Object)
+			}
+			if ev.Type == watch.Deleted {
+				delete(current, slice.Name)
+			} else {
+				current[slice.Name] = *slice
+			}
+			rv = slice.ResourceVersion
+		case watch.Bookmark:
+			if slice, ok := ev.Object.(*discoveryv1.EndpointSlice); ok {
+				rv = slice.ResourceVersion
+			}
+			continue
+		case watch.Error:
+			err := apierrors.FromObject(ev.Object)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return rv, true, nil
+			}
+			var status *apierrors.StatusError
+			if errors.As(err, &status) && status.ErrStatus.Code >= 500 {
+				return rv, false, nil // the next watch starts where this one stopped
+			}
+			return rv, false, err
+		}
+		if done(snapshot()) {
+			return rv, false, nil
+		}
+	}
+	return rv, false, nil
+}
