@@ -1,0 +1,37 @@
+# An HAProxy backend that drains pods gracefully during a rollout: ready pods
+# get traffic, terminating pods that still serve stay in the backend with
+# weight 0 (HAProxy's drain: no new connections, open ones finish). The read
+# fails instead of rendering a backend with fewer than two servers, after
+# waiting up to five minutes for the rollout to bring them.
+
+terraform {
+  required_providers {
+    k8s = {
+      source = "vigie/k8s"
+    }
+  }
+}
+
+data "k8s_ready_endpoints" "web" {
+  namespace             = "shop"
+  service               = "web"
+  port_name             = "http"
+  terminating_endpoints = "include"
+  min_ready             = 2
+
+  timeouts {
+    read = "5m"
+  }
+}
+
+output "haproxy_backend" {
+  value = templatefile("${path.module}/backend.cfg.tftpl", {
+    name      = "shop_web"
+    endpoints = data.k8s_ready_endpoints.web.endpoints
+  })
+}
+
+# How current the answer is: when the last change it reflects happened.
+output "as_of" {
+  value = data.k8s_ready_endpoints.web.last_change_trigger_time
+}
