@@ -2,7 +2,6 @@ package provider
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,7 +27,7 @@ func TestBuiltProviderReadsTwoClustersThroughAliases(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := writeKubeconfig(t, dir, "kubeconfig", map[string]string{"blue": blue.URL, "green": green.URL})
 
-	out := terraformWithBuiltProvider(t, dir, fmt.Sprintf(`
+	run := terraformWithBuiltProvider(t, dir, fmt.Sprintf(`
 terraform {
   required_providers {
     k8s = { source = "vigie/k8s" }
@@ -64,8 +63,8 @@ output "pools" {
 			Value map[string][]string `json:"value"`
 		} `json:"pools"`
 	}
-	if err := json.Unmarshal(out, &outputs); err != nil {
-		t.Fatalf("terraform output: %v\n%s", err, out)
+	if err := json.Unmarshal(run.outputs, &outputs); err != nil {
+		t.Fatalf("terraform output: %v\n%s", err, run.outputs)
 	}
 	got := outputs.Pools.Value
 	if len(got["blue"]) != 1 || got["blue"][0] != "10.1.0.1" || len(got["green"]) != 1 || got["green"][0] != "10.2.0.1" {
@@ -73,10 +72,15 @@ output "pools" {
 	}
 }
 
+// builtProviderRun is what terraform printed: the apply, and `output -json`.
+type builtProviderRun struct {
+	apply, outputs []byte
+}
+
 // terraformWithBuiltProvider builds the provider, applies config in dir with a
 // CLI configuration that overrides vigie/k8s with that build, and returns
-// `terraform output -json`.
-func terraformWithBuiltProvider(t *testing.T, dir, config string) []byte {
+// what terraform printed.
+func terraformWithBuiltProvider(t *testing.T, dir, config string) builtProviderRun {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "terraform-provider-k8s")
 	build := exec.Command("go", "build", "-o", bin, "../..")
@@ -90,19 +94,21 @@ func terraformWithBuiltProvider(t *testing.T, dir, config string) []byte {
 		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
-		out, err := cmd.Output()
+		out, err := cmd.CombinedOutput()
 		if err != nil {
-			var stderr []byte
-			var exitErr *exec.ExitError
-			if errors.As(err, &exitErr) {
-				stderr = exitErr.Stderr
-			}
-			t.Fatalf("terraform %v: %v\n%s\n%s", args, err, out, stderr)
+			t.Fatalf("terraform %v: %v\n%s", args, err, out)
 		}
 		return out
 	}
-	run("apply", "-auto-approve", "-input=false", "-no-color")
-	return run("output", "-json")
+	apply := run("apply", "-auto-approve", "-input=false", "-no-color")
+	cmdOut := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), "output", "-json")
+	cmdOut.Dir = dir
+	cmdOut.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1")
+	outputs, err := cmdOut.Output()
+	if err != nil {
+		t.Fatalf("terraform output: %v", err)
+	}
+	return builtProviderRun{apply: apply, outputs: outputs}
 }
 
 func writeText(t *testing.T, path, content string) {

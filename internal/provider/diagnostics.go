@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -92,6 +94,11 @@ func transportRemedy(err error) string {
 	case errors.As(err, &timeout):
 		return "The API server did not answer in time. Check that it is up and reachable from where Terraform runs, " +
 			"and not overloaded."
+	case isTLSVerificationError(err):
+		return "The API server's TLS certificate was not accepted: it is not signed by the CA the provider trusts " +
+			"(cluster_ca_certificate, or the certificate-authority of the kubeconfig), or it does not name the host " +
+			"connected to. Check that the CA belongs to this cluster, or set tls_server_name when the API server " +
+			"is reached under another name."
 	case apierrors.IsUnauthorized(err):
 		return "The API server did not accept the credentials of the kubeconfig: the token or certificate may have " +
 			"expired or belong to another cluster. Refresh them and try again."
@@ -103,10 +110,12 @@ func transportRemedy(err error) string {
 
 func notConfiguredDiagnostic() diag.Diagnostic {
 	return diag.NewErrorDiagnostic("Provider Configuration Not Known",
-		"The k8s provider has no cluster to read: its kubeconfig or context is not known yet, usually because it "+
-			"comes from a resource that is not created.\n\n"+
-			"Apply in two steps: first the resources the provider configuration depends on "+
-			"(terraform apply -target=...), then the rest.")
+		"The k8s provider has no cluster to read yet: some of its arguments (host, credentials, kubeconfig...) "+
+			"come from a resource that is not created, so they are unknown while planning. The provider does not "+
+			"contact any cluster until they are known.\n\n"+
+			"Add depends_on = [<that resource>] to this data source, so that Terraform reads it during apply, once "+
+			"the cluster exists; or apply in two steps: first the cluster (terraform apply -target=<that resource>), "+
+			"then the rest.")
 }
 
 func quoteAll(names []string) []string {
@@ -115,4 +124,13 @@ func quoteAll(names []string) []string {
 		out[i] = fmt.Sprintf("%q", n)
 	}
 	return out
+}
+
+func isTLSVerificationError(err error) bool {
+	var verification *tls.CertificateVerificationError
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verification) || errors.As(err, &unknownAuthority) ||
+		errors.As(err, &hostname) || errors.As(err, &invalid)
 }

@@ -13,24 +13,17 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
-	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
-var _ provider.Provider = (*k8sProvider)(nil)
+var _ provider.ProviderWithConfigValidators = (*k8sProvider)(nil)
 
 type k8sProvider struct {
 	version string
 	loader  kube.ConfigLoader
-}
-
-type providerModel struct {
-	Kubeconfig types.String `tfsdk:"kubeconfig"`
-	Context    types.String `tfsdk:"context"`
 }
 
 // New returns the provider factory that main serves.
@@ -46,42 +39,45 @@ func (p *k8sProvider) Metadata(_ context.Context, _ provider.MetadataRequest, re
 }
 
 func (p *k8sProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
-	resp.Schema = schema.Schema{
-		MarkdownDescription: "Reads Kubernetes clusters for infrastructure code, starting with the ready endpoints " +
-			"of a Service for the pools of external load balancers.",
-		Attributes: map[string]schema.Attribute{
-			"kubeconfig": schema.StringAttribute{
-				Optional: true,
-				MarkdownDescription: "Path of the kubeconfig file to connect with. A leading `~/` is the home directory " +
-					"of the user running Terraform. When unset, the provider reads the files listed in `$KUBECONFIG` " +
-					"(merged as `kubectl` does), else `~/.kube/config`, else the service account of the pod it runs in. " +
-					"A kubeconfig that cannot be loaded is an error; the provider never falls back to `localhost`.",
-			},
-			"context": schema.StringAttribute{
-				Optional: true,
-				MarkdownDescription: "Context of the kubeconfig to use. When unset, the kubeconfig's `current-context`. " +
-					"A context the kubeconfig does not define is an error that lists the ones it does.",
-			},
-		},
-	}
+	resp.Schema = providerSchema()
 }
 
 func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	if !req.Config.Raw.IsFullyKnown() {
+		// Some argument comes from a resource not created yet. Contacting a
+		// cluster chosen from the rest, or from defaults, would read the
+		// wrong one: defer the reads where Terraform allows it, else the
+		// data source explains what to do.
+		if req.ClientCapabilities.DeferralAllowed {
+			resp.Deferred = &provider.Deferred{Reason: provider.DeferredReasonProviderConfigUnknown}
+		}
+		tflog.Debug(ctx, "provider configuration not known yet; no client made")
+		return
+	}
 	var cfg providerModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if cfg.Kubeconfig.IsUnknown() || cfg.Context.IsUnknown() {
-		// The data source explains this when it is read; contacting a cluster
-		// chosen from defaults would read the wrong one.
-		tflog.Debug(ctx, "provider configuration not known yet; no client made")
-		return
-	}
-	loaded, err := p.loader.Load(cfg.Kubeconfig.ValueString(), cfg.Context.ValueString())
-	if err != nil {
-		resp.Diagnostics.Append(loadDiagnostic(cfg, err))
-		return
+	var loaded kube.LoadedConfig
+	var err error
+	if inline, isInline := cfg.inline(ctx, &resp.Diagnostics); isInline {
+		if resp.Diagnostics.HasError() {
+			return
+		}
+		loaded, err = inline.Load()
+		if err != nil {
+			resp.Diagnostics.AddError("Invalid Provider Credentials",
+				"The provider could not use the connection given by its arguments.\n\n"+
+					"Check host, the PEM certificates and keys, proxy_url and the exec block.\n\n"+err.Error())
+			return
+		}
+	} else {
+		loaded, err = p.loader.Load(cfg.Kubeconfig.ValueString(), cfg.Context.ValueString())
+		if err != nil {
+			resp.Diagnostics.Append(loadDiagnostic(cfg, err))
+			return
+		}
 	}
 	opts := kube.DefaultOptions()
 	opts.UserAgent = "terraform-provider-k8s/" + p.version
@@ -110,8 +106,9 @@ func loadDiagnostic(cfg providerModel, err error) diag.Diagnostic {
 	}
 	detail := attempted + "\n\n" +
 		"Set kubeconfig to a readable kubeconfig file (or $KUBECONFIG, or create ~/.kube/config), and context to one " +
-		"of its contexts. The provider looks, in order, at the kubeconfig argument, the files of $KUBECONFIG, " +
-		"~/.kube/config and the service account of the pod it runs in; it never falls back to localhost.\n\n" +
+		"of its contexts, or give the connection with host and credentials. The provider looks, in order, at the " +
+		"kubeconfig argument, the files of $KUBECONFIG, ~/.kube/config and the service account of the pod it runs " +
+		"in; it never falls back to localhost.\n\n" +
 		cause.Error()
 	var unknownContext *kube.UnknownContextError
 	switch {

@@ -27,6 +27,21 @@ type standInAPIServer struct {
 	// forbidden makes requests for this resource ("services" or
 	// "endpointslices") fail as RBAC would.
 	forbidden string
+	// seen counts requests; authorization is the last Authorization header.
+	seen          int
+	authorization string
+}
+
+func (s *standInAPIServer) requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen
+}
+
+func (s *standInAPIServer) lastAuthorization() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.authorization
 }
 
 func newStandInAPIServer(t *testing.T) *standInAPIServer {
@@ -51,6 +66,8 @@ func (s *standInAPIServer) addSlices(slices ...discoveryv1.EndpointSlice) {
 func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.seen++
+	s.authorization = r.Header.Get("Authorization")
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
 	// /api/v1/namespaces/NS/services/NAME

@@ -2,11 +2,18 @@ package provider
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/helpers/validatordiag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
 // dns1123Label checks a name as Kubernetes does for namespaces, Services and
@@ -71,4 +78,66 @@ func enumStrings[T ~string](values []T) []string {
 
 func enumList[T ~string](values []T) string {
 	return "`" + strings.Join(enumStrings(values), "`, `") + "`"
+}
+
+// hostURL checks host at validate time, as kube.ValidateHost does.
+type hostURL struct{}
+
+var _ validator.String = hostURL{}
+
+func (hostURL) Description(context.Context) string {
+	return "must be the URL of the API server, such as https://203.0.113.10:6443"
+}
+
+func (v hostURL) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v hostURL) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if err := kube.ValidateHost(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.Append(validatordiag.InvalidAttributeValueDiagnostic(req.Path, v.Description(ctx), strconv.Quote(req.ConfigValue.ValueString())))
+	}
+}
+
+// certificatePEM checks a PEM certificate at validate time, when it is known.
+type certificatePEM struct{}
+
+var _ validator.String = certificatePEM{}
+
+func (certificatePEM) Description(context.Context) string {
+	return "must be a PEM certificate (-----BEGIN CERTIFICATE-----); decode base64 outputs with base64decode()"
+}
+
+func (v certificatePEM) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v certificatePEM) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if err := kube.ValidateCertificatePEM(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Attribute Value",
+			fmt.Sprintf("Attribute %s %s: %v.", req.Path, v.Description(ctx), err))
+	}
+}
+
+// insecureWarning warns about insecure = true, which is allowed but rarely right.
+type insecureWarning struct{}
+
+var _ provider.ConfigValidator = insecureWarning{}
+
+func (insecureWarning) Description(context.Context) string {
+	return "warns when the API server's certificate is not verified"
+}
+
+func (v insecureWarning) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (insecureWarning) ValidateProvider(ctx context.Context, req provider.ValidateConfigRequest, resp *provider.ValidateConfigResponse) {
+	var insecure types.Bool
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("insecure"), &insecure)...)
+	if insecure.ValueBool() {
+		resp.Diagnostics.AddAttributeWarning(path.Root("insecure"), "API Server Certificate Not Verified",
+			"With insecure = true the provider does not check who it talks to: anyone on the path can read the "+
+				"token or the client key. Set cluster_ca_certificate instead, unless this cluster is throwaway.")
+	}
 }

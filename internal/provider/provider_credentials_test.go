@@ -1,0 +1,227 @@
+package provider
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// selfSignedPEM returns a throwaway CA certificate and its key, in PEM.
+func selfSignedPEM(t *testing.T, name string) (certPEM, keyPEM string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+}
+
+func TestProviderArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
+	ca, key := selfSignedPEM(t, "test-ca")
+	tests := []struct {
+		name     string
+		provider string
+		want     *regexp.Regexp
+	}{
+		{"host and kubeconfig together", `
+  host       = "https://203.0.113.10:6443"
+  kubeconfig = "~/.kube/config"`, phrase("These attributes cannot be configured together: [host,kubeconfig]")},
+		{"host and context together", `
+  host    = "https://203.0.113.10:6443"
+  context = "prod"`, phrase("These attributes cannot be configured together: [host,context]")},
+		{"a token without host", `
+  token = "abc"`, phrase(`Attribute "host" must be specified when "token" is specified`)},
+		{"a CA without host", fmt.Sprintf(`
+  cluster_ca_certificate = %q`, ca), phrase(`Attribute "host" must be specified when "cluster_ca_certificate" is`)},
+		{"insecure without host", `
+  insecure = true`, phrase(`Attribute "host" must be specified when "insecure" is specified`)},
+		{"an exec block without host", `
+  exec {
+    api_version = "client.authentication.k8s.io/v1"
+    command     = "get-token"
+  }`, phrase(`Attribute "host" must be specified when "exec" is specified`)},
+		{"insecure with a CA", fmt.Sprintf(`
+  host                   = "https://203.0.113.10:6443"
+  insecure               = true
+  cluster_ca_certificate = %q`, ca), phrase("These attributes cannot be configured together: [insecure,cluster_ca_certificate]")},
+		{"a token and an exec plugin", `
+  host  = "https://203.0.113.10:6443"
+  token = "abc"
+  exec {
+    api_version = "client.authentication.k8s.io/v1"
+    command     = "get-token"
+  }`, phrase("These attributes cannot be configured together: [token,exec]")},
+		{"a token and a client certificate", fmt.Sprintf(`
+  host               = "https://203.0.113.10:6443"
+  token              = "abc"
+  client_certificate = %q
+  client_key         = %q`, ca, key), phrase("These attributes cannot be configured together: [token,client_certificate]")},
+		{"a client certificate without its key", fmt.Sprintf(`
+  host               = "https://203.0.113.10:6443"
+  client_certificate = %q`, ca), phrase("These attributes must be configured together: [client_certificate,client_key]")},
+		{"a CA that is not PEM", `
+  host                   = "https://203.0.113.10:6443"
+  cluster_ca_certificate = "LS0tLS1CRUdJTiBDRVJU"`, phrase("Attribute cluster_ca_certificate must be a PEM certificate", "base64decode()")},
+		{"a host that is not a URL", `
+  host = "203.0.113.10:6443"`, phrase("Attribute host must be the URL of the API server", `"203.0.113.10:6443"`)},
+		{"an exec block without a command", `
+  host = "https://203.0.113.10:6443"
+  exec {
+    api_version = "client.authentication.k8s.io/v1"
+  }`, phrase(`Attribute "exec.command" must be specified when "exec" is specified`)},
+		{"an exec API version client-go does not speak", `
+  host = "https://203.0.113.10:6443"
+  exec {
+    api_version = "client.authentication.k8s.io/v1alpha1"
+    command     = "get-token"
+  }`, phrase("Attribute exec.api_version value must be one of", "client.authentication.k8s.io/v1alpha1")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			isolateFromMachine(t)
+			resource.UnitTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: testProviderFactories,
+				Steps: []resource.TestStep{{
+					Config:      "provider \"k8s\" {" + tt.provider + "\n}\n" + readWeb,
+					ExpectError: tt.want,
+				}},
+			})
+		})
+	}
+}
+
+func TestInlineHostAndTokenReadWithoutAnyKubeconfig(t *testing.T) {
+	isolateFromMachine(t)
+	api := newStandInAPIServer(t)
+	api.addService(webService("default", httpPort))
+	api.addSlices(webSlice("default", "web-a", discoveryv1.AddressTypeIPv4, 8080, discoveryv1.Endpoint{Addresses: []string{"10.3.0.1"}}))
+	resource.UnitTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf(`
+provider "k8s" {
+  host  = %q
+  token = "stand-in-token"
+}`, api.URL) + readWeb,
+			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
+				tfjsonpath.New("endpoints").AtSliceIndex(0).AtMapKey("address"), knownvalue.StringExact("10.3.0.1"))},
+		}},
+	})
+	if got := api.lastAuthorization(); got != "Bearer stand-in-token" {
+		t.Errorf("Authorization = %q, want the token of the provider block", got)
+	}
+}
+
+// hostFromResource is a configuration whose provider host comes from a
+// resource, so that it is unknown until that resource is created.
+func hostFromResource(server, dataSourceExtra string) string {
+	return fmt.Sprintf(`
+resource "terraform_data" "cluster" {
+  input = %q
+}
+provider "k8s" {
+  host  = terraform_data.cluster.output
+  token = "stand-in-token"
+}
+data "k8s_ready_endpoints" "web" {
+  service = "web"
+  %s
+}
+`, server, dataSourceExtra)
+}
+
+func TestAProviderConfigurationNotKnownAtPlanContactsNothing(t *testing.T) {
+	isolateFromMachine(t)
+	api := newStandInAPIServer(t)
+	api.addService(webService("default", httpPort))
+	api.addSlices(webSlice("default", "web-a", discoveryv1.AddressTypeIPv4, 8080, discoveryv1.Endpoint{Addresses: []string{"10.4.0.1"}}))
+	resource.UnitTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			// Read while planning, the data source cannot know its cluster.
+			Config:      hostFromResource(api.URL, ""),
+			ExpectError: phrase("Provider Configuration Not Known", "depends_on", "terraform apply -target="),
+		}},
+	})
+	if n := api.requests(); n != 0 {
+		t.Errorf("the stand-in API server got %d requests while the host was unknown", n)
+	}
+}
+
+func TestAProviderConfigurationNotKnownAtPlanIsReadDuringApplyWithDependsOn(t *testing.T) {
+	isolateFromMachine(t)
+	api := newStandInAPIServer(t)
+	api.addService(webService("default", httpPort))
+	api.addSlices(webSlice("default", "web-a", discoveryv1.AddressTypeIPv4, 8080, discoveryv1.Endpoint{Addresses: []string{"10.4.0.1"}}))
+	resource.UnitTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: hostFromResource(api.URL, "depends_on = [terraform_data.cluster]"),
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectUnknownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints")),
+			}},
+			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
+				tfjsonpath.New("endpoints").AtSliceIndex(0).AtMapKey("address"), knownvalue.StringExact("10.4.0.1"))},
+		}},
+	})
+}
+
+func TestInsecureAloneIsAWarning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the provider binary")
+	}
+	api := newStandInAPIServer(t)
+	api.addService(webService("default", httpPort))
+	dir := t.TempDir()
+	out := terraformWithBuiltProvider(t, dir, fmt.Sprintf(`
+terraform {
+  required_providers {
+    k8s = { source = "vigie/k8s" }
+  }
+}
+provider "k8s" {
+  host     = %q
+  token    = "stand-in-token"
+  insecure = true
+}
+data "k8s_ready_endpoints" "web" {
+  service = "web"
+}
+output "pool" {
+  value = data.k8s_ready_endpoints.web.endpoints
+}
+`, api.URL))
+	if !strings.Contains(string(out.apply), "API Server Certificate Not Verified") {
+		t.Errorf("apply output has no warning about insecure:\n%s", out.apply)
+	}
+}

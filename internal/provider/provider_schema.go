@@ -1,0 +1,178 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/providervalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/vigie/terraform-provider-k8s/internal/kube"
+)
+
+type providerModel struct {
+	Kubeconfig           types.String `tfsdk:"kubeconfig"`
+	Context              types.String `tfsdk:"context"`
+	Host                 types.String `tfsdk:"host"`
+	ClusterCACertificate types.String `tfsdk:"cluster_ca_certificate"`
+	Token                types.String `tfsdk:"token"`
+	ClientCertificate    types.String `tfsdk:"client_certificate"`
+	ClientKey            types.String `tfsdk:"client_key"`
+	Insecure             types.Bool   `tfsdk:"insecure"`
+	TLSServerName        types.String `tfsdk:"tls_server_name"`
+	ProxyURL             types.String `tfsdk:"proxy_url"`
+	Exec                 *execModel   `tfsdk:"exec"`
+}
+
+type execModel struct {
+	APIVersion types.String `tfsdk:"api_version"`
+	Command    types.String `tfsdk:"command"`
+	Args       types.List   `tfsdk:"args"`
+	Env        types.Map    `tfsdk:"env"`
+}
+
+// inline returns the connection given by the arguments, and whether there is
+// one: host set means the arguments, not a kubeconfig, say how to connect.
+func (m providerModel) inline(ctx context.Context, diags *diag.Diagnostics) (kube.InlineConfig, bool) {
+	if m.Host.IsNull() {
+		return kube.InlineConfig{}, false
+	}
+	c := kube.InlineConfig{
+		Host:              m.Host.ValueString(),
+		CACertificate:     m.ClusterCACertificate.ValueString(),
+		Token:             m.Token.ValueString(),
+		ClientCertificate: m.ClientCertificate.ValueString(),
+		ClientKey:         m.ClientKey.ValueString(),
+		Insecure:          m.Insecure.ValueBool(),
+		TLSServerName:     m.TLSServerName.ValueString(),
+		ProxyURL:          m.ProxyURL.ValueString(),
+	}
+	if m.Exec != nil {
+		c.Exec = &kube.ExecConfig{APIVersion: m.Exec.APIVersion.ValueString(), Command: m.Exec.Command.ValueString()}
+		diags.Append(m.Exec.Args.ElementsAs(ctx, &c.Exec.Args, false)...)
+		diags.Append(m.Exec.Env.ElementsAs(ctx, &c.Exec.Env, false)...)
+	}
+	return c, true
+}
+
+func providerSchema() schema.Schema {
+	needsHost := []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("host"))}
+	return schema.Schema{
+		MarkdownDescription: "Reads Kubernetes clusters for infrastructure code, starting with the ready endpoints " +
+			"of a Service for the pools of external load balancers.",
+		Attributes: map[string]schema.Attribute{
+			"kubeconfig": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Path of the kubeconfig file to connect with. A leading `~/` is the home directory " +
+					"of the user running Terraform. When unset (and `host` is unset), the provider reads the files " +
+					"listed in `$KUBECONFIG` (merged as `kubectl` does), else `~/.kube/config`, else the service " +
+					"account of the pod it runs in. A kubeconfig that cannot be loaded is an error; the provider never " +
+					"falls back to `localhost`. Conflicts with `host`.",
+			},
+			"context": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Context of the kubeconfig to use. When unset, the kubeconfig's `current-context`. " +
+					"A context the kubeconfig does not define is an error that lists the ones it does. Conflicts with `host`.",
+			},
+			"host": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "URL of the API server, such as `https://203.0.113.10:6443` or an EKS endpoint. " +
+					"When set, the connection is made from `host` and the arguments below only, and no kubeconfig " +
+					"is read.",
+				Validators: []validator.String{hostURL{}},
+			},
+			"cluster_ca_certificate": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "PEM certificate of the CA that signed the API server's certificate. Unset, the " +
+					"system's CAs are trusted. Needs `host`.",
+				Validators: append([]validator.String{certificatePEM{}}, needsHost...),
+			},
+			"token": schema.StringAttribute{
+				Optional:            true,
+				Sensitive:           true,
+				MarkdownDescription: "Bearer token to authenticate with. Needs `host`; conflicts with `client_certificate` and `exec`.",
+				Validators:          needsHost,
+			},
+			"client_certificate": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "PEM client certificate to authenticate with, with `client_key`. Needs `host`; " +
+					"conflicts with `token` and `exec`.",
+				Validators: append([]validator.String{certificatePEM{}}, needsHost...),
+			},
+			"client_key": schema.StringAttribute{
+				Optional:            true,
+				Sensitive:           true,
+				MarkdownDescription: "PEM private key of `client_certificate`. Needs `host`.",
+				Validators:          needsHost,
+			},
+			"insecure": schema.BoolAttribute{
+				Optional: true,
+				MarkdownDescription: "Skip the verification of the API server's certificate. For throwaway clusters " +
+					"only: anyone on the path can read the credentials. Conflicts with `cluster_ca_certificate`. Needs `host`.",
+				Validators: []validator.Bool{boolvalidator.AlsoRequires(path.MatchRoot("host"))},
+			},
+			"tls_server_name": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Name to verify the API server's certificate against, when it differs from the host of `host` (a tunnel, an IP). Needs `host`.",
+				Validators:          needsHost,
+			},
+			"proxy_url": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "URL of an HTTP(S) or SOCKS5 proxy to reach the API server through. Needs `host`.",
+				Validators:          needsHost,
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"exec": schema.SingleNestedBlock{
+				MarkdownDescription: "A credential plugin that prints an ExecCredential, run for a token when needed: " +
+					"`aws eks get-token`, `gke-gcloud-auth-plugin`, `kubelogin`. Needs `host`; conflicts with `token` and `client_certificate`.",
+				Validators: []validator.Object{
+					objectvalidator.AlsoRequires(path.MatchRoot("host"), path.MatchRoot("exec").AtName("api_version"), path.MatchRoot("exec").AtName("command")),
+				},
+				Attributes: map[string]schema.Attribute{
+					"api_version": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "ExecCredential version the plugin speaks: " + "`" + kube.ExecAPIVersions[0] + "` or `" + kube.ExecAPIVersions[1] + "`.",
+						Validators:          []validator.String{stringvalidator.OneOf(kube.ExecAPIVersions...)},
+					},
+					"command": schema.StringAttribute{
+						Optional:            true,
+						MarkdownDescription: "Command to run, found on `PATH` if it has no slash.",
+						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+					},
+					"args": schema.ListAttribute{
+						Optional:            true,
+						ElementType:         types.StringType,
+						MarkdownDescription: "Arguments of the command.",
+					},
+					"env": schema.MapAttribute{
+						Optional:            true,
+						Sensitive:           true,
+						ElementType:         types.StringType,
+						MarkdownDescription: "Environment variables for the command, beside Terraform's own.",
+					},
+				},
+			},
+		},
+	}
+}
+
+func (p *k8sProvider) ConfigValidators(context.Context) []provider.ConfigValidator {
+	return []provider.ConfigValidator{
+		providervalidator.Conflicting(path.MatchRoot("host"), path.MatchRoot("kubeconfig")),
+		providervalidator.Conflicting(path.MatchRoot("host"), path.MatchRoot("context")),
+		providervalidator.Conflicting(path.MatchRoot("token"), path.MatchRoot("client_certificate")),
+		providervalidator.Conflicting(path.MatchRoot("token"), path.MatchRoot("exec")),
+		providervalidator.Conflicting(path.MatchRoot("client_certificate"), path.MatchRoot("exec")),
+		providervalidator.Conflicting(path.MatchRoot("insecure"), path.MatchRoot("cluster_ca_certificate")),
+		providervalidator.RequiredTogether(path.MatchRoot("client_certificate"), path.MatchRoot("client_key")),
+		insecureWarning{},
+	}
+}
