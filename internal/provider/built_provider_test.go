@@ -22,7 +22,7 @@ func TestBuiltProviderReadsTwoClustersThroughAliases(t *testing.T) {
 	blue, green := newStandInAPIServer(t), newStandInAPIServer(t)
 	for api, addr := range map[*standInAPIServer]string{blue: "10.1.0.1", green: "10.2.0.1"} {
 		api.addService(webService("default", httpPort))
-		api.addSlices(webSlice("default", "web-a", discoveryv1.AddressTypeIPv4, 8080, discoveryv1.Endpoint{Addresses: []string{addr}}))
+		api.addSlices(webSlice("web-a", discoveryv1.Endpoint{Addresses: []string{addr}}))
 	}
 	dir := t.TempDir()
 	kubeconfig := writeKubeconfig(t, dir, "kubeconfig", map[string]string{"blue": blue.URL, "green": green.URL})

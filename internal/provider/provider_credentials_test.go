@@ -124,7 +124,7 @@ func TestInlineHostAndTokenReadWithoutAnyKubeconfig(t *testing.T) {
 	isolateFromMachine(t)
 	api := newStandInAPIServer(t)
 	api.addService(webService("default", httpPort))
-	api.addSlices(webSlice("default", "web-a", discoveryv1.AddressTypeIPv4, 8080, discoveryv1.Endpoint{Addresses: []string{"10.3.0.1"}}))
+	api.addSlices(webSlice("web-a", discoveryv1.Endpoint{Addresses: []string{"10.3.0.1"}}))
 	resource.UnitTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
@@ -164,7 +164,7 @@ func TestAProviderConfigurationNotKnownAtPlanContactsNothing(t *testing.T) {
 	isolateFromMachine(t)
 	api := newStandInAPIServer(t)
 	api.addService(webService("default", httpPort))
-	api.addSlices(webSlice("default", "web-a", discoveryv1.AddressTypeIPv4, 8080, discoveryv1.Endpoint{Addresses: []string{"10.4.0.1"}}))
+	api.addSlices(webSlice("web-a", discoveryv1.Endpoint{Addresses: []string{"10.4.0.1"}}))
 	resource.UnitTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
@@ -182,7 +182,7 @@ func TestAProviderConfigurationNotKnownAtPlanIsReadDuringApplyWithDependsOn(t *t
 	isolateFromMachine(t)
 	api := newStandInAPIServer(t)
 	api.addService(webService("default", httpPort))
-	api.addSlices(webSlice("default", "web-a", discoveryv1.AddressTypeIPv4, 8080, discoveryv1.Endpoint{Addresses: []string{"10.4.0.1"}}))
+	api.addSlices(webSlice("web-a", discoveryv1.Endpoint{Addresses: []string{"10.4.0.1"}}))
 	resource.UnitTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{

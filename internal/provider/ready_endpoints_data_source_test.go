@@ -92,11 +92,12 @@ func webService(namespace string, ports ...corev1.ServicePort) corev1.Service {
 	}
 }
 
-func webSlice(namespace, name string, family discoveryv1.AddressType, port int32, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
+// webSlice is an IPv4 slice of Service default/web whose port http is 8080.
+func webSlice(name string, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
 	return discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		AddressType: family,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(port)}},
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}},
 		Endpoints:   eps,
 	}
 }
@@ -147,9 +148,9 @@ func TestReadyEndpointsReadsTheServiceThroughTheAPI(t *testing.T) {
 	notReady := readyPod("10.0.0.3", "web-3", "node-a", "zone-a")
 	notReady.Conditions.Ready = ptr(false)
 	api.addSlices(
-		webSlice("default", "web-b", discoveryv1.AddressTypeIPv4, 8080,
+		webSlice("web-b",
 			readyPod("10.0.0.10", "web-10", "node-b", "zone-b"), notReady),
-		webSlice("default", "web-a", discoveryv1.AddressTypeIPv4, 8080,
+		webSlice("web-a",
 			readyPod("10.0.0.9", "web-9", "node-a", "zone-a"),
 			discoveryv1.Endpoint{Addresses: []string{"10.0.0.10"}}), // a copy with less detail
 	)
