@@ -352,3 +352,19 @@ func TestOneClientServesConcurrentReads(t *testing.T) {
 		t.Errorf("%d requests, want 20", calls.Load())
 	}
 }
+
+func TestTheRateLimitIsTheOneAskedForAndSharedByBothAPIGroups(t *testing.T) {
+	opts := testOptions()
+	opts.QPS, opts.Burst = 7, 9
+	c, err := NewClient(&rest.Config{Host: "https://127.0.0.1:1"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter := c.core.GetRateLimiter()
+	if limiter == nil || limiter.QPS() != 7 {
+		t.Fatalf("core rate limiter = %v, want 7 QPS", limiter)
+	}
+	if c.discovery.GetRateLimiter() != limiter || c.watcher.GetRateLimiter() != limiter {
+		t.Error("the Service, EndpointSlice and watch requests do not share one rate limiter")
+	}
+}

@@ -79,9 +79,7 @@ func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureReque
 			return
 		}
 	}
-	opts := kube.DefaultOptions()
-	opts.UserAgent = "terraform-provider-k8s/" + p.version
-	client, err := kube.NewClient(loaded.Rest, opts)
+	client, err := kube.NewClient(loaded.Rest, cfg.clientOptions(p.version))
 	if err != nil {
 		resp.Diagnostics.AddError("Unable to Create Kubernetes Client",
 			"The provider loaded its configuration from "+loaded.Source+" but could not build a client from it.\n\n"+

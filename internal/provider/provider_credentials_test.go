@@ -99,6 +99,8 @@ func TestProviderArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) 
   exec {
     api_version = "client.authentication.k8s.io/v1"
   }`, phrase(`Attribute "exec.command" must be specified when "exec" is specified`)},
+		{"a qps of 0", `
+  qps = 0`, phrase("Attribute qps value must be between 1 and 10000, got: 0")},
 		{"an exec API version client-go does not speak", `
   host = "https://203.0.113.10:6443"
   exec {

@@ -2,8 +2,10 @@ package provider
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/providervalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -29,6 +31,8 @@ type providerModel struct {
 	TLSServerName        types.String `tfsdk:"tls_server_name"`
 	ProxyURL             types.String `tfsdk:"proxy_url"`
 	Exec                 *execModel   `tfsdk:"exec"`
+	QPS                  types.Int64  `tfsdk:"qps"`
+	Burst                types.Int64  `tfsdk:"burst"`
 }
 
 type execModel struct {
@@ -36,6 +40,22 @@ type execModel struct {
 	Command    types.String `tfsdk:"command"`
 	Args       types.List   `tfsdk:"args"`
 	Env        types.Map    `tfsdk:"env"`
+}
+
+// clientOptions are the request bounds and rate limit of this provider block.
+func (m providerModel) clientOptions(version string) kube.Options {
+	opts := kube.DefaultOptions()
+	opts.UserAgent = "terraform-provider-k8s/" + version
+	if !m.QPS.IsNull() {
+		opts.QPS = float32(m.QPS.ValueInt64())
+	}
+	if !m.Burst.IsNull() {
+		opts.Burst = int(m.Burst.ValueInt64())
+	}
+	// client-go's token bucket never lets more than burst through at once,
+	// so a burst below qps would cap the rate at burst.
+	opts.Burst = max(opts.Burst, int(opts.QPS))
+	return opts
 }
 
 // inline returns the connection given by the arguments, and whether there is
@@ -122,6 +142,20 @@ func providerSchema() schema.Schema {
 				Optional:            true,
 				MarkdownDescription: "Name to verify the API server's certificate against, when it differs from the host of `host` (a tunnel, an IP). Needs `host`.",
 				Validators:          needsHost,
+			},
+			"qps": schema.Int64Attribute{
+				Optional: true,
+				MarkdownDescription: fmt.Sprintf("Client-side limit of requests per second to the API server, shared by "+
+					"all reads of this provider block. Defaults to `%d`, high enough that large plans are not slowed "+
+					"(client-go's own default of 5 would make 100 reads wait seconds); lower it to spare a busy API "+
+					"server, whose priority and fairness settings protect it in any case.", int(kube.DefaultOptions().QPS)),
+				Validators: []validator.Int64{int64validator.Between(1, 10000)},
+			},
+			"burst": schema.Int64Attribute{
+				Optional: true,
+				MarkdownDescription: fmt.Sprintf("Requests that may go at once above `qps`. Defaults to `%d`; "+
+					"at least `qps`.", kube.DefaultOptions().Burst),
+				Validators: []validator.Int64{int64validator.Between(1, 20000)},
 			},
 			"proxy_url": schema.StringAttribute{
 				Optional:            true,

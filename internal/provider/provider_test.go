@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 )
@@ -192,4 +193,29 @@ contexts:
 		t.Fatal(err)
 	}
 	return path
+}
+
+func TestClientOptionsRateLimit(t *testing.T) {
+	tests := []struct {
+		name       string
+		qps, burst types.Int64
+		wantQPS    float32
+		wantBurst  int
+	}{
+		{"defaults", types.Int64Null(), types.Int64Null(), 100, 200},
+		{"a lower qps keeps the default burst", types.Int64Value(5), types.Int64Null(), 5, 200},
+		{"both set", types.Int64Value(20), types.Int64Value(40), 20, 40},
+		{"a burst below qps is raised to qps", types.Int64Value(500), types.Int64Value(10), 500, 500},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := providerModel{QPS: tt.qps, Burst: tt.burst}.clientOptions("test")
+			if got.QPS != tt.wantQPS || got.Burst != tt.wantBurst {
+				t.Errorf("qps, burst = %v, %d; want %v, %d", got.QPS, got.Burst, tt.wantQPS, tt.wantBurst)
+			}
+			if got.UserAgent != "terraform-provider-k8s/test" {
+				t.Errorf("user agent = %q", got.UserAgent)
+			}
+		})
+	}
 }
