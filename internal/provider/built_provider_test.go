@@ -1,11 +1,13 @@
 package provider
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -77,36 +79,55 @@ type builtProviderRun struct {
 	apply, outputs []byte
 }
 
-// terraformWithBuiltProvider builds the provider, applies config in dir with a
-// CLI configuration that overrides vigie/k8s with that build, and returns
-// what terraform printed.
-func terraformWithBuiltProvider(t *testing.T, dir, config string) builtProviderRun {
+var (
+	builtProvider    string
+	builtProviderErr error
+	buildProvider    sync.Once
+)
+
+// providerBinary builds the provider once per test run.
+func providerBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "terraform-provider-k8s")
-	build := exec.Command("go", "build", "-o", bin, "../..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildProvider.Do(func() {
+		dir, err := os.MkdirTemp("", "built-provider")
+		if err != nil {
+			builtProviderErr = err
+			return
+		}
+		builtProvider = filepath.Join(dir, "terraform-provider-k8s")
+		if out, err := exec.Command("go", "build", "-o", builtProvider, "../..").CombinedOutput(); err != nil {
+			builtProviderErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if builtProviderErr != nil {
+		t.Fatal(builtProviderErr)
 	}
+	return builtProvider
+}
+
+// terraformWithBuiltProvider applies config in dir with the provider binary,
+// through a CLI configuration that overrides vigie/k8s with it, the apply's
+// environment extended by env, and returns what terraform printed.
+func terraformWithBuiltProvider(t *testing.T, dir, config string, env ...string) builtProviderRun {
+	t.Helper()
 	rc := filepath.Join(dir, "dev.tfrc")
-	writeText(t, rc, fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = %q\n  }\n  direct {}\n}\n", filepath.Dir(bin)))
+	writeText(t, rc, fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = %q\n  }\n  direct {}\n}\n", filepath.Dir(providerBinary(t))))
 	writeText(t, filepath.Join(dir, "main.tf"), config)
-	run := func(args ...string) []byte {
+	run := func(env []string, args ...string) []byte {
 		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
+		cmd.Env = append(append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1"), env...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("terraform %v: %v\n%s", args, err, out)
 		}
 		return out
 	}
-	apply := run("apply", "-auto-approve", "-input=false", "-no-color")
-	cmdOut := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), "output", "-json")
-	cmdOut.Dir = dir
-	cmdOut.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1")
-	outputs, err := cmdOut.Output()
-	if err != nil {
-		t.Fatalf("terraform output: %v", err)
+	apply := run(env, "apply", "-auto-approve", "-input=false", "-no-color")
+	// Warnings about the override go to stdout too; keep only the JSON.
+	outputs := run(nil, "output", "-json")
+	if i := bytes.IndexByte(outputs, '{'); i > 0 {
+		outputs = outputs[i:]
 	}
 	return builtProviderRun{apply: apply, outputs: outputs}
 }

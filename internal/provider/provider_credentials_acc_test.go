@@ -81,7 +81,7 @@ func TestAccInlineClientCertificate(t *testing.T) {
 	}
 	ns := c.namespace(t)
 	c.readyWebService(t, ns)
-	c.grantDocumentedRole(t, ns, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "cert-user"})
+	c.grantDocumentedRole(t, ns, rbacUser("cert-user"))
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
@@ -183,4 +183,8 @@ func (c *testCluster) grantDocumentedRole(t *testing.T, namespace string, subjec
 	if _, err := c.client.RbacV1().RoleBindings(namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func rbacUser(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
 }
