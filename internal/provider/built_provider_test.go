@@ -89,7 +89,8 @@ var (
 func providerBinary(t *testing.T) string {
 	t.Helper()
 	buildProvider.Do(func() {
-		dir, err := os.MkdirTemp("", "built-provider")
+		// Shared by every test of the run, so not t.TempDir; TestMain removes it.
+		dir, err := os.MkdirTemp("", "built-provider") //nolint:usetesting // see above
 		if err != nil {
 			builtProviderErr = err
 			return

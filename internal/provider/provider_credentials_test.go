@@ -99,6 +99,10 @@ func TestProviderArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) 
   exec {
     api_version = "client.authentication.k8s.io/v1"
   }`, phrase(`Attribute "exec.command" must be specified when "exec" is specified`)},
+		{"a request timeout that is not a duration", `
+  request_timeout = "fast"`, phrase(`Attribute request_timeout must be a duration such as "15s" between 1s and 10m0s, got: "fast"`)},
+		{"a request timeout under a second", `
+  request_timeout = "10ms"`, phrase(`Attribute request_timeout must be a duration`, `"10ms"`)},
 		{"a qps of 0", `
   qps = 0`, phrase("Attribute qps value must be between 1 and 10000, got: 0")},
 		{"an exec API version client-go does not speak", `

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -31,6 +32,7 @@ type providerModel struct {
 	TLSServerName        types.String `tfsdk:"tls_server_name"`
 	ProxyURL             types.String `tfsdk:"proxy_url"`
 	Exec                 *execModel   `tfsdk:"exec"`
+	RequestTimeout       types.String `tfsdk:"request_timeout"`
 	QPS                  types.Int64  `tfsdk:"qps"`
 	Burst                types.Int64  `tfsdk:"burst"`
 }
@@ -46,6 +48,9 @@ type execModel struct {
 func (m providerModel) clientOptions(version string) kube.Options {
 	opts := kube.DefaultOptions()
 	opts.UserAgent = "terraform-provider-k8s/" + version
+	if d, err := time.ParseDuration(m.RequestTimeout.ValueString()); err == nil {
+		opts.RequestTimeout = d
+	}
 	if !m.QPS.IsNull() {
 		opts.QPS = float32(m.QPS.ValueInt64())
 	}
@@ -142,6 +147,15 @@ func providerSchema() schema.Schema {
 				Optional:            true,
 				MarkdownDescription: "Name to verify the API server's certificate against, when it differs from the host of `host` (a tunnel, an IP). Needs `host`.",
 				Validators:          needsHost,
+			},
+			"request_timeout": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: fmt.Sprintf("Bound of each API request, connection included, as a duration such "+
+					"as `\"5s\"`. A request that fails in a way a retry may cure (429, 5xx, a dropped connection, this "+
+					"timeout) is tried %d times in all, so a read on a dead or stalled API server fails within about "+
+					"%d times this bound. Defaults to `\"%s\"`.", kube.DefaultOptions().Attempts, kube.DefaultOptions().Attempts,
+					kube.DefaultOptions().RequestTimeout),
+				Validators: []validator.String{durationBetween{min: time.Second, max: 10 * time.Minute}},
 			},
 			"qps": schema.Int64Attribute{
 				Optional: true,

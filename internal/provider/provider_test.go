@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -26,7 +27,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if builtProvider != "" {
+		_ = os.RemoveAll(filepath.Dir(builtProvider))
+	}
+	os.Exit(code)
 }
 
 // setUpTerraform gives the CLI a configuration file of the project's own, and
@@ -209,7 +214,7 @@ func TestClientOptionsRateLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := providerModel{QPS: tt.qps, Burst: tt.burst}.clientOptions("test")
+			got := providerModel{QPS: tt.qps, Burst: tt.burst, RequestTimeout: types.StringNull()}.clientOptions("test")
 			if got.QPS != tt.wantQPS || got.Burst != tt.wantBurst {
 				t.Errorf("qps, burst = %v, %d; want %v, %d", got.QPS, got.Burst, tt.wantQPS, tt.wantBurst)
 			}
@@ -217,5 +222,14 @@ func TestClientOptionsRateLimit(t *testing.T) {
 				t.Errorf("user agent = %q", got.UserAgent)
 			}
 		})
+	}
+}
+
+func TestClientOptionsRequestTimeout(t *testing.T) {
+	if got := (providerModel{RequestTimeout: types.StringNull()}).clientOptions("test").RequestTimeout; got != 15*time.Second {
+		t.Errorf("default request timeout = %s, want 15s", got)
+	}
+	if got := (providerModel{RequestTimeout: types.StringValue("2s")}).clientOptions("test").RequestTimeout; got != 2*time.Second {
+		t.Errorf("request timeout = %s, want 2s", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/helpers/validatordiag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -139,5 +140,26 @@ func (insecureWarning) ValidateProvider(ctx context.Context, req provider.Valida
 		resp.Diagnostics.AddAttributeWarning(path.Root("insecure"), "API Server Certificate Not Verified",
 			"With insecure = true the provider does not check who it talks to: anyone on the path can read the "+
 				"token or the client key. Set cluster_ca_certificate instead, unless this cluster is throwaway.")
+	}
+}
+
+// durationBetween checks a Go duration string within bounds.
+type durationBetween struct{ min, max time.Duration }
+
+var _ validator.String = durationBetween{}
+
+func (v durationBetween) Description(context.Context) string {
+	return fmt.Sprintf("must be a duration such as \"15s\" between %s and %s", v.min, v.max)
+}
+
+func (v durationBetween) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v durationBetween) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	d, err := time.ParseDuration(req.ConfigValue.ValueString())
+	if err != nil || d < v.min || d > v.max {
+		resp.Diagnostics.Append(validatordiag.InvalidAttributeValueDiagnostic(req.Path, v.Description(ctx), strconv.Quote(req.ConfigValue.ValueString())))
 	}
 }
