@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"time"
@@ -256,8 +257,11 @@ func isTransient(err error) bool {
 		code := status.Status().Code
 		return code == 429 || code >= 500
 	}
+	// A body cut short arrives wrapped by client-go, which IsProbableEOF
+	// does not look through.
 	return utilnet.IsConnectionReset(err) || utilnet.IsConnectionRefused(err) ||
-		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err)
+		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 func isTimeout(err error) bool {

@@ -368,3 +368,22 @@ func TestTheRateLimitIsTheOneAskedForAndSharedByBothAPIGroups(t *testing.T) {
 		t.Error("the Service, EndpointSlice and watch requests do not share one rate limiter")
 	}
 }
+
+func TestABodyCutShortIsRetried(t *testing.T) {
+	c, calls := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, call int32) {
+		if call == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write([]byte(`{"kind":"Service","apiVersion":"v1","metadata":{"name":`))
+			panic(http.ErrAbortHandler)
+		}
+		writeJSON(w, 200, webService)
+	})
+	if _, err := c.GetService(context.Background(), "shop", "web"); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 {
+		t.Errorf("%d requests, want 2", calls.Load())
+	}
+}

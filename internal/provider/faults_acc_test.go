@@ -1,0 +1,422 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+)
+
+// Faults between the provider and a real API server, injected by an HTTPS
+// proxy in front of it: stalls, throttling, server errors, connections cut
+// in the middle of a LIST, and a continue token that expires between pages.
+
+// faultProxy forwards requests to the API server, except where fault
+// answers them itself. It counts requests by kind.
+type faultProxy struct {
+	*httptest.Server
+	// fault sees each request (n counts them from 1) before it is
+	// forwarded; it returns true when it answered the request itself.
+	fault func(w http.ResponseWriter, r *http.Request, n int) bool
+
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *testCluster) startFaultProxy(t *testing.T, fault func(http.ResponseWriter, *http.Request, int) bool) *faultProxy {
+	t.Helper()
+	target, err := url.Parse(c.rest.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The proxy trusts the cluster's CA, and carries the client's own
+	// credentials: it adds none.
+	transport, err := rest.TransportFor(&rest.Config{Host: c.rest.Host, TLSClientConfig: rest.TLSClientConfig{
+		CAData: c.rest.CAData, CAFile: c.rest.CAFile, ServerName: c.rest.ServerName, Insecure: c.rest.Insecure,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{fault: fault, counts: map[string]int{}}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	forward.Transport = transport
+	p.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.counts[requestKind(r)]++
+		n := 0
+		for _, v := range p.counts {
+			n += v
+		}
+		p.mu.Unlock()
+		if p.fault != nil && p.fault(w, r, n) {
+			return
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	p.StartTLS()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// requestKind is "GET services", "LIST endpointslices" or "WATCH endpointslices".
+func requestKind(r *http.Request) string {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[len(parts)-2] == "services":
+		return "GET services"
+	case r.URL.Query().Get("watch") == "true":
+		return "WATCH " + parts[len(parts)-1]
+	default:
+		return "LIST " + parts[len(parts)-1]
+	}
+}
+
+func (p *faultProxy) count(kind string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts[kind]
+}
+
+func (p *faultProxy) caPEM() string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.Certificate().Raw}))
+}
+
+// providerVia reads through the proxy as token, each request bounded by timeout.
+func (p *faultProxy) providerVia(token, timeout string) string {
+	return fmt.Sprintf(`
+provider "k8s" {
+  host                   = %q
+  cluster_ca_certificate = %q
+  token                  = %q
+  request_timeout        = %q
+}
+`, p.URL, p.caPEM(), token, timeout)
+}
+
+func isList(r *http.Request) bool {
+	return strings.HasSuffix(r.URL.Path, "/endpointslices") && r.URL.Query().Get("watch") != "true"
+}
+
+func writeAPIStatus(w http.ResponseWriter, code int, reason, message string, retryAfter int) {
+	w.Header().Set("Content-Type", "application/json")
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(retryAfter))
+	}
+	w.WriteHeader(code)
+	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"message":%q,"code":%d}`, reason, message, code)
+}
+
+// manySlices gives Service web n hand-written EndpointSlices of one ready
+// endpoint each, more than one page of the provider's LIST.
+func (c *testCluster) manySlices(t *testing.T, ns string, n int) []knownvalue.Check {
+	t.Helper()
+	c.createService(t, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	})
+	want := make([]knownvalue.Check, 0, n)
+	for i := range n {
+		addr := fmt.Sprintf("10.2.%d.%d", i/250, i%250+1)
+		s := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%03d", i), Labels: map[string]string{
+				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "tf-acc-tests",
+			}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
+		}
+		if _, err := c.client.DiscoveryV1().EndpointSlices(ns).Create(c.ctx(t), s, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create slice %d: %v", i, err)
+		}
+		want = append(want, bareIPv4(addr, 8080))
+	}
+	return want
+}
+
+func TestAccFaults(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	want := c.manySlices(t, ns, 300) // two pages
+	token := c.identityToken(t, ns, "faults", documentedRole)
+	read := dataSource(ns, "")
+	whole := []statecheck.StateCheck{expectEndpoints(want...)}
+
+	t.Run("a stalled API server fails the read within its bound", func(t *testing.T) {
+		p := c.startFaultProxy(t, func(_ http.ResponseWriter, r *http.Request, _ int) bool {
+			<-r.Context().Done() // accept, never answer
+			return true
+		})
+		start := time.Now()
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: testProviderFactories,
+			Steps: []resource.TestStep{{
+				Config: p.providerVia(token, "1s") + read,
+				ExpectError: phrase("Unable to Read Service", "did not answer in time",
+					fmt.Sprintf("get service %s/web: gave up after 3 attempts: the API server did not answer within 1s", ns)),
+			}},
+		})
+		t.Logf("a plan against the stalled API server failed after %s", time.Since(start).Round(time.Millisecond))
+		if got := p.count("GET services"); got < 3 {
+			t.Errorf("%d GET services, want at least 3 attempts", got)
+		}
+	})
+
+	t.Run("429 with Retry-After is retried and the read succeeds", func(t *testing.T) {
+		p := c.startFaultProxy(t, func(w http.ResponseWriter, r *http.Request, n int) bool {
+			if n%3 == 1 { // the first try of every other request is throttled
+				writeAPIStatus(w, http.StatusTooManyRequests, "TooManyRequests", "slow down", 1)
+				return true
+			}
+			return false
+		})
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: testProviderFactories,
+			Steps:                    []resource.TestStep{{Config: p.providerVia(token, "15s") + read, ConfigStateChecks: whole}},
+		})
+	})
+
+	t.Run("429 and 5xx that do not stop are a clear error after bounded retries", func(t *testing.T) {
+		for _, fault := range []struct {
+			code          int
+			reason, error string
+		}{
+			{http.StatusTooManyRequests, "TooManyRequests", "slow down"},
+			{http.StatusServiceUnavailable, "ServiceUnavailable", "etcd is unavailable"},
+		} {
+			p := c.startFaultProxy(t, func(w http.ResponseWriter, _ *http.Request, _ int) bool {
+				writeAPIStatus(w, fault.code, fault.reason, fault.error, 1)
+				return true
+			})
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: testProviderFactories,
+				Steps: []resource.TestStep{{
+					Config:      p.providerVia(token, "15s") + read,
+					ExpectError: phrase(fmt.Sprintf("get service %s/web: gave up after 3 attempts: %s", ns, fault.error)),
+				}},
+			})
+			if got := p.count("GET services"); got != 3 {
+				t.Errorf("%d: %d GET services, want exactly 3 attempts", fault.code, got)
+			}
+		}
+	})
+
+	t.Run("a connection cut in the middle of a LIST is retried, never taken as the whole list", func(t *testing.T) {
+		var mu sync.Mutex
+		cut := map[string]bool{}
+		apiServer := c.startForwarder(t)
+		p := c.startFaultProxy(t, func(w http.ResponseWriter, r *http.Request, _ int) bool {
+			page := r.URL.Query().Get("continue")
+			mu.Lock()
+			first := !cut[page]
+			cut[page] = true
+			mu.Unlock()
+			if !isList(r) || !first {
+				return false
+			}
+			// Send half of the real answer, then drop the connection.
+			rec := httptest.NewRecorder()
+			apiServer.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(body[:len(body)/2])
+			panic(http.ErrAbortHandler)
+		})
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: testProviderFactories,
+			Steps:                    []resource.TestStep{{Config: p.providerVia(token, "15s") + read, ConfigStateChecks: whole}},
+		})
+	})
+
+	t.Run("a LIST whose every answer is cut fails rather than giving part of the list", func(t *testing.T) {
+		p := c.startFaultProxy(t, func(w http.ResponseWriter, r *http.Request, _ int) bool {
+			if !isList(r) || r.URL.Query().Get("continue") == "" {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+			w.Header().Set("Content-Length", "100000")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(bytes.Repeat([]byte{0}, 100))
+			panic(http.ErrAbortHandler)
+		})
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: testProviderFactories,
+			Steps: []resource.TestStep{{
+				Config:      p.providerVia(token, "15s") + read,
+				ExpectError: phrase(fmt.Sprintf("list endpointslices of service %s/web: gave up after 3 attempts", ns)),
+			}},
+		})
+	})
+
+	t.Run("an API server restarted between the pages of a LIST", func(t *testing.T) {
+		dir := localClusterState(t, c)
+		var once sync.Once
+		p := c.startFaultProxy(t, func(_ http.ResponseWriter, r *http.Request, _ int) bool {
+			if isList(r) && r.URL.Query().Get("continue") != "" {
+				once.Do(func() { c.restartLocalAPIServer(t, dir) })
+			}
+			return false
+		})
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: testProviderFactories,
+			Steps:                    []resource.TestStep{{Config: p.providerVia(token, "15s") + read, ConfigStateChecks: whole}},
+		})
+	})
+
+	t.Run("a continue token that expired between pages starts the list over", func(t *testing.T) {
+		// Kubernetes 1.34 serves continued LISTs from its watch cache, even
+		// across a restart, so the 410 that an older or busier API server
+		// gives once etcd compacted the snapshot is sent here by the proxy,
+		// with the API server's own words.
+		var (
+			once sync.Once
+			mu   sync.Mutex
+			seen []string // the LIST requests in order: "first", "next" or "expired"
+		)
+		p := c.startFaultProxy(t, func(w http.ResponseWriter, r *http.Request, _ int) bool {
+			if !isList(r) {
+				return false
+			}
+			kind := "first"
+			if r.URL.Query().Get("continue") != "" {
+				kind = "next"
+				once.Do(func() { kind = "expired" })
+			}
+			mu.Lock()
+			seen = append(seen, kind)
+			mu.Unlock()
+			if kind == "expired" {
+				writeAPIStatus(w, http.StatusGone, "Expired", "The provided continue parameter is too old to display a consistent "+
+					"list result. You can start a new list without the continue parameter.", 0)
+				return true
+			}
+			return false
+		})
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: testProviderFactories,
+			Steps:                    []resource.TestStep{{Config: p.providerVia(token, "15s") + read, ConfigStateChecks: whole}},
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		got := strings.Join(seen, ",")
+		if !strings.HasPrefix(got, "first,expired,first,next") {
+			t.Errorf("LIST requests %s: want the read to start over from the first page after the expired token", got)
+		}
+	})
+}
+
+// startForwarder is a bare forwarder to the API server, for faults that need
+// the real answer before spoiling it.
+func (c *testCluster) startForwarder(t *testing.T) http.Handler {
+	target, err := url.Parse(c.rest.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(&rest.Config{Host: c.rest.Host, TLSClientConfig: rest.TLSClientConfig{
+		CAData: c.rest.CAData, CAFile: c.rest.CAFile, ServerName: c.rest.ServerName, Insecure: c.rest.Insecure,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	forward.Transport = transport
+	return forward
+}
+
+// localClusterState is the state folder of the local control plane; other
+// clusters skip the test.
+func localClusterState(t *testing.T, c *testCluster) string {
+	t.Helper()
+	dir := filepath.Dir(c.kubeconfig)
+	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver.pid")); err != nil {
+		t.Skip("needs the local control plane, whose processes the test can restart")
+	}
+	return dir
+}
+
+// restartLocalAPIServer stops the local kube-apiserver and starts it again
+// with the same command line, as after a crash, and waits until
+// it is ready. The acceptance tests that run in parallel have not started
+// yet: TestAccFaults is not parallel.
+func (c *testCluster) restartLocalAPIServer(t *testing.T, dir string) {
+	pidFile := filepath.Join(dir, "kube-apiserver.pid")
+	pidText, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	// SIGKILL, as a crash: a graceful stop waits for the long-running watches
+	// of the controller manager.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// Gone, or a zombie its reaper has not collected yet: its port is free.
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("kube-apiserver did not stop")
+		}
+	}
+	log, err := os.OpenFile(filepath.Join(dir, "kube-apiserver.log"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pidFile, []byte(fmt.Sprintln(cmd.Process.Pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait() }()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-apiserver not ready again: %v", err)
+		}
+	}
+}
