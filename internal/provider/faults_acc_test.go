@@ -47,21 +47,8 @@ type faultProxy struct {
 
 func (c *testCluster) startFaultProxy(t *testing.T, fault func(http.ResponseWriter, *http.Request, int) bool) *faultProxy {
 	t.Helper()
-	target, err := url.Parse(c.rest.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The proxy trusts the cluster's CA, and carries the client's own
-	// credentials: it adds none.
-	transport, err := rest.TransportFor(&rest.Config{Host: c.rest.Host, TLSClientConfig: rest.TLSClientConfig{
-		CAData: c.rest.CAData, CAFile: c.rest.CAFile, ServerName: c.rest.ServerName, Insecure: c.rest.Insecure,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	forward := c.startForwarder(t)
 	p := &faultProxy{fault: fault, counts: map[string]int{}}
-	forward := httputil.NewSingleHostReverseProxy(target)
-	forward.Transport = transport
 	p.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.counts[requestKind(r)]++
@@ -129,7 +116,8 @@ func writeAPIStatus(w http.ResponseWriter, code int, reason, message string, ret
 }
 
 // manySlices gives Service web n hand-written EndpointSlices of one ready
-// endpoint each, more than one page of the provider's LIST.
+// endpoint each, so that reading them takes several pages, and returns the
+// endpoints a read must give.
 func (c *testCluster) manySlices(t *testing.T, ns string, n int) []knownvalue.Check {
 	t.Helper()
 	c.createService(t, &corev1.Service{
@@ -330,8 +318,8 @@ func TestAccFaults(t *testing.T) {
 	})
 }
 
-// startForwarder is a bare forwarder to the API server, for faults that need
-// the real answer before spoiling it.
+// startForwarder forwards requests to the API server. It trusts the
+// cluster's CA and carries the client's own credentials: it adds none.
 func (c *testCluster) startForwarder(t *testing.T) http.Handler {
 	target, err := url.Parse(c.rest.Host)
 	if err != nil {

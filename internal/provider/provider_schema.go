@@ -111,7 +111,7 @@ func providerSchema() schema.Schema {
 				MarkdownDescription: "URL of the API server, such as `https://203.0.113.10:6443` or an EKS endpoint. " +
 					"When set, the connection is made from `host` and the arguments below only, and no kubeconfig " +
 					"is read.",
-				Validators: []validator.String{hostURL{}},
+				Validators: []validator.String{hostURL()},
 			},
 			"cluster_ca_certificate": schema.StringAttribute{
 				Optional: true,
@@ -155,7 +155,7 @@ func providerSchema() schema.Schema {
 					"timeout) is tried %d times in all, so a read on a dead or stalled API server fails within about "+
 					"%d times this bound. Defaults to `\"%s\"`.", kube.DefaultOptions().Attempts, kube.DefaultOptions().Attempts,
 					kube.DefaultOptions().RequestTimeout),
-				Validators: []validator.String{durationBetween{min: time.Second, max: 10 * time.Minute}},
+				Validators: []validator.String{durationBetween(time.Second, 10*time.Minute)},
 			},
 			"qps": schema.Int64Attribute{
 				Optional: true,

@@ -311,31 +311,11 @@ func TestAccHandWrittenSlices(t *testing.T) {
 func TestAccManySlicesAreReadWhole(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-	})
 	const slices = 600 // more than two pages of kube.DefaultOptions().PageSize
-	want := make([]knownvalue.Check, 0, slices)
-	for i := range slices {
-		addr := fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)
-		s := &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%03d", i), Labels: map[string]string{
-				discoveryv1.LabelServiceName: "web",
-				discoveryv1.LabelManagedBy:   "tf-acc-tests",
-			}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}},
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
-		}
-		if _, err := c.client.DiscoveryV1().EndpointSlices(ns).Create(c.ctx(t), s, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create slice %d: %v", i, err)
-		}
-		want = append(want, bareIPv4(addr, 8080))
-	}
 	if kube.DefaultOptions().PageSize*2 >= slices {
 		t.Fatalf("%d slices fit in two pages of %d: the test would not follow continue tokens", slices, kube.DefaultOptions().PageSize)
 	}
+	want := c.manySlices(t, ns, slices)
 
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,

@@ -52,20 +52,20 @@ func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.Sche
 			"service": schema.StringAttribute{
 				Required:            true,
 				MarkdownDescription: "Name of the Kubernetes Service.",
-				Validators:          []validator.String{dns1123Label{}},
+				Validators:          []validator.String{dns1123Label()},
 			},
 			"namespace": schema.StringAttribute{
 				Optional:            true,
 				Computed:            true,
 				MarkdownDescription: "Namespace of the Service. Defaults to `default`.",
-				Validators:          []validator.String{dns1123Label{}},
+				Validators:          []validator.String{dns1123Label()},
 			},
 			"port_name": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "Name of the port to use, among the ports of the Service. The read fails when the " +
 					"Service has no port of that name. When unset, the Service's only port is used, or `default_port` " +
 					"when the Service has several ports or none.",
-				Validators: []validator.String{dns1123Label{}},
+				Validators: []validator.String{dns1123Label()},
 			},
 			"default_port": schema.Int64Attribute{
 				Optional: true,
@@ -114,7 +114,7 @@ func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.Sche
 					"out, so that endpoints which registered themselves and stopped renewing leave the pool even when " +
 					"nothing deletes them. The slices Kubernetes mirrors from a hand-managed Endpoints object carry its " +
 					"annotations. A value that cannot be read gives a warning naming the slice, which is kept.",
-				Validators: []validator.String{qualifiedName{}},
+				Validators: []validator.String{qualifiedName()},
 			},
 			"last_change_trigger_time": schema.StringAttribute{
 				Computed: true,

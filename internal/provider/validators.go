@@ -17,54 +17,77 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
-// dns1123Label checks a name as Kubernetes does for namespaces, Services and
-// Service port names, so that a bad name fails at validate time rather than
-// as a confusing API error.
-type dns1123Label struct{}
-
-var _ validator.String = dns1123Label{}
-
-func (dns1123Label) Description(context.Context) string {
-	return "must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+// stringRule is a validator made of what a value must be and a check that
+// says whether it is, and if not, why.
+type stringRule struct {
+	description string
+	check       func(string) (ok bool, why string)
 }
 
-func (v dns1123Label) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+var _ validator.String = stringRule{}
 
-func (v dns1123Label) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+func (r stringRule) Description(context.Context) string { return r.description }
+
+func (r stringRule) MarkdownDescription(ctx context.Context) string { return r.Description(ctx) }
+
+func (r stringRule) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
 	value := req.ConfigValue.ValueString()
-	problems := validation.IsDNS1123Label(value)
-	if value == "" {
-		problems = []string{"it is empty"}
+	if ok, why := r.check(value); !ok {
+		description := r.description
+		if why != "" {
+			description += " (" + why + ")"
+		}
+		resp.Diagnostics.Append(validatordiag.InvalidAttributeValueDiagnostic(req.Path, description, strconv.Quote(value)))
 	}
-	if len(problems) > 0 {
-		resp.Diagnostics.Append(validatordiag.InvalidAttributeValueDiagnostic(
-			req.Path, v.Description(ctx)+" ("+strings.Join(problems, "; ")+")", `"`+value+`"`))
+}
+
+// dns1123Label checks a name as Kubernetes does for namespaces, Services and
+// Service port names, so that a bad name fails at validate time rather than
+// as a confusing API error.
+func dns1123Label() stringRule {
+	return stringRule{
+		description: "must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+		check: func(v string) (bool, string) {
+			if v == "" {
+				return false, "it is empty"
+			}
+			problems := validation.IsDNS1123Label(v)
+			return len(problems) == 0, strings.Join(problems, "; ")
+		},
 	}
 }
 
 // qualifiedName checks an annotation name as Kubernetes does: an optional
 // DNS subdomain prefix and a slash, then a name of at most 63 characters.
-type qualifiedName struct{}
-
-var _ validator.String = qualifiedName{}
-
-func (qualifiedName) Description(context.Context) string {
-	return "must be a Kubernetes annotation name, such as `example.com/expires`"
+func qualifiedName() stringRule {
+	return stringRule{
+		description: "must be a Kubernetes annotation name, such as `example.com/expires`",
+		check: func(v string) (bool, string) {
+			problems := validation.IsQualifiedName(v)
+			return len(problems) == 0, strings.Join(problems, "; ")
+		},
+	}
 }
 
-func (v qualifiedName) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (v qualifiedName) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
+// hostURL checks host at validate time, as kube.ValidateHost does.
+func hostURL() stringRule {
+	return stringRule{
+		description: "must be the URL of the API server, such as https://203.0.113.10:6443",
+		check:       func(v string) (bool, string) { return kube.ValidateHost(v) == nil, "" },
 	}
-	value := req.ConfigValue.ValueString()
-	if problems := validation.IsQualifiedName(value); len(problems) > 0 {
-		resp.Diagnostics.Append(validatordiag.InvalidAttributeValueDiagnostic(
-			req.Path, v.Description(ctx)+" ("+strings.Join(problems, "; ")+")", `"`+value+`"`))
+}
+
+// durationBetween checks a Go duration string within bounds.
+func durationBetween(least, most time.Duration) stringRule {
+	return stringRule{
+		description: fmt.Sprintf("must be a duration such as \"15s\" between %s and %s", least, most),
+		check: func(v string) (bool, string) {
+			d, err := time.ParseDuration(v)
+			return err == nil && d >= least && d <= most, ""
+		},
 	}
 }
 
@@ -79,26 +102,6 @@ func enumStrings[T ~string](values []T) []string {
 
 func enumList[T ~string](values []T) string {
 	return "`" + strings.Join(enumStrings(values), "`, `") + "`"
-}
-
-// hostURL checks host at validate time, as kube.ValidateHost does.
-type hostURL struct{}
-
-var _ validator.String = hostURL{}
-
-func (hostURL) Description(context.Context) string {
-	return "must be the URL of the API server, such as https://203.0.113.10:6443"
-}
-
-func (v hostURL) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (v hostURL) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if err := kube.ValidateHost(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.Append(validatordiag.InvalidAttributeValueDiagnostic(req.Path, v.Description(ctx), strconv.Quote(req.ConfigValue.ValueString())))
-	}
 }
 
 // certificatePEM checks a PEM certificate at validate time, when it is known.
@@ -140,26 +143,5 @@ func (insecureWarning) ValidateProvider(ctx context.Context, req provider.Valida
 		resp.Diagnostics.AddAttributeWarning(path.Root("insecure"), "API Server Certificate Not Verified",
 			"With insecure = true the provider does not check who it talks to: anyone on the path can read the "+
 				"token or the client key. Set cluster_ca_certificate instead, unless this cluster is throwaway.")
-	}
-}
-
-// durationBetween checks a Go duration string within bounds.
-type durationBetween struct{ min, max time.Duration }
-
-var _ validator.String = durationBetween{}
-
-func (v durationBetween) Description(context.Context) string {
-	return fmt.Sprintf("must be a duration such as \"15s\" between %s and %s", v.min, v.max)
-}
-
-func (v durationBetween) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (v durationBetween) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	d, err := time.ParseDuration(req.ConfigValue.ValueString())
-	if err != nil || d < v.min || d > v.max {
-		resp.Diagnostics.Append(validatordiag.InvalidAttributeValueDiagnostic(req.Path, v.Description(ctx), strconv.Quote(req.ConfigValue.ValueString())))
 	}
 }
