@@ -46,7 +46,9 @@ func (c *Client) WatchEndpointSlices(ctx context.Context, namespace, service str
 			return snapshot(), err
 		}
 		var w watch.Interface
-		err := c.withRetries(ctx, func(ctx context.Context) error {
+		// The stream must live as long as the wait (ctx), not one attempt:
+		// the attempt's context ends when the request returns its headers.
+		err := c.withRetries(ctx, func(context.Context) error {
 			var err error
 			w, err = c.watcher.Get().MaxRetries(0).Namespace(namespace).Resource("endpointslices").
 				Param("labelSelector", serviceSelector(service)).

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -134,11 +135,16 @@ func TestAccMinReadyWaitsForTheRolloutWithAWatch(t *testing.T) {
 	c.createService(t, webServiceSpec(ns, webHTTP))
 	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.10.1"}, ready: true})
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
-	withTimeout := func(minReady int, timeout string) string {
-		return c.providerConfig() + dataSource(ns, fmt.Sprintf("min_ready = %d\n  timeouts {\n    read = %q\n  }", minReady, timeout))
+	// The documented Role, plus watch, through a proxy that counts requests.
+	watchRole := slices.Clone(documentedRole)
+	watchRole[1].Verbs = []string{"list", "watch"}
+	proxy := c.startFaultProxy(t, nil)
+	withWatch := proxy.providerVia(c.identityToken(t, ns, "watcher", watchRole), "15s")
+	withTimeout := func(provider string, minReady int, timeout string) string {
+		return provider + dataSource(ns, fmt.Sprintf("min_ready = %d\n  timeouts {\n    read = %q\n  }", minReady, timeout))
 	}
 	// Without watch on endpointslices, waiting fails with the rule to add.
-	noWatch := c.identity(t, ns, "no-watch", documentedRole)
+	noWatch := fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", c.identity(t, ns, "no-watch", documentedRole))
 
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
@@ -151,20 +157,25 @@ func TestAccMinReadyWaitsForTheRolloutWithAWatch(t *testing.T) {
 						c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.10.2"}, ready: true})
 					}()
 				},
-				Config: withTimeout(2, "2m"),
+				Config: withTimeout(withWatch, 2, "2m"),
 				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
 					podEndpoint("10.244.10.1", 8080, "IPv4", "web-1"),
 					podEndpoint("10.244.10.2", 8080, "IPv4", "web-2"),
 				)},
 			},
 			{
-				Config: withTimeout(3, "3s"),
+				PreConfig: func() {
+					// Only the first read had to wait, and it waited on one WATCH.
+					if got := proxy.count("WATCH endpointslices"); got != 1 {
+						t.Errorf("%d WATCH requests while waiting, want 1", got)
+					}
+				},
+				Config: withTimeout(withWatch, 3, "3s"),
 				ExpectError: phrase("Too Few Ready Endpoints", "fewer than min_ready = 3 (found 2, asked for 3)",
 					"waited 3s (timeouts.read)"),
 			},
 			{
-				Config: fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", noWatch) +
-					dataSource(ns, "min_ready = 3\n  timeouts {\n    read = \"30s\"\n  }"),
+				Config: withTimeout(noWatch, 3, "30s"),
 				ExpectError: phrase("Unable to Watch EndpointSlices", "Waiting needs `watch` on `endpointslices`",
 					fmt.Sprintf("watch endpointslices of service %s/web:", ns), "forbidden"),
 			},
