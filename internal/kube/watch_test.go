@@ -1,0 +1,107 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func readySlice(name, rv string) discoveryv1.EndpointSlice {
+	return discoveryv1.EndpointSlice{
+		TypeMeta:    metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "shop", Name: name, ResourceVersion: rv},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}},
+	}
+}
+
+// watchEvents answers a WATCH with these events, as JSON lines, then ends it.
+func watchEvents(w http.ResponseWriter, events ...metav1.WatchEvent) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	for _, e := range events {
+		_ = enc.Encode(e)
+	}
+}
+
+func event(kind string, obj any) metav1.WatchEvent {
+	raw, _ := json.Marshal(obj)
+	e := metav1.WatchEvent{Type: kind}
+	e.Object.Raw = raw
+	return e
+}
+
+func TestWatchEndpointSlicesFollowsEventsUntilDone(t *testing.T) {
+	var watches, lists atomic.Int32
+	c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
+		if r.URL.Query().Get("watch") != "true" {
+			lists.Add(1)
+			writeJSON(w, 200, discoveryv1.EndpointSliceList{})
+			return
+		}
+		watches.Add(1)
+		if got := r.URL.Query().Get("resourceVersion"); got != "10" {
+			t.Errorf("watch from resourceVersion %q, want the list's, 10", got)
+		}
+		watchEvents(w, event("ADDED", readySlice("a", "11")), event("ADDED", readySlice("b", "12")))
+	})
+	got, err := c.WatchEndpointSlices(context.Background(), "shop", "web", SliceList{ResourceVersion: "10"},
+		func(s []discoveryv1.EndpointSlice) bool { return len(s) == 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names(got) != "a,b" || watches.Load() != 1 || lists.Load() != 0 {
+		t.Errorf("slices %s after %d watches and %d lists, want a,b after 1 watch", names(got), watches.Load(), lists.Load())
+	}
+}
+
+func TestWatchEndpointSlicesListsAgainWhenItsVersionIsTooOld(t *testing.T) {
+	var watches, lists atomic.Int32
+	c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
+		if r.URL.Query().Get("watch") != "true" {
+			lists.Add(1)
+			writeJSON(w, 200, discoveryv1.EndpointSliceList{
+				TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
+				ListMeta: metav1.ListMeta{ResourceVersion: "20"},
+				Items:    []discoveryv1.EndpointSlice{readySlice("a", "20")},
+			})
+			return
+		}
+		watches.Add(1)
+		expired := apierrors.NewResourceExpired("too old resource version: 10 (15)").Status()
+		expired.APIVersion, expired.Kind = "v1", "Status"
+		watchEvents(w, event("ERROR", expired))
+	})
+	got, err := c.WatchEndpointSlices(context.Background(), "shop", "web", SliceList{ResourceVersion: "10"},
+		func(s []discoveryv1.EndpointSlice) bool { return len(s) == 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names(got) != "a" || watches.Load() != 1 || lists.Load() != 1 {
+		t.Errorf("slices %s after %d watches and %d lists, want a after 1 watch and 1 list", names(got), watches.Load(), lists.Load())
+	}
+}
+
+func TestWatchEndpointSlicesStopsWhenTheWaitEnds(t *testing.T) {
+	c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done() // a watch with nothing to say
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	got, err := c.WatchEndpointSlices(ctx, "shop", "web", SliceList{Items: []discoveryv1.EndpointSlice{readySlice("a", "1")}, ResourceVersion: "1"},
+		func(s []discoveryv1.EndpointSlice) bool { return len(s) == 2 })
+	if err == nil || names(got) != "a" {
+		t.Fatalf("got %s, %v; want the last state seen and the context's error", names(got), err)
+	}
+}
