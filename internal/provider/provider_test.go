@@ -207,10 +207,10 @@ func TestClientOptionsRateLimit(t *testing.T) {
 		wantQPS    float32
 		wantBurst  int
 	}{
-		{"defaults", types.Int64Null(), types.Int64Null(), 100, 200},
-		{"a lower qps keeps the default burst", types.Int64Value(5), types.Int64Null(), 5, 200},
+		{"defaults", types.Int64Null(), types.Int64Null(), 500, 1000},
+		{"a lower qps keeps the default burst", types.Int64Value(5), types.Int64Null(), 5, 1000},
 		{"both set", types.Int64Value(20), types.Int64Value(40), 20, 40},
-		{"a burst below qps is raised to qps", types.Int64Value(500), types.Int64Value(10), 500, 500},
+		{"a burst below qps is raised to qps", types.Int64Value(800), types.Int64Value(10), 800, 800},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
