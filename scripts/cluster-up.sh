@@ -24,6 +24,11 @@
 #                      started, the script only checks that the cluster
 #                      behind that kubeconfig answers (needs kubectl).
 #   K8S_TF_CACHE       binary cache root, see scripts/cluster-build.sh
+#   K8S_TF_AUDIT       1: a cluster started by this call writes a Metadata-
+#                      level audit log to .cluster/audit.log, one line per
+#                      request (scripts/bench.sh counts the provider's
+#                      requests there). A cluster already running is kept as
+#                      it is, with or without one.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -137,6 +142,18 @@ sign cert-user "/CN=cert-user" "$(printf '%s\n' \
 # half and the token controller would sign with the private one.
 newkey "$state/sa.key"
 ssl pkey -in "$state/sa.key" -pubout -out "$state/sa.pub"
+
+if [[ "${K8S_TF_AUDIT:-}" == 1 ]]; then
+	# Metadata level: who asked for what, and the answer's code, no bodies.
+	# RequestReceived is omitted so that each request is one line.
+	cat >"$state/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+EOF
+fi
 
 # Static tokens. admin is in system:masters (bypasses RBAC); the others are
 # plain users so that tests can grant them exactly the rights they check.
@@ -254,6 +271,12 @@ launch() {
 	wait_for etcd 30 curl -fsS --max-time 2 "http://127.0.0.1:$etcd_port/health" || rc=$?
 	((rc == 0)) || return $((rc == 2 ? 3 : 1))
 
+	# Off by default: the log grows with every request of the controllers too.
+	local audit=()
+	if [[ "${K8S_TF_AUDIT:-}" == 1 ]]; then
+		audit=(--audit-policy-file="$state/audit-policy.yaml" --audit-log-path="$state/audit.log")
+	fi
+
 	echo "starting kube-apiserver on $server" >&2
 	# --endpoint-reconciler-type=none: the default reconciler would publish
 	# 127.0.0.1 as the endpoint of the "kubernetes" Service, which Endpoints
@@ -271,7 +294,7 @@ launch() {
 		--service-account-key-file="$state/sa.pub" \
 		--service-account-signing-key-file="$state/sa.key" \
 		--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112 \
-		--allow-privileged=true || return 1
+		--allow-privileged=true "${audit[@]}" || return 1
 	rc=0
 	wait_for kube-apiserver 90 api /readyz || rc=$?
 	((rc == 0)) || return $((rc == 2 ? 3 : 1))
