@@ -1,6 +1,6 @@
 module github.com/vigie/terraform-provider-k8s
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/hashicorp/terraform-plugin-framework v1.19.0
