@@ -336,6 +336,18 @@ func (c *testCluster) startForwarder(t *testing.T) http.Handler {
 	return forward
 }
 
+// processState is the state letter of a process in /proc, or why not.
+func processState(pid int) string {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return err.Error()
+	}
+	if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) {
+		return "state " + string(stat[i+2])
+	}
+	return string(stat)
+}
+
 // localClusterState is the state folder of the local control plane; other
 // clusters skip the test.
 func localClusterState(t *testing.T, c *testCluster) string {
@@ -404,7 +416,8 @@ func (c *testCluster) restartLocalAPIServer(t *testing.T, dir string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kube-apiserver not ready again: %v", err)
+			logTail, _ := exec.Command("tail", "-n", "40", log.Name()).CombinedOutput()
+			t.Fatalf("kube-apiserver (pid %d, %s) not ready again: %v\nend of its log:\n%s", cmd.Process.Pid, processState(cmd.Process.Pid), err, logTail)
 		}
 	}
 }
