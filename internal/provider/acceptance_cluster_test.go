@@ -115,8 +115,21 @@ func (c *testCluster) namespace(t *testing.T) string {
 	t.Helper()
 	name := fmt.Sprintf("acc-%06x", rand.IntN(1<<24))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if _, err := c.client.CoreV1().Namespaces().Create(c.ctx(t), ns, metav1.CreateOptions{}); err != nil {
+	ctx := c.ctx(t)
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
+	}
+	// Pods are refused until the serviceaccount controller has made the
+	// namespace's default ServiceAccount, which takes longer while the
+	// controller manager reconnects after an API server restart.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err := c.client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s has no default ServiceAccount: %v", name, err)
+		}
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -384,40 +384,67 @@ func (c *testCluster) restartLocalAPIServer(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		// Gone, or a zombie its reaper has not collected yet: its port is free.
-		if err != nil || strings.Contains(string(stat), ") Z ") {
+		if state := processState(pid); state == "state Z" || strings.HasPrefix(state, "open ") {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("kube-apiserver did not stop")
 		}
 	}
-	log, err := os.OpenFile(filepath.Join(dir, "kube-apiserver.log"), os.O_APPEND|os.O_WRONLY, 0)
+	// Started again up to three times: a start that is not ready in 30 s is
+	// killed and its log shown, so that a flake says what it was.
+	for attempt := 1; ; attempt++ {
+		newPID, err := c.startLocalAPIServer(dir, argv)
+		if err == nil {
+			if err = os.WriteFile(pidFile, []byte(fmt.Sprintln(newPID)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("restart %d of kube-apiserver failed, trying again: %v", attempt, err)
+	}
+}
+
+// startLocalAPIServer starts kube-apiserver with argv, its output appended to
+// its log, and waits up to 30 s until it is ready. When it is not, the
+// process is killed and the error carries the end of its log.
+func (c *testCluster) startLocalAPIServer(dir string, argv []string) (int, error) {
+	logPath := filepath.Join(dir, "kube-apiserver.log")
+	log, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer log.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	if err := os.WriteFile(pidFile, []byte(fmt.Sprintln(cmd.Process.Pid)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait() }()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		cancel()
 		if err == nil {
-			return
+			return cmd.Process.Pid, nil
+		}
+		select {
+		case waitErr := <-exited:
+			logTail, _ := exec.Command("tail", "-n", "40", logPath).CombinedOutput()
+			return 0, fmt.Errorf("kube-apiserver exited (%w) before it was ready; end of its log:\n%s", waitErr, logTail)
+		default:
 		}
 		if time.Now().After(deadline) {
-			logTail, _ := exec.Command("tail", "-n", "40", log.Name()).CombinedOutput()
-			t.Fatalf("kube-apiserver (pid %d, %s) not ready again: %v\nend of its log:\n%s", cmd.Process.Pid, processState(cmd.Process.Pid), err, logTail)
+			state := processState(cmd.Process.Pid)
+			_ = cmd.Process.Kill()
+			logTail, _ := exec.Command("tail", "-n", "40", logPath).CombinedOutput()
+			return 0, fmt.Errorf("kube-apiserver (pid %d, %s) not ready in 30 s: %w; end of its log:\n%s", cmd.Process.Pid, state, err, logTail)
 		}
 	}
 }
