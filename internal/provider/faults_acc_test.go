@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -263,13 +264,22 @@ func TestAccFaults(t *testing.T) {
 
 	t.Run("an API server restarted between the pages of a LIST", func(t *testing.T) {
 		dir := localClusterState(t, c)
-		var once sync.Once
+		var (
+			once       sync.Once
+			restartErr error
+		)
 		p := c.startFaultProxy(t, func(_ http.ResponseWriter, r *http.Request, _ int) bool {
 			if isList(r) && r.URL.Query().Get("continue") != "" {
-				once.Do(func() { c.restartLocalAPIServer(t, dir) })
+				once.Do(func() { restartErr = c.restartLocalAPIServer(dir) })
 			}
 			return false
 		})
+		defer func() {
+			once.Do(func() {}) // waits for a restart under way, and orders its error before this read
+			if restartErr != nil {
+				t.Errorf("restart of kube-apiserver: %v", restartErr)
+			}
+		}()
 		resource.Test(t, resource.TestCase{
 			ProtoV6ProviderFactories: testProviderFactories,
 			Steps:                    []resource.TestStep{{Config: p.providerVia(token, "15s") + read, ConfigStateChecks: whole}},
@@ -362,26 +372,27 @@ func localClusterState(t *testing.T, c *testCluster) string {
 // restartLocalAPIServer stops the local kube-apiserver and starts it again
 // with the same command line, as after a crash, and waits until
 // it is ready. The acceptance tests that run in parallel have not started
-// yet: TestAccFaults is not parallel.
-func (c *testCluster) restartLocalAPIServer(t *testing.T, dir string) {
+// yet: TestAccFaults is not parallel. It runs in a proxy's handler, so it
+// returns its error rather than failing the test itself.
+func (c *testCluster) restartLocalAPIServer(dir string) error {
 	pidFile := filepath.Join(dir, "kube-apiserver.pid")
 	pidText, err := os.ReadFile(pidFile)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 	// SIGKILL, as a crash: a graceful stop waits for the long-running watches
 	// of the controller manager.
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		// Gone, or a zombie its reaper has not collected yet: its port is free.
@@ -389,24 +400,20 @@ func (c *testCluster) restartLocalAPIServer(t *testing.T, dir string) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("kube-apiserver did not stop")
+			return fmt.Errorf("kube-apiserver (pid %d) did not stop", pid)
 		}
 	}
 	// Started again up to three times: a start that is not ready in 30 s is
-	// killed and its log shown, so that a flake says what it was.
-	for attempt := 1; ; attempt++ {
+	// killed and its log kept in the error, so that a flake says what it was.
+	var errs []error
+	for range 3 {
 		newPID, err := c.startLocalAPIServer(dir, argv)
 		if err == nil {
-			if err = os.WriteFile(pidFile, []byte(fmt.Sprintln(newPID)), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return
+			return os.WriteFile(pidFile, []byte(fmt.Sprintln(newPID)), 0o600)
 		}
-		if attempt == 3 {
-			t.Fatal(err)
-		}
-		t.Logf("restart %d of kube-apiserver failed, trying again: %v", attempt, err)
+		errs = append(errs, err)
 	}
+	return errors.Join(errs...)
 }
 
 // startLocalAPIServer starts kube-apiserver with argv, its output appended to
