@@ -19,7 +19,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // selfSignedPEM returns a throwaway CA certificate and its key, in PEM.
@@ -128,9 +127,7 @@ func TestProviderArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) 
 
 func TestInlineHostAndTokenReadWithoutAnyKubeconfig(t *testing.T) {
 	isolateFromMachine(t)
-	api := newStandInAPIServer(t)
-	api.addService(webService("default", httpPort))
-	api.addSlices(webSlice("web-a", discoveryv1.Endpoint{Addresses: []string{"10.3.0.1"}}))
+	api := standInWithOneEndpoint(t, "10.3.0.1")
 	resource.UnitTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
@@ -168,9 +165,7 @@ data "k8s_ready_endpoints" "web" {
 
 func TestAProviderConfigurationNotKnownAtPlanContactsNothing(t *testing.T) {
 	isolateFromMachine(t)
-	api := newStandInAPIServer(t)
-	api.addService(webService("default", httpPort))
-	api.addSlices(webSlice("web-a", discoveryv1.Endpoint{Addresses: []string{"10.4.0.1"}}))
+	api := standInWithOneEndpoint(t, "10.4.0.1")
 	resource.UnitTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
@@ -186,9 +181,7 @@ func TestAProviderConfigurationNotKnownAtPlanContactsNothing(t *testing.T) {
 
 func TestAProviderConfigurationNotKnownAtPlanIsReadDuringApplyWithDependsOn(t *testing.T) {
 	isolateFromMachine(t)
-	api := newStandInAPIServer(t)
-	api.addService(webService("default", httpPort))
-	api.addSlices(webSlice("web-a", discoveryv1.Endpoint{Addresses: []string{"10.4.0.1"}}))
+	api := standInWithOneEndpoint(t, "10.4.0.1")
 	resource.UnitTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
