@@ -14,7 +14,7 @@ say() { printf '\n==> %s\n' "$*"; }
 say "building the provider (bin/terraform-provider-k8s)"
 make --no-print-directory build
 
-say "starting the local Kubernetes control plane (the first run builds it: ~15 min on 2 cores)"
+say "starting the local Kubernetes control plane (the first run builds it: ~7 min on 2 cores)"
 env -u K8S_TF_KUBECONFIG scripts/cluster-up.sh
 export KUBECONFIG="$root/.cluster/kubeconfig"
 ns=demo
