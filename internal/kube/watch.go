@@ -40,8 +40,8 @@ func (c *Client) WatchEndpointSlices(ctx context.Context, namespace, service str
 		return snapshot(), fmt.Errorf("watch endpointslices of service %s/%s: %w", namespace, service, err)
 	}
 
-	rv := from.ResourceVersion
-	for !done(snapshot()) {
+	rv, satisfied := from.ResourceVersion, done(snapshot())
+	for !satisfied {
 		if err := ctx.Err(); err != nil {
 			return snapshot(), err
 		}
@@ -64,36 +64,49 @@ func (c *Client) WatchEndpointSlices(ctx context.Context, namespace, service str
 			}
 			return fail(err)
 		}
-		var expired bool
-		rv, expired, err = c.follow(w, current, rv, done, snapshot)
+		var end watchEnd
+		rv, end, err = follow(w, current, rv, func() bool { return done(snapshot()) })
 		w.Stop()
 		if err != nil {
 			return fail(err)
 		}
-		if expired {
+		switch end {
+		case watchSatisfied:
+			satisfied = true
+		case watchExpired:
 			list, err := c.ListEndpointSlices(ctx, namespace, service)
 			if err != nil {
 				return snapshot(), err
 			}
 			reset(list)
-			rv = list.ResourceVersion
+			rv, satisfied = list.ResourceVersion, done(snapshot())
+		case watchClosed:
 		}
 	}
 	return snapshot(), nil
 }
 
-// follow applies the events of one watch to current until done holds or the
-// watch ends, and returns the last resourceVersion seen, and whether the API
-// server said that the version the watch started from is too old.
-func (c *Client) follow(w watch.Interface, current map[string]discoveryv1.EndpointSlice, rv string,
-	done func([]discoveryv1.EndpointSlice) bool, snapshot func() []discoveryv1.EndpointSlice,
-) (string, bool, error) {
+// watchEnd is why follow returned.
+type watchEnd int
+
+const (
+	// watchClosed: the API server ended the watch; the next one resumes it.
+	watchClosed watchEnd = iota
+	// watchSatisfied: the slices are what the caller waits for.
+	watchSatisfied
+	// watchExpired: the version the watch started from is too old.
+	watchExpired
+)
+
+// follow applies the events of one watch to current until satisfied holds or
+// the watch ends, and returns the last resourceVersion seen and why it stopped.
+func follow(w watch.Interface, current map[string]discoveryv1.EndpointSlice, rv string, satisfied func() bool) (string, watchEnd, error) {
 	for ev := range w.ResultChan() {
 		switch ev.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
 			slice, ok := ev.Object.(*discoveryv1.EndpointSlice)
 			if !ok {
-				return rv, false, fmt.Errorf("unexpected %T in a watch of EndpointSlices", ev.Object)
+				return rv, watchClosed, fmt.Errorf("unexpected %T in a watch of EndpointSlices", ev.Object)
 			}
 			if ev.Type == watch.Deleted {
 				delete(current, slice.Name)
@@ -109,17 +122,17 @@ func (c *Client) follow(w watch.Interface, current map[string]discoveryv1.Endpoi
 		case watch.Error:
 			err := apierrors.FromObject(ev.Object)
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				return rv, true, nil
+				return rv, watchExpired, nil
 			}
 			var status *apierrors.StatusError
 			if errors.As(err, &status) && status.ErrStatus.Code >= 500 {
-				return rv, false, nil // the next watch starts where this one stopped
+				return rv, watchClosed, nil // the next watch starts where this one stopped
 			}
-			return rv, false, err
+			return rv, watchClosed, err
 		}
-		if done(snapshot()) {
-			return rv, false, nil
+		if satisfied() {
+			return rv, watchSatisfied, nil
 		}
 	}
-	return rv, false, nil
+	return rv, watchClosed, nil
 }
