@@ -19,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -145,6 +146,25 @@ func (c *testCluster) createService(t *testing.T, svc *corev1.Service) {
 	t.Helper()
 	if _, err := c.client.CoreV1().Services(svc.Namespace).Create(c.ctx(t), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create service %s/%s: %v", svc.Namespace, svc.Name, err)
+	}
+}
+
+// webWithOneReadyPod makes the Service "web" (port http: 80 to 8080) with
+// one ready pod, web-1 at ip, and waits for its EndpointSlice.
+func (c *testCluster) webWithOneReadyPod(t *testing.T, ns, ip string) {
+	t.Helper()
+	c.createService(t, webServiceSpec(ns, httpPort))
+	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{ip}, ready: true})
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
+}
+
+// selectorlessWebService is the Service "web" without a selector, its port
+// http 80 targeting targetPort: its endpoints come from hand-written slices
+// or a hand-managed Endpoints object.
+func selectorlessWebService(ns string, targetPort int32) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(targetPort)}}},
 	}
 }
 

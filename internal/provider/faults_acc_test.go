@@ -23,10 +23,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 )
 
@@ -121,10 +119,7 @@ func writeAPIStatus(w http.ResponseWriter, code int, reason, message string, ret
 // endpoints a read must give.
 func (c *testCluster) manySlices(t *testing.T, ns string, n int) []knownvalue.Check {
 	t.Helper()
-	c.createService(t, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-	})
+	c.createService(t, selectorlessWebService(ns, 8080))
 	want := make([]knownvalue.Check, 0, n)
 	for i := range n {
 		addr := fmt.Sprintf("10.2.%d.%d", i/250, i%250+1)

@@ -32,20 +32,14 @@ func (c *testCluster) caPEM(t *testing.T) string {
 	return string(data)
 }
 
-// readsWeb checks that the read gave the one ready pod of readyWebService.
+// readsWeb checks that the read gave the one ready pod that
+// webWithOneReadyPod made at 10.244.12.1.
 var readsWeb = []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.12.1", 8080, "IPv4", "web-1"))}
-
-// readyWebService makes the Service "web" with one ready pod.
-func (c *testCluster) readyWebService(t *testing.T, ns string) {
-	c.createService(t, webServiceSpec(ns, webHTTP))
-	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.12.1"}, ready: true})
-	c.waitForSlices(t, ns, endpointCount("IPv4", 1, 1))
-}
 
 func TestAccInlineHostTokenAndCA(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.readyWebService(t, ns)
+	c.webWithOneReadyPod(t, ns, "10.244.12.1")
 	token := c.identityToken(t, ns, "inline", documentedRole)
 	otherCA, _ := selfSignedPEM(t, "not-this-cluster")
 	inline := func(ca string) string {
@@ -80,7 +74,7 @@ func TestAccInlineClientCertificate(t *testing.T) {
 		t.Skip("no client certificate beside the kubeconfig (cert-user.crt, cert-user.key); the local control plane has one")
 	}
 	ns := c.namespace(t)
-	c.readyWebService(t, ns)
+	c.webWithOneReadyPod(t, ns, "10.244.12.1")
 	c.grantDocumentedRole(t, ns, rbacUser("cert-user"))
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
@@ -100,7 +94,7 @@ provider "k8s" {
 func TestAccInlineExecPlugin(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.readyWebService(t, ns)
+	c.webWithOneReadyPod(t, ns, "10.244.12.1")
 	token := c.identityToken(t, ns, "exec", documentedRole)
 	// A credential plugin as small as they come: it checks its argument and
 	// prints an ExecCredential with the token it is given in its environment.
@@ -136,7 +130,7 @@ provider "k8s" {
 func TestAccHostFromAResourceNotYetCreated(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.readyWebService(t, ns)
+	c.webWithOneReadyPod(t, ns, "10.244.12.1")
 	token := c.identityToken(t, ns, "later", documentedRole)
 	config := func(dataSourceExtra string) string {
 		return fmt.Sprintf(`

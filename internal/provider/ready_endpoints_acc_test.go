@@ -70,7 +70,7 @@ func expectEndpoints(checks ...knownvalue.Check) statecheck.StateCheck {
 func TestAccReadyNotReadyAndTerminatingPods(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}))
+	c.createService(t, webServiceSpec(ns, httpPort))
 	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.0.11"}, ready: true})
 	c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.0.2"}, ready: true})
 	c.runPod(t, ns, podSpec{name: "web-3", labels: webLabels, ips: []string{"10.244.0.3"}, ready: false})
@@ -101,7 +101,7 @@ func TestAccDualStackServiceGivesEachPodOncePerFamily(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
 	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc := webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)})
+	svc := webServiceSpec(ns, httpPort)
 	svc.Spec.IPFamilyPolicy = &policy
 	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
 	c.createService(t, svc)
@@ -127,9 +127,7 @@ func TestAccDualStackServiceGivesEachPodOncePerFamily(t *testing.T) {
 func TestAccScaledToZeroIsAnEmptyList(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}))
-	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.3.1"}, ready: true})
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
+	c.webWithOneReadyPod(t, ns, "10.244.3.1")
 
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
@@ -199,7 +197,7 @@ func TestAccNamedTargetPortResolvesPerPod(t *testing.T) {
 func TestAccPublishNotReadyAddressesGivesEveryPod(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	svc := webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)})
+	svc := webServiceSpec(ns, httpPort)
 	svc.Spec.PublishNotReadyAddresses = true
 	c.createService(t, svc)
 	c.runPod(t, ns, podSpec{name: "web-starting", labels: webLabels, ips: []string{"10.244.5.1"}, ready: false})
@@ -218,10 +216,7 @@ func TestAccPublishNotReadyAddressesGivesEveryPod(t *testing.T) {
 func TestAccSelectorlessServiceMirroredFromEndpoints(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(9090)}}},
-	})
+	c.createService(t, selectorlessWebService(ns, 9090))
 	endpoints := &corev1.Endpoints{ //nolint:staticcheck // a hand-managed Endpoints object is the case under test
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
 		Subsets: []corev1.EndpointSubset{{ //nolint:staticcheck // idem
@@ -250,10 +245,7 @@ func TestAccSelectorlessServiceMirroredFromEndpoints(t *testing.T) {
 func TestAccHandWrittenSlices(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-	})
+	c.createService(t, selectorlessWebService(ns, 8080))
 	httpPort := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}}
 	slice := func(name, service string, family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) {
 		s := &discoveryv1.EndpointSlice{
@@ -341,9 +333,7 @@ func TestAccMissingServiceIsAnError(t *testing.T) {
 func TestAccRBAC(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}))
-	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.6.1"}, ready: true})
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
+	c.webWithOneReadyPod(t, ns, "10.244.6.1")
 
 	documented := c.identity(t, ns, "documented-role", documentedRole)
 	noList := c.identity(t, ns, "no-list", documentedRole[:1])
@@ -379,7 +369,7 @@ func TestAccRBAC(t *testing.T) {
 func TestAccAPIServerGoneFailsWithinItsBound(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}))
+	c.createService(t, webServiceSpec(ns, httpPort))
 	proxy := startTCPProxy(t, hostPort(t, c.rest.Host))
 	token := c.identityToken(t, ns, "reader", documentedRole)
 	viaProxy := c.writeKubeconfig(t, "reader", &clientcmdapi.AuthInfo{Token: token}, "https://"+proxy.addr())

@@ -13,19 +13,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
 
 // The filters and guards beyond the contract, against the real control plane.
 
-var webHTTP = corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}
-
 func TestAccTerminatingEndpointsPolicies(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, webHTTP))
+	c.createService(t, webServiceSpec(ns, httpPort))
 	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.7.1"}, ready: true})
 	c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.7.2"}, ready: true})
 	c.runPod(t, ns, podSpec{name: "web-3", labels: webLabels, ips: []string{"10.244.7.3"}, ready: false})
@@ -67,7 +64,7 @@ func TestAccAddressFamilyAndZoneFilters(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
 	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc := webServiceSpec(ns, webHTTP)
+	svc := webServiceSpec(ns, httpPort)
 	svc.Spec.IPFamilyPolicy = &policy
 	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 	c.createService(t, svc)
@@ -109,9 +106,7 @@ func TestAccAddressFamilyAndZoneFilters(t *testing.T) {
 func TestAccMinReadyStopsTheReadWithoutWaiting(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, webHTTP))
-	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.9.1"}, ready: true})
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
+	c.webWithOneReadyPod(t, ns, "10.244.9.1")
 
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
@@ -132,9 +127,7 @@ func TestAccMinReadyStopsTheReadWithoutWaiting(t *testing.T) {
 func TestAccMinReadyWaitsForTheRolloutWithAWatch(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, webHTTP))
-	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.10.1"}, ready: true})
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
+	c.webWithOneReadyPod(t, ns, "10.244.10.1")
 	// The documented Role, plus watch, through a proxy that counts requests.
 	watchRole := slices.Clone(documentedRole)
 	watchRole[1].Verbs = []string{"list", "watch"}
@@ -186,10 +179,7 @@ func TestAccMinReadyWaitsForTheRolloutWithAWatch(t *testing.T) {
 func TestAccExpiryAnnotationOnMirroredEndpoints(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(9090)}}},
-	})
+	c.createService(t, selectorlessWebService(ns, 9090))
 	// A registrar heartbeats a hand-managed Endpoints object; Kubernetes
 	// mirrors it, with its annotations, into EndpointSlices.
 	const annotation = "lb.example.com/expires"
@@ -254,7 +244,7 @@ func TestAccExpiryAnnotationOnMirroredEndpoints(t *testing.T) {
 func TestAccLastChangeTriggerTime(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, webHTTP))
+	c.createService(t, webServiceSpec(ns, httpPort))
 	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.11.1"}, ready: true})
 	c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.11.2"}, ready: true})
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))

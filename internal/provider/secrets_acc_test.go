@@ -17,7 +17,7 @@ import (
 func TestAccSecretsStayOutOfTraceLogs(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	c.readyWebService(t, ns)
+	c.webWithOneReadyPod(t, ns, "10.244.12.1")
 	token := c.identityToken(t, ns, "traced", documentedRole)
 	kubeconfig := c.writeKubeconfig(t, "traced", &clientcmdapi.AuthInfo{Token: token}, c.rest.Host)
 	kubeconfigContent, err := os.ReadFile(kubeconfig)
