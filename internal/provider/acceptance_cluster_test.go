@@ -106,7 +106,7 @@ func (c *testCluster) ctx(t *testing.T) context.Context {
 
 // providerConfig is a provider block that reads the cluster as its admin.
 func (c *testCluster) providerConfig() string {
-	return fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", c.kubeconfig)
+	return kubeconfigProvider(c.kubeconfig)
 }
 
 // namespace creates a namespace of the test's own and deletes it afterwards,

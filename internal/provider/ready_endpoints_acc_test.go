@@ -339,7 +339,7 @@ func TestAccRBAC(t *testing.T) {
 	noList := c.identity(t, ns, "no-list", documentedRole[:1])
 	noGet := c.identity(t, ns, "no-get", documentedRole[1:])
 	as := func(kubeconfig string) string {
-		return fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", kubeconfig) + dataSource(ns, "")
+		return kubeconfigProvider(kubeconfig) + dataSource(ns, "")
 	}
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
@@ -373,7 +373,7 @@ func TestAccAPIServerGoneFailsWithinItsBound(t *testing.T) {
 	proxy := startTCPProxy(t, hostPort(t, c.rest.Host))
 	token := c.identityToken(t, ns, "reader", documentedRole)
 	viaProxy := c.writeKubeconfig(t, "reader", &clientcmdapi.AuthInfo{Token: token}, "https://"+proxy.addr())
-	config := fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", viaProxy) + dataSource(ns, "")
+	config := kubeconfigProvider(viaProxy) + dataSource(ns, "")
 
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
@@ -458,7 +458,7 @@ func TestAccStoppedAPIServerFailsWithinItsBound(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
-			Config:      fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", kubeconfig) + dataSource("default", ""),
+			Config:      kubeconfigProvider(kubeconfig) + dataSource("default", ""),
 			ExpectError: phrase("Unable to Read Service", "could not be reached", "get service default/web: gave up after 3 attempts", "connection refused"),
 		}},
 	})

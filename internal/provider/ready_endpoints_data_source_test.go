@@ -116,10 +116,15 @@ func ptr[T any](v T) *T { return &v }
 
 var httpPort = corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}
 
+// kubeconfigProvider is a provider block that reads with the kubeconfig at path.
+func kubeconfigProvider(path string) string {
+	return fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", path)
+}
+
 // clusterConfig points the provider at the stand-in API server.
 func clusterConfig(t *testing.T, servers map[string]string) string {
 	path := writeKubeconfig(t, t.TempDir(), "kubeconfig", servers)
-	return fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", path)
+	return kubeconfigProvider(path)
 }
 
 // endpointValue is a ready endpoint as state holds it.

@@ -137,7 +137,7 @@ func TestAccMinReadyWaitsForTheRolloutWithAWatch(t *testing.T) {
 		return provider + dataSource(ns, fmt.Sprintf("min_ready = %d\n  timeouts {\n    read = %q\n  }", minReady, timeout))
 	}
 	// Without watch on endpointslices, waiting fails with the rule to add.
-	noWatch := fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", c.identity(t, ns, "no-watch", documentedRole))
+	noWatch := kubeconfigProvider(c.identity(t, ns, "no-watch", documentedRole))
 
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
