@@ -169,7 +169,7 @@ func TestProviderConfigureErrors(t *testing.T) {
 
 // writeKubeconfig writes a kubeconfig with one context per cluster, each
 // named as its cluster, the first (by name) current.
-func writeKubeconfig(t *testing.T, dir, name string, servers map[string]string) string {
+func writeKubeconfig(t testing.TB, dir, name string, servers map[string]string) string {
 	t.Helper()
 	var clusters, contexts strings.Builder
 	current := ""

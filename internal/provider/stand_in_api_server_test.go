@@ -44,7 +44,7 @@ func (s *standInAPIServer) lastAuthorization() string {
 	return s.authorization
 }
 
-func newStandInAPIServer(t *testing.T) *standInAPIServer {
+func newStandInAPIServer(t testing.TB) *standInAPIServer {
 	s := &standInAPIServer{services: map[string]corev1.Service{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
