@@ -218,5 +218,10 @@ func (d *readyEndpointsDataSource) Read(ctx context.Context, req datasource.Read
 	tflog.Debug(ctx, "read ready endpoints", map[string]any{
 		"namespace": request.namespace, "service": request.service, "endpoints": len(res.Endpoints),
 	})
-	resp.Diagnostics.Append(resp.State.Set(ctx, state.withResult(res))...)
+	raw, err := stateFromConfig(req.Config.Raw, state.stateValues(res))
+	if err != nil {
+		resp.Diagnostics.AddError("Unable to Build State", "Building the state of the read failed. This is a bug in the provider; please report it.\n\n"+err.Error())
+		return
+	}
+	resp.State.Raw = raw
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/datasource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
@@ -18,32 +19,21 @@ const (
 )
 
 type readyEndpointsModel struct {
-	ID                    types.String    `tfsdk:"id"`
-	Service               types.String    `tfsdk:"service"`
-	Namespace             types.String    `tfsdk:"namespace"`
-	PortName              types.String    `tfsdk:"port_name"`
-	DefaultPort           types.Int64     `tfsdk:"default_port"`
-	TerminatingEndpoints  types.String    `tfsdk:"terminating_endpoints"`
-	AddressType           types.String    `tfsdk:"address_type"`
-	Zones                 types.Set       `tfsdk:"zones"`
-	MinReady              types.Int64     `tfsdk:"min_ready"`
-	ExpiryAnnotation      types.String    `tfsdk:"expiry_annotation"`
-	Timeouts              timeouts.Value  `tfsdk:"timeouts"`
-	LastChangeTriggerTime types.String    `tfsdk:"last_change_trigger_time"`
-	Endpoints             []endpointModel `tfsdk:"endpoints"`
-}
-
-type endpointModel struct {
-	Address     types.String `tfsdk:"address"`
-	Port        types.Int64  `tfsdk:"port"`
-	AddressType types.String `tfsdk:"address_type"`
-	Pod         types.String `tfsdk:"pod"`
-	NodeName    types.String `tfsdk:"node_name"`
-	Zone        types.String `tfsdk:"zone"`
-	Hostname    types.String `tfsdk:"hostname"`
-	Ready       types.Bool   `tfsdk:"ready"`
-	Serving     types.Bool   `tfsdk:"serving"`
-	Terminating types.Bool   `tfsdk:"terminating"`
+	ID                    types.String   `tfsdk:"id"`
+	Service               types.String   `tfsdk:"service"`
+	Namespace             types.String   `tfsdk:"namespace"`
+	PortName              types.String   `tfsdk:"port_name"`
+	DefaultPort           types.Int64    `tfsdk:"default_port"`
+	TerminatingEndpoints  types.String   `tfsdk:"terminating_endpoints"`
+	AddressType           types.String   `tfsdk:"address_type"`
+	Zones                 types.Set      `tfsdk:"zones"`
+	MinReady              types.Int64    `tfsdk:"min_ready"`
+	ExpiryAnnotation      types.String   `tfsdk:"expiry_annotation"`
+	Timeouts              timeouts.Value `tfsdk:"timeouts"`
+	LastChangeTriggerTime types.String   `tfsdk:"last_change_trigger_time"`
+	// Endpoints is computed: the read builds it as a Terraform value
+	// (stateValues), never through this field.
+	Endpoints types.List `tfsdk:"endpoints"`
 }
 
 // withDefaults fills the optional arguments the configuration left out, so
@@ -89,34 +79,20 @@ func (m readyEndpointsModel) request(ctx context.Context) (poolRequest, diag.Dia
 	}, diags
 }
 
-// withResult sets the computed attributes from the pool read.
-func (m readyEndpointsModel) withResult(res endpoints.Result) readyEndpointsModel {
-	m.LastChangeTriggerTime = types.StringNull()
+// stateValues are the computed attributes of state: the defaults the read
+// used, and what it found.
+func (m readyEndpointsModel) stateValues(res endpoints.Result) map[string]tftypes.Value {
+	trigger := tftypes.NewValue(tftypes.String, nil)
 	if !res.LastChangeTriggerTime.IsZero() {
-		m.LastChangeTriggerTime = types.StringValue(res.LastChangeTriggerTime.UTC().Format(time.RFC3339Nano))
+		trigger = tftypes.NewValue(tftypes.String, res.LastChangeTriggerTime.UTC().Format(time.RFC3339Nano))
 	}
-	// Never nil: no ready endpoint is an empty list in state, not null.
-	m.Endpoints = make([]endpointModel, 0, len(res.Endpoints))
-	for _, e := range res.Endpoints {
-		m.Endpoints = append(m.Endpoints, endpointModel{
-			Address:     types.StringValue(e.Address),
-			Port:        types.Int64Value(int64(e.Port)),
-			AddressType: types.StringValue(string(e.AddressType)),
-			Pod:         stringOrNull(e.Pod),
-			NodeName:    stringOrNull(e.NodeName),
-			Zone:        stringOrNull(e.Zone),
-			Hostname:    stringOrNull(e.Hostname),
-			Ready:       types.BoolValue(e.Ready),
-			Serving:     types.BoolValue(e.Serving),
-			Terminating: types.BoolValue(e.Terminating),
-		})
+	return map[string]tftypes.Value{
+		"id":                       tftypes.NewValue(tftypes.String, m.ID.ValueString()),
+		"namespace":                tftypes.NewValue(tftypes.String, m.Namespace.ValueString()),
+		"default_port":             tftypes.NewValue(tftypes.Number, m.DefaultPort.ValueInt64()),
+		"terminating_endpoints":    tftypes.NewValue(tftypes.String, m.TerminatingEndpoints.ValueString()),
+		"min_ready":                tftypes.NewValue(tftypes.Number, m.MinReady.ValueInt64()),
+		"last_change_trigger_time": trigger,
+		"endpoints":                endpointsValue(res.Endpoints),
 	}
-	return m
-}
-
-func stringOrNull(s string) types.String {
-	if s == "" {
-		return types.StringNull()
-	}
-	return types.StringValue(s)
 }
