@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// BenchmarkReady measures Ready on Services of 1k, 10k and 100k endpoints in
+// BenchmarkPool measures Ready on Services of 1k, 10k and 100k endpoints in
 // slices of 100 (the EndpointSlice controller's default maximum), with the
 // default query, as `go test -run=NONE -bench=. -benchmem ./internal/endpoints/`
 // and make bench run it. Its numbers are reported, never asserted: a timing
@@ -24,26 +24,26 @@ import (
 // between slices), the conditions are mixed (ready missing, true and false;
 // terminating and still serving; terminating and not serving), and the
 // addresses come in no order.
-func BenchmarkReady(b *testing.B) {
-	benchReady(b, Query{PortName: "http"}, 6)
+func BenchmarkPool(b *testing.B) {
+	benchPool(b, Query{PortName: "http"}, 6)
 }
 
-// BenchmarkReadyTerminatingInclude is BenchmarkReady with the serving,
+// BenchmarkPoolTerminatingInclude is BenchmarkPool with the serving,
 // terminating endpoints included: the path that fills both of Ready's maps.
-func BenchmarkReadyTerminatingInclude(b *testing.B) {
-	benchReady(b, Query{PortName: "http", Terminating: TerminatingInclude}, 8)
+func BenchmarkPoolTerminatingInclude(b *testing.B) {
+	benchPool(b, Query{PortName: "http", Terminating: TerminatingInclude}, 8)
 }
 
-// benchReady runs Ready on each size; tenths is how many endpoints of ten
+// benchPool runs Ready on each size; tenths is how many endpoints of ten
 // the query gives, so that a benchmark of a broken Ready fails.
-func benchReady(b *testing.B, q Query, tenths int) {
+func benchPool(b *testing.B, q Query, tenths int) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		service, endpointSlices := benchService(n)
 		want := len(benchUnique(endpointSlices)) * tenths / 10
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				res, err := Ready(service, endpointSlices, q)
+				res, err := Pool(service, endpointSlices, q)
 				if err != nil {
 					b.Fatal(err)
 				}

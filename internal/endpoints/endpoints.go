@@ -28,7 +28,7 @@ type Endpoint struct {
 	Zone        string
 	Hostname    string
 	// The endpoint's conditions with the API's defaults for missing ones:
-	// ready true, serving as ready, terminating false.
+	// ready true, serving true, terminating false.
 	Ready, Serving, Terminating bool
 }
 
@@ -92,10 +92,11 @@ func (e *PortNotFoundError) Error() string {
 	return fmt.Sprintf("port %s not found in service %s/%s", e.PortName, e.Namespace, e.Service)
 }
 
-// Ready returns the endpoints of svc found in endpointSlices that q asks for
+// Pool returns the endpoints of svc found in endpointSlices that q asks for
 // (by default the ready ones), once each, sorted IPv4 before IPv6, then by
-// address, then by port. It never modifies its arguments.
-func Ready(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Query) (Result, error) {
+// address, then by port. Slices of other Services are ignored. It never
+// modifies its arguments.
+func Pool(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Query) (Result, error) {
 	if svc == nil {
 		return Result{}, errors.New("no service given")
 	}
@@ -103,83 +104,103 @@ func Ready(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Qu
 	if err != nil {
 		return Result{}, err
 	}
-
 	var res Result
-	ready, draining := map[endpointKey]Endpoint{}, map[endpointKey]Endpoint{}
+	found := candidates{ready: map[endpointKey]Endpoint{}, draining: map[endpointKey]Endpoint{}}
 	for i := range endpointSlices {
 		slice := &endpointSlices[i]
 		if !belongsTo(slice, svc) {
 			continue
 		}
 		res.LastChangeTriggerTime = later(res.LastChangeTriggerTime, lastChangeTriggerTime(slice))
-		if !isIPFamily(slice.AddressType) || (q.AddressType != "" && slice.AddressType != q.AddressType) {
-			continue
+		number, use, warning := sliceServes(slice, port, q)
+		if warning != "" {
+			res.Warnings = append(res.Warnings, warning)
 		}
-		if q.ExpiryAnnotation != "" {
-			expired, warning := isExpired(slice, q.ExpiryAnnotation, q.Now)
-			if warning != "" {
-				res.Warnings = append(res.Warnings, warning)
-			}
-			if expired {
-				continue
-			}
-		}
-		number, serves := port.numberIn(slice.Ports)
-		if !serves {
-			continue
-		}
-		for j := range slice.Endpoints {
-			ep := &slice.Endpoints[j]
-			isReady, serving, terminating := conditions(ep.Conditions)
-			into := ready
-			if !isReady {
-				if !serving || !terminating || q.Terminating == TerminatingExclude || q.Terminating == "" {
-					continue
-				}
-				into = draining
-			}
-			if len(q.Zones) > 0 && (ep.Zone == nil || !slices.Contains(q.Zones, *ep.Zone)) {
-				continue
-			}
-			addr, ok := firstAddress(ep, slice.AddressType)
-			if !ok {
-				continue
-			}
-			key := endpointKey{addr: addr, port: number}
-			candidate := Endpoint{
-				Address:     addr.String(),
-				Port:        number,
-				AddressType: slice.AddressType,
-				Pod:         podName(ep.TargetRef),
-				NodeName:    deref(ep.NodeName),
-				Zone:        deref(ep.Zone),
-				Hostname:    deref(ep.Hostname),
-				Ready:       isReady,
-				Serving:     serving,
-				Terminating: terminating,
-			}
-			if seen, dup := into[key]; dup && !describesBetter(candidate, seen) {
-				continue
-			}
-			into[key] = candidate
+		if use {
+			found.addSlice(slice, number, q)
 		}
 	}
-
-	chosen := ready
-	switch {
-	case q.Terminating == TerminatingFallback && len(ready) == 0:
-		chosen = draining
-	case q.Terminating == TerminatingInclude:
-		// A copy that is ready, from a slice not yet updated, wins over a
-		// terminating one.
-		for k, e := range draining {
-			if _, dup := ready[k]; !dup {
-				ready[k] = e
-			}
-		}
-	}
-	res.Endpoints = sorted(chosen)
+	res.Endpoints = sorted(found.chosen(q.Terminating))
 	return res, nil
+}
+
+// sliceServes says whether the endpoints of a slice may be in the pool, and
+// on which port: an IP slice of the asked family, not expired, that serves
+// the chosen port.
+func sliceServes(slice *discoveryv1.EndpointSlice, port portRule, q Query) (number int32, use bool, warning string) {
+	if !isIPFamily(slice.AddressType) || (q.AddressType != "" && slice.AddressType != q.AddressType) {
+		return 0, false, ""
+	}
+	if q.ExpiryAnnotation != "" {
+		var expired bool
+		if expired, warning = isExpired(slice, q.ExpiryAnnotation, q.Now); expired {
+			return 0, false, ""
+		}
+	}
+	number, use = port.numberIn(slice.Ports)
+	return number, use, warning
+}
+
+// candidates are the endpoints found so far, ready ones apart from serving,
+// terminating ones, each keyed by address and port.
+type candidates struct {
+	ready, draining map[endpointKey]Endpoint
+}
+
+// addSlice adds the endpoints of a slice that the query may give.
+func (c candidates) addSlice(slice *discoveryv1.EndpointSlice, number int32, q Query) {
+	for j := range slice.Endpoints {
+		ep := &slice.Endpoints[j]
+		isReady, serving, terminating := conditions(ep.Conditions)
+		into := c.ready
+		if !isReady {
+			if !serving || !terminating || q.Terminating == TerminatingExclude || q.Terminating == "" {
+				continue
+			}
+			into = c.draining
+		}
+		if len(q.Zones) > 0 && (ep.Zone == nil || !slices.Contains(q.Zones, *ep.Zone)) {
+			continue
+		}
+		addr, ok := firstAddress(ep, slice.AddressType)
+		if !ok {
+			continue
+		}
+		key := endpointKey{addr: addr, port: number}
+		candidate := Endpoint{
+			Address:     addr.String(),
+			Port:        number,
+			AddressType: slice.AddressType,
+			Pod:         podName(ep.TargetRef),
+			NodeName:    deref(ep.NodeName),
+			Zone:        deref(ep.Zone),
+			Hostname:    deref(ep.Hostname),
+			Ready:       isReady,
+			Serving:     serving,
+			Terminating: terminating,
+		}
+		if seen, dup := into[key]; dup && !describesBetter(candidate, seen) {
+			continue
+		}
+		into[key] = candidate
+	}
+}
+
+// chosen applies the terminating policy: the ready endpoints; with fallback,
+// the draining ones when none is ready; with include, both, a copy that is
+// ready (from a slice not yet updated) winning over a terminating one.
+func (c candidates) chosen(policy TerminatingPolicy) map[endpointKey]Endpoint {
+	switch {
+	case policy == TerminatingFallback && len(c.ready) == 0:
+		return c.draining
+	case policy == TerminatingInclude:
+		for k, e := range c.draining {
+			if _, dup := c.ready[k]; !dup {
+				c.ready[k] = e
+			}
+		}
+	}
+	return c.ready
 }
 
 func sorted(found map[endpointKey]Endpoint) []Endpoint {
@@ -263,16 +284,11 @@ func isIPFamily(t discoveryv1.AddressType) bool {
 	return t == discoveryv1.AddressTypeIPv4 || t == discoveryv1.AddressTypeIPv6
 }
 
-// conditions applies the API's defaults: a missing ready condition means
-// ready, a missing serving condition means the same as ready, a missing
-// terminating condition means not terminating.
+// conditions applies the discovery/v1 API's defaults, as kube-proxy reads
+// them: a missing ready or serving condition means true, a missing
+// terminating condition means false.
 func conditions(c discoveryv1.EndpointConditions) (ready, serving, terminating bool) {
-	ready = c.Ready == nil || *c.Ready
-	serving = ready
-	if c.Serving != nil {
-		serving = *c.Serving
-	}
-	return ready, serving, c.Terminating != nil && *c.Terminating
+	return c.Ready == nil || *c.Ready, c.Serving == nil || *c.Serving, c.Terminating != nil && *c.Terminating
 }
 
 // LastChangeTriggerTimeAnnotation is set by the EndpointSlice controller to

@@ -125,7 +125,7 @@ var (
 	http    = svcPort("http", 80, intstr.FromInt32(8080))
 )
 
-func TestReady(t *testing.T) {
+func TestPool(t *testing.T) {
 	tests := []struct {
 		name    string
 		service *corev1.Service
@@ -414,7 +414,7 @@ func TestReady(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := Ready(tt.service, tt.slices, tt.query)
+			res, err := Pool(tt.service, tt.slices, tt.query)
 			got := res.Endpoints
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
@@ -436,7 +436,7 @@ func TestReady(t *testing.T) {
 }
 
 func TestPortNotFoundIsATypedError(t *testing.T) {
-	_, err := Ready(service(http), nil, Query{PortName: "grpc", DefaultPort: 80})
+	_, err := Pool(service(http), nil, Query{PortName: "grpc", DefaultPort: 80})
 	var notFound *PortNotFoundError
 	if !errors.As(err, &notFound) {
 		t.Fatalf("error %v is not a *PortNotFoundError", err)
@@ -469,7 +469,7 @@ func mixedSlices() []discoveryv1.EndpointSlice {
 func TestReadyNeverModifiesItsInputs(t *testing.T) {
 	in, s := mixedSlices(), service(http)
 	inCopy, sCopy := deepCopySlices(in), s.DeepCopy()
-	if _, err := Ready(s, in, Query{PortName: "http", DefaultPort: 80}); err != nil {
+	if _, err := Pool(s, in, Query{PortName: "http", DefaultPort: 80}); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(in, inCopy) {
@@ -482,7 +482,7 @@ func TestReadyNeverModifiesItsInputs(t *testing.T) {
 
 func TestReadyGivesTheSameListWhateverTheOrderOfSlicesAndEndpoints(t *testing.T) {
 	q := Query{PortName: "http", DefaultPort: 80}
-	res, err := Ready(service(http), mixedSlices(), q)
+	res, err := Pool(service(http), mixedSlices(), q)
 	want := res.Endpoints
 	if err != nil {
 		t.Fatal(err)
@@ -498,7 +498,7 @@ func TestReadyGivesTheSameListWhateverTheOrderOfSlicesAndEndpoints(t *testing.T)
 			e := in[j].Endpoints
 			rng.Shuffle(len(e), func(a, b int) { e[a], e[b] = e[b], e[a] })
 		}
-		res, err := Ready(service(http), in, q)
+		res, err := Pool(service(http), in, q)
 		if err != nil {
 			t.Fatal(err)
 		}

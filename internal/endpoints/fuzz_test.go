@@ -14,11 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// FuzzReady builds a Service and EndpointSlices from arbitrary bytes, every
+// FuzzPool builds a Service and EndpointSlices from arbitrary bytes, every
 // field free to be nil, empty, out of range or malformed, and checks that Ready
 // neither panics nor breaks its promises. `go test` runs the seeds below;
-// `go test -fuzz=FuzzReady ./internal/endpoints` searches for more.
-func FuzzReady(f *testing.F) {
+// `go test -fuzz=FuzzPool ./internal/endpoints` searches for more.
+func FuzzPool(f *testing.F) {
 	f.Add([]byte{}, "", int32(80))
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, "http", int32(80))
 	f.Add([]byte("\x03\x01\x02\x00\x04\x01\x01\x02\x03\x05\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09"), "", int32(8080))
@@ -31,7 +31,7 @@ func FuzzReady(f *testing.F) {
 		in := g.slices()
 		inCopy, serviceCopy := deepCopySlices(in), service.DeepCopy()
 
-		res, err := Ready(service, in, q)
+		res, err := Pool(service, in, q)
 		got := res.Endpoints
 
 		if !reflect.DeepEqual(in, inCopy) || !reflect.DeepEqual(service, serviceCopy) {

@@ -38,7 +38,7 @@ func zoned(e Endpoint, zone string) Endpoint {
 	return e
 }
 
-func TestReadyOptions(t *testing.T) {
+func TestPoolOptions(t *testing.T) {
 	httpSlice := func(name string, opts ...sliceOpt) discoveryv1.EndpointSlice {
 		return slice(name, v4Slice, append([]sliceOpt{ports(slicePort("http", 8080))}, opts...)...)
 	}
@@ -62,12 +62,37 @@ func TestReadyOptions(t *testing.T) {
 		want   []Endpoint
 	}{
 		{
-			name: "missing conditions take the API's defaults: serving as ready, not terminating",
+			name: "missing conditions take the API's defaults: ready, serving, not terminating",
 			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
 				with(ep("10.0.0.1"), conds(nil, nil, nil)),
 				with(ep("10.0.0.2"), conds(ptr(true), ptr(false), nil)),
 			))},
 			want: []Endpoint{v4("10.0.0.1", 8080), {Address: "10.0.0.2", Port: 8080, AddressType: v4Slice, Ready: true}},
+		},
+		{
+			name: "a terminating endpoint that is not ready and gives no serving condition serves, as kube-proxy reads it",
+			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
+				with(ep("10.0.0.1"), conds(ptr(false), nil, ptr(true))),
+			))},
+			query: Query{Terminating: TerminatingInclude},
+			want:  []Endpoint{draining("10.0.0.1", 8080)},
+		},
+		{
+			name: "fallback gives a terminating endpoint without a serving condition when none is ready",
+			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
+				with(ep("10.0.0.1"), conds(ptr(false), nil, ptr(true))),
+				with(ep("10.0.0.2"), conds(ptr(false), ptr(false), ptr(true))),
+			))},
+			query: Query{Terminating: TerminatingFallback},
+			want:  []Endpoint{draining("10.0.0.1", 8080)},
+		},
+		{
+			name: "a starting endpoint without a serving condition is still left out: it is not terminating",
+			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
+				with(ep("10.0.0.1"), conds(ptr(false), nil, nil)),
+			))},
+			query: Query{Terminating: TerminatingInclude},
+			want:  []Endpoint{},
 		},
 		{
 			name:   "by default terminating endpoints are left out even when they still serve",
@@ -167,7 +192,7 @@ func TestReadyOptions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			q := tt.query
 			q.PortName, q.DefaultPort = "http", 80
-			res, err := Ready(service(http), tt.slices, q)
+			res, err := Pool(service(http), tt.slices, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +210,7 @@ func TestAnUnreadableExpiryKeepsTheSliceWithAWarningNamingIt(t *testing.T) {
 	in := []discoveryv1.EndpointSlice{
 		slice("web-abc", v4Slice, ports(slicePort("http", 8080)), annotated("lb.example.com/expires", "tomorrow"), eps(ep("10.0.0.1"))),
 	}
-	res, err := Ready(service(http), in, Query{PortName: "http", DefaultPort: 80, ExpiryAnnotation: "lb.example.com/expires", Now: now})
+	res, err := Pool(service(http), in, Query{PortName: "http", DefaultPort: 80, ExpiryAnnotation: "lb.example.com/expires", Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +243,7 @@ func TestLastChangeTriggerTimeIsTheLatestOfTheServicesSlices(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := Ready(service(http), tt.slices, Query{DefaultPort: 80})
+			res, err := Pool(service(http), tt.slices, Query{DefaultPort: 80})
 			if err != nil {
 				t.Fatal(err)
 			}

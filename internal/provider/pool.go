@@ -38,7 +38,7 @@ func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoint
 	apply := func(items []discoveryv1.EndpointSlice) (endpoints.Result, error) {
 		q := r.query
 		q.Now = time.Now()
-		return endpoints.Ready(svc, items, q)
+		return endpoints.Pool(svc, items, q)
 	}
 	res, err := apply(list.Items)
 	if err != nil {

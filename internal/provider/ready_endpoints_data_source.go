@@ -163,7 +163,7 @@ func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.Sche
 						},
 						"serving": schema.BoolAttribute{
 							Computed:            true,
-							MarkdownDescription: "The endpoint's `serving` condition; the same as `ready` when the slice gives none.",
+							MarkdownDescription: "The endpoint's `serving` condition; `true` when the slice gives none, as the `discovery/v1` API and kube-proxy read it.",
 						},
 						"terminating": schema.BoolAttribute{
 							Computed:            true,

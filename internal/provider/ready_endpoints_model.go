@@ -15,7 +15,7 @@ import (
 
 const (
 	defaultNamespace   = "default"
-	defaultDefaultPort = 80
+	defaultPortWhenUnset = 80
 )
 
 type readyEndpointsModel struct {
@@ -43,7 +43,7 @@ func (m readyEndpointsModel) withDefaults() readyEndpointsModel {
 		m.Namespace = types.StringValue(defaultNamespace)
 	}
 	if m.DefaultPort.IsNull() {
-		m.DefaultPort = types.Int64Value(defaultDefaultPort)
+		m.DefaultPort = types.Int64Value(defaultPortWhenUnset)
 	}
 	if m.TerminatingEndpoints.IsNull() {
 		m.TerminatingEndpoints = types.StringValue(string(endpoints.TerminatingExclude))
