@@ -145,3 +145,33 @@ func benchUnique(endpointSlices []discoveryv1.EndpointSlice) map[string]bool {
 	}
 	return seen
 }
+
+// BenchmarkFleet runs Fleet on 500 Services of 100 endpoints each (one slice
+// per Service, the slices in no order of Service), 50,000 endpoints in all.
+func BenchmarkFleet(b *testing.B) {
+	const services = 500
+	_, one := benchService(services * benchPerSlice)
+	fleet := make([]corev1.Service, 0, services)
+	endpointSlices := make([]discoveryv1.EndpointSlice, 0, len(one))
+	for i := range services {
+		name := fmt.Sprintf("web-%03d", i)
+		fleet = append(fleet, corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		})
+	}
+	for i, s := range one {
+		s.Labels = map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("web-%03d", (i*7)%services)}
+		endpointSlices = append(endpointSlices, s)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := Fleet(fleet, endpointSlices, Query{PortName: "http"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Pools) != services {
+			b.Fatalf("got %d pools, want %d", len(res.Pools), services)
+		}
+	}
+}
