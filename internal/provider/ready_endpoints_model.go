@@ -14,7 +14,7 @@ import (
 )
 
 const (
-	defaultNamespace   = "default"
+	defaultNamespace     = "default"
 	defaultPortWhenUnset = 80
 )
 
