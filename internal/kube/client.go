@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -168,38 +169,102 @@ func serviceSelector(service string) string {
 }
 
 func (c *Client) listEndpointSlices(ctx context.Context, namespace, service string) (SliceList, error) {
-	selector := serviceSelector(service)
-	var items []discoveryv1.EndpointSlice
+	return c.listSlices(ctx, namespace, serviceSelector(service))
+}
+
+func (c *Client) listSlices(ctx context.Context, namespace, selector string) (SliceList, error) {
+	items, rv, err := listAll(ctx, c, func(ctx context.Context, token string) ([]discoveryv1.EndpointSlice, metav1.ListMeta, error) {
+		page := &discoveryv1.EndpointSliceList{}
+		err := c.page(c.discovery.Get(), namespace, "endpointslices", selector, token).Do(ctx).Into(page)
+		return page.Items, page.ListMeta, err
+	})
+	return SliceList{Items: items, ResourceVersion: rv}, err
+}
+
+// ServiceList is Services as of one resourceVersion.
+type ServiceList struct {
+	Items           []corev1.Service
+	ResourceVersion string
+}
+
+// ListServices reads the Services of a namespace (every namespace when it is
+// empty) that match the label selector (all when it is empty), page by page,
+// whole or not at all. Its error starts with "list services in namespace
+// NAMESPACE: " or "list services in all namespaces: ".
+func (c *Client) ListServices(ctx context.Context, namespace, selector string) (ServiceList, error) {
+	items, rv, err := listAll(ctx, c, func(ctx context.Context, token string) ([]corev1.Service, metav1.ListMeta, error) {
+		page := &corev1.ServiceList{}
+		err := c.page(c.core.Get(), namespace, "services", selector, token).Do(ctx).Into(page)
+		return page.Items, page.ListMeta, err
+	})
+	if err != nil {
+		return ServiceList{}, fmt.Errorf("list services in %s: %w", Scope(namespace), err)
+	}
+	return ServiceList{Items: items, ResourceVersion: rv}, nil
+}
+
+// ListServiceEndpointSlices reads every EndpointSlice of a namespace (every
+// namespace when it is empty) that is labelled for a Service, page by page,
+// whole or not at all. Its error starts with "list endpointslices in
+// namespace NAMESPACE: " or "list endpointslices in all namespaces: ".
+func (c *Client) ListServiceEndpointSlices(ctx context.Context, namespace string) (SliceList, error) {
+	list, err := c.listSlices(ctx, namespace, discoveryv1.LabelServiceName)
+	if err != nil {
+		return SliceList{}, fmt.Errorf("list endpointslices in %s: %w", Scope(namespace), err)
+	}
+	return list, nil
+}
+
+// Scope names a namespace, or every namespace when it is empty, in errors.
+func Scope(namespace string) string {
+	if namespace == "" {
+		return "all namespaces"
+	}
+	return "namespace " + namespace
+}
+
+// page is one page of a LIST of resource in namespace (all when empty).
+func (c *Client) page(req *rest.Request, namespace, resource, selector, token string) *rest.Request {
+	req = req.MaxRetries(0).Namespace(namespace).Resource(resource).Param("limit", strconv.FormatInt(c.opts.PageSize, 10))
+	if selector != "" {
+		req = req.Param("labelSelector", selector)
+	}
+	if token != "" {
+		req = req.Param("continue", token)
+	}
+	return req
+}
+
+// listAll reads a LIST page by page, each page bounded and retried. A list is
+// given whole or not at all: an error on any page fails it, and an expired
+// continue token starts it over, since pages of two snapshots cannot be
+// mixed. It never returns a nil slice without an error.
+func listAll[T any](ctx context.Context, c *Client, page func(ctx context.Context, token string) ([]T, metav1.ListMeta, error)) ([]T, string, error) {
+	items := []T{}
 	token, relists := "", 0
 	for pages := 0; ; pages++ {
 		if pages == maxPages {
-			return SliceList{}, fmt.Errorf("more than %d pages; the API server keeps returning continue tokens", maxPages)
+			return nil, "", fmt.Errorf("more than %d pages; the API server keeps returning continue tokens", maxPages)
 		}
-		page := &discoveryv1.EndpointSliceList{}
+		var got []T
+		var meta metav1.ListMeta
 		err := c.withRetries(ctx, func(ctx context.Context) error {
-			req := c.discovery.Get().MaxRetries(0).Namespace(namespace).Resource("endpointslices").
-				Param("labelSelector", selector).
-				Param("limit", strconv.FormatInt(c.opts.PageSize, 10))
-			if token != "" {
-				req = req.Param("continue", token)
-			}
-			return req.Do(ctx).Into(page)
+			var err error
+			got, meta, err = page(ctx, token)
+			return err
 		})
 		if token != "" && apierrors.IsResourceExpired(err) && relists < maxRelists {
-			items, token = nil, ""
+			items, token = []T{}, ""
 			relists++
 			continue
 		}
 		if err != nil {
-			return SliceList{}, err
+			return nil, "", err
 		}
-		items = append(items, page.Items...)
-		token = page.Continue
+		items = append(items, got...)
+		token = meta.Continue
 		if token == "" {
-			if items == nil {
-				items = []discoveryv1.EndpointSlice{}
-			}
-			return SliceList{Items: items, ResourceVersion: page.ResourceVersion}, nil
+			return items, meta.ResourceVersion, nil
 		}
 	}
 }

@@ -13,37 +13,60 @@ import (
 )
 
 // WatchEndpointSlices follows the Service's EndpointSlices from the state in
-// from, with one WATCH, until done says the slices are what the caller waits
-// for or ctx ends. It returns the last state seen, with ctx's error when it
-// ended first. When the API server ends the watch it is resumed from the last
+// from, with one WATCH, calling done with every new state, until done says
+// the slices are what the caller waits for (nil) or ctx ends (ctx's error).
+// When the API server ends the watch it is resumed from the last
 // resourceVersion seen; when that version is too old, the slices are listed
 // again. Its error starts with "watch endpointslices of service NAMESPACE/NAME: ".
 func (c *Client) WatchEndpointSlices(ctx context.Context, namespace, service string, from SliceList,
 	done func([]discoveryv1.EndpointSlice) bool,
-) ([]discoveryv1.EndpointSlice, error) {
+) error {
+	relist := func(ctx context.Context) (SliceList, error) { return c.ListEndpointSlices(ctx, namespace, service) }
+	err := c.watchSlices(ctx, namespace, serviceSelector(service), from, relist, done)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("watch endpointslices of service %s/%s: %w", namespace, service, err)
+	}
+	return err
+}
+
+// WatchServiceEndpointSlices is WatchEndpointSlices for every EndpointSlice
+// of a namespace (every namespace when it is empty) that is labelled for a
+// Service, as ListServiceEndpointSlices lists them. Its error starts with
+// "watch endpointslices in namespace NAMESPACE: " or "... in all namespaces: ".
+func (c *Client) WatchServiceEndpointSlices(ctx context.Context, namespace string, from SliceList,
+	done func([]discoveryv1.EndpointSlice) bool,
+) error {
+	relist := func(ctx context.Context) (SliceList, error) { return c.ListServiceEndpointSlices(ctx, namespace) }
+	err := c.watchSlices(ctx, namespace, discoveryv1.LabelServiceName, from, relist, done)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("watch endpointslices in %s: %w", Scope(namespace), err)
+	}
+	return err
+}
+
+func (c *Client) watchSlices(ctx context.Context, namespace, selector string, from SliceList,
+	relist func(context.Context) (SliceList, error), done func([]discoveryv1.EndpointSlice) bool,
+) error {
 	current := map[string]discoveryv1.EndpointSlice{}
 	reset := func(list SliceList) {
 		clear(current)
 		for _, s := range list.Items {
-			current[s.Name] = s
+			current[sliceKey(&s)] = s
 		}
 	}
 	reset(from)
-	snapshot := func() []discoveryv1.EndpointSlice {
+	satisfied := func() bool {
 		out := make([]discoveryv1.EndpointSlice, 0, len(current))
-		for _, name := range slices.Sorted(maps.Keys(current)) {
-			out = append(out, current[name])
+		for _, k := range slices.Sorted(maps.Keys(current)) {
+			out = append(out, current[k])
 		}
-		return out
-	}
-	fail := func(err error) ([]discoveryv1.EndpointSlice, error) {
-		return snapshot(), fmt.Errorf("watch endpointslices of service %s/%s: %w", namespace, service, err)
+		return done(out)
 	}
 
-	rv, satisfied := from.ResourceVersion, done(snapshot())
-	for !satisfied {
+	rv, ok := from.ResourceVersion, satisfied()
+	for !ok {
 		if err := ctx.Err(); err != nil {
-			return snapshot(), err
+			return err
 		}
 		var w watch.Interface
 		// The stream must live as long as the wait (ctx), not one attempt:
@@ -51,7 +74,7 @@ func (c *Client) WatchEndpointSlices(ctx context.Context, namespace, service str
 		err := c.withRetries(ctx, func(context.Context) error {
 			var err error
 			w, err = c.watcher.Get().MaxRetries(0).Namespace(namespace).Resource("endpointslices").
-				Param("labelSelector", serviceSelector(service)).
+				Param("labelSelector", selector).
 				Param("resourceVersion", rv).
 				Param("allowWatchBookmarks", "true").
 				Param("watch", "true").
@@ -60,31 +83,34 @@ func (c *Client) WatchEndpointSlices(ctx context.Context, namespace, service str
 		})
 		if err != nil {
 			if ctx.Err() != nil {
-				return snapshot(), ctx.Err()
+				return ctx.Err()
 			}
-			return fail(err)
+			return err
 		}
 		var end watchEnd
-		rv, end, err = follow(w, current, rv, func() bool { return done(snapshot()) })
+		rv, end, err = follow(w, current, rv, satisfied)
 		w.Stop()
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		switch end {
 		case watchSatisfied:
-			satisfied = true
+			ok = true
 		case watchExpired:
-			list, err := c.ListEndpointSlices(ctx, namespace, service)
+			list, err := relist(ctx)
 			if err != nil {
-				return snapshot(), err
+				return err
 			}
 			reset(list)
-			rv, satisfied = list.ResourceVersion, done(snapshot())
+			rv, ok = list.ResourceVersion, satisfied()
 		case watchClosed:
 		}
 	}
-	return snapshot(), nil
+	return nil
 }
+
+// sliceKey identifies a slice in a watch that may span namespaces.
+func sliceKey(s *discoveryv1.EndpointSlice) string { return s.Namespace + "/" + s.Name }
 
 // watchEnd is why follow returned.
 type watchEnd int
@@ -109,9 +135,9 @@ func follow(w watch.Interface, current map[string]discoveryv1.EndpointSlice, rv 
 				return rv, watchClosed, fmt.Errorf("unexpected %T in a watch of EndpointSlices", ev.Object)
 			}
 			if ev.Type == watch.Deleted {
-				delete(current, slice.Name)
+				delete(current, sliceKey(slice))
 			} else {
-				current[slice.Name] = *slice
+				current[sliceKey(slice)] = *slice
 			}
 			rv = slice.ResourceVersion
 		case watch.Bookmark:

@@ -53,8 +53,9 @@ func TestWatchEndpointSlicesFollowsEventsUntilDone(t *testing.T) {
 		}
 		watchEvents(w, event("ADDED", readySlice("a", "11")), event("ADDED", readySlice("b", "12")))
 	})
-	got, err := c.WatchEndpointSlices(context.Background(), "shop", "web", SliceList{ResourceVersion: "10"},
-		func(s []discoveryv1.EndpointSlice) bool { return len(s) == 2 })
+	var got []discoveryv1.EndpointSlice
+	err := c.WatchEndpointSlices(context.Background(), "shop", "web", SliceList{ResourceVersion: "10"},
+		func(s []discoveryv1.EndpointSlice) bool { got = s; return len(s) == 2 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +81,9 @@ func TestWatchEndpointSlicesListsAgainWhenItsVersionIsTooOld(t *testing.T) {
 		expired.APIVersion, expired.Kind = "v1", "Status"
 		watchEvents(w, event("ERROR", expired))
 	})
-	got, err := c.WatchEndpointSlices(context.Background(), "shop", "web", SliceList{ResourceVersion: "10"},
-		func(s []discoveryv1.EndpointSlice) bool { return len(s) == 1 })
+	var got []discoveryv1.EndpointSlice
+	err := c.WatchEndpointSlices(context.Background(), "shop", "web", SliceList{ResourceVersion: "10"},
+		func(s []discoveryv1.EndpointSlice) bool { got = s; return len(s) == 1 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +101,9 @@ func TestWatchEndpointSlicesStopsWhenTheWaitEnds(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	got, err := c.WatchEndpointSlices(ctx, "shop", "web", SliceList{Items: []discoveryv1.EndpointSlice{readySlice("a", "1")}, ResourceVersion: "1"},
-		func(s []discoveryv1.EndpointSlice) bool { return len(s) == 2 })
+	var got []discoveryv1.EndpointSlice
+	err := c.WatchEndpointSlices(ctx, "shop", "web", SliceList{Items: []discoveryv1.EndpointSlice{readySlice("a", "1")}, ResourceVersion: "1"},
+		func(s []discoveryv1.EndpointSlice) bool { got = s; return len(s) == 2 })
 	if err == nil || names(got) != "a" {
 		t.Fatalf("got %s, %v; want the last state seen and the context's error", names(got), err)
 	}

@@ -48,7 +48,7 @@ func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoint
 	waited := false
 	if len(res.Endpoints) < r.minReady && r.wait > 0 {
 		waited = true
-		_, err := client.WatchEndpointSlices(ctx, r.namespace, r.service, list, func(items []discoveryv1.EndpointSlice) bool {
+		err := client.WatchEndpointSlices(ctx, r.namespace, r.service, list, func(items []discoveryv1.EndpointSlice) bool {
 			if next, err := apply(items); err == nil {
 				res = next
 			}
