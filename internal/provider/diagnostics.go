@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -60,17 +61,71 @@ func watchDiagnostic(r poolRequest, err error) diag.Diagnostic {
 }
 
 func tooFewDiagnostic(r poolRequest, found int, waited bool) diag.Diagnostic {
-	attempted := fmt.Sprintf("Service %s/%s has %d endpoint(s) in the pool, fewer than min_ready = %d (found %d, asked for %d).",
-		r.namespace, r.service, found, r.minReady, found, r.minReady)
-	if waited {
-		attempted += fmt.Sprintf(" The provider waited %s (timeouts.read) for more.", r.wait)
-	} else {
-		attempted += " Without a timeouts { read = ... } block the read does not wait."
-	}
+	attempted := fmt.Sprintf("Service %s/%s has too few endpoints in the pool: found %d, asked for %d (min_ready).",
+		r.namespace, r.service, found, r.minReady) + waitedText(waited, r.wait)
 	return diag.NewAttributeErrorDiagnostic(path.Root("min_ready"), "Too Few Ready Endpoints", attempted+"\n\n"+
 		"The read stopped so that the apply does not shrink or empty the load balancer pool. Check the pods of the "+
 		"Service (kubectl get endpointslices -l kubernetes.io/service-name="+r.service+" -n "+r.namespace+"), then "+
 		"apply again; give timeouts.read to wait for a rollout, or lower min_ready.")
+}
+
+const clusterRoleHint = "For a fleet, the identity needs `list` on `services` and on `endpointslices` in API group " +
+	"`discovery.k8s.io`: in each namespace read, a Role bound by a RoleBinding; with all_namespaces, a ClusterRole bound " +
+	"by a ClusterRoleBinding (see the k8s_services documentation)."
+
+func listServicesDiagnostic(namespace string, err error) diag.Diagnostic {
+	attempted := fmt.Sprintf("The provider could not list the Services in %s.", kube.Scope(namespace))
+	if apierrors.IsForbidden(err) {
+		return diag.NewErrorDiagnostic("Permission Denied Listing Services", attempted+"\n\n"+
+			"The identity of the provider may not list Services there: the rule with `list` on `services` is missing. "+
+			clusterRoleHint+"\n\n"+err.Error())
+	}
+	return diag.NewErrorDiagnostic("Unable to List Services", attempted+"\n\n"+transportRemedy(err)+"\n\n"+err.Error())
+}
+
+func listServiceSlicesDiagnostic(namespace string, err error) diag.Diagnostic {
+	attempted := fmt.Sprintf("The provider listed the Services in %s but could not list their EndpointSlices.", kube.Scope(namespace))
+	if apierrors.IsForbidden(err) {
+		return diag.NewErrorDiagnostic("Permission Denied Listing EndpointSlices", attempted+"\n\n"+
+			"The identity may list Services but not EndpointSlices: the rule with `list` on `endpointslices` in API "+
+			"group `discovery.k8s.io` is missing. "+clusterRoleHint+"\n\n"+err.Error())
+	}
+	return diag.NewErrorDiagnostic("Unable to List EndpointSlices", attempted+"\n\n"+transportRemedy(err)+"\n\n"+err.Error())
+}
+
+func fleetWatchDiagnostic(r fleetRequest, err error) diag.Diagnostic {
+	attempted := "The provider waited for min_ready and min_services by watching the EndpointSlices of the " +
+		"namespaces read, and the watch failed."
+	remedy := transportRemedy(err)
+	if apierrors.IsForbidden(err) {
+		remedy = "Waiting needs `watch` on `endpointslices` in API group `discovery.k8s.io`, beside `list`: add it to " +
+			"the Role (or ClusterRole), or remove the timeouts block so the read does not wait."
+	}
+	return diag.NewErrorDiagnostic("Unable to Watch EndpointSlices", attempted+"\n\n"+remedy+"\n\n"+err.Error())
+}
+
+func waitedText(waited bool, wait time.Duration) string {
+	if waited {
+		return fmt.Sprintf(" The provider waited %s (timeouts.read) for more.", wait)
+	}
+	return " Without a timeouts { read = ... } block the read does not wait."
+}
+
+func tooFewServicesDiagnostic(r fleetRequest, found int, waited bool) diag.Diagnostic {
+	return diag.NewAttributeErrorDiagnostic(path.Root("min_services"), "Too Few Services",
+		fmt.Sprintf("The selection has %d Service(s) with a pool, fewer than min_services = %d.", found, r.minServices)+
+			waitedText(waited, r.wait)+"\n\n"+
+			"The read stopped so that a selector or namespace that matches too little does not empty the pools. "+
+			"Check namespace, namespaces, label_selector and names (and skipped, for Services without port_name), "+
+			"then apply again; or lower min_services.")
+}
+
+func tooFewInPoolsDiagnostic(r fleetRequest, short []endpoints.ServicePool, waited bool) diag.Diagnostic {
+	return diag.NewAttributeErrorDiagnostic(path.Root("min_ready"), "Too Few Ready Endpoints",
+		fmt.Sprintf("%d Service(s) have fewer than min_ready = %d endpoint(s) in their pool: %s.", len(short), r.minReady, describeShort(short))+
+			waitedText(waited, r.wait)+"\n\n"+
+			"The read stopped so that the apply does not shrink or empty those load balancer pools. Check the pods "+
+			"of those Services, then apply again; give timeouts.read to wait for a rollout, or lower min_ready.")
 }
 
 func rulesDiagnostic(err error) diag.Diagnostic {

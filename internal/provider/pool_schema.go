@@ -119,3 +119,55 @@ func endpointsAttribute() schema.ListNestedAttribute {
 		},
 	}
 }
+
+// serviceAttributes are the facts of a Service that a pool needs, and its
+// pool, as one element of k8s_services' `services`.
+func serviceAttributes() map[string]schema.Attribute {
+	str := func(description string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: description}
+	}
+	num := func(description string) schema.Int64Attribute {
+		return schema.Int64Attribute{Computed: true, MarkdownDescription: description}
+	}
+	return map[string]schema.Attribute{
+		"namespace": str("Namespace of the Service."),
+		"name":      str("Name of the Service."),
+		"labels": schema.MapAttribute{
+			Computed: true, ElementType: types.StringType,
+			MarkdownDescription: "Labels of the Service.",
+		},
+		"annotations": schema.MapAttribute{
+			Computed: true, ElementType: types.StringType,
+			MarkdownDescription: "Annotations of the Service, but for `kubectl.kubernetes.io/last-applied-configuration` " +
+				"(a copy of the whole object that kubectl keeps, of no use to a pool).",
+		},
+		"type": str("`ClusterIP`, `NodePort`, `LoadBalancer` or `ExternalName`."),
+		"cluster_ips": schema.ListAttribute{
+			Computed: true, ElementType: types.StringType,
+			MarkdownDescription: "The Service's cluster IPs, one per address family; empty for a headless Service.",
+		},
+		"external_traffic_policy": str("`Cluster` or `Local`, for NodePort and LoadBalancer Services; null otherwise."),
+		"ports": schema.ListNestedAttribute{
+			Computed:            true,
+			MarkdownDescription: "The Service's ports, in its order.",
+			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				"name":        str("Name of the port; null for the only, unnamed, port of a Service."),
+				"port":        num("Port of the Service."),
+				"target_port": str("Port of the pods, a number or the name of a container port, as the Service gives it."),
+				"node_port":   num("Port on every node, for NodePort and LoadBalancer Services; null otherwise."),
+				"protocol":    str("`TCP`, `UDP` or `SCTP`."),
+			}},
+		},
+		"load_balancer_ingress": schema.ListNestedAttribute{
+			Computed:            true,
+			MarkdownDescription: "Addresses of the load balancer of a LoadBalancer Service, as its status gives them.",
+			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				"ip":       str("IP address; null when the load balancer gives a hostname."),
+				"hostname": str("Hostname; null when the load balancer gives an IP address."),
+			}},
+		},
+		"last_change_trigger_time": str("The latest `endpoints.kubernetes.io/last-change-trigger-time` among the " +
+			"Service's EndpointSlices, in RFC 3339; null when no slice has it."),
+		"endpoints": endpointsAttribute(),
+	}
+}

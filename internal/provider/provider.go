@@ -120,7 +120,7 @@ func loadDiagnostic(cfg providerModel, err error) diag.Diagnostic {
 }
 
 func (p *k8sProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{newReadyEndpointsDataSource}
+	return []func() datasource.DataSource{newReadyEndpointsDataSource, newServicesDataSource}
 }
 
 func (p *k8sProvider) Resources(context.Context) []func() resource.Resource {

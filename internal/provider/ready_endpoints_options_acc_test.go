@@ -118,7 +118,7 @@ func TestAccMinReadyStopsTheReadWithoutWaiting(t *testing.T) {
 			{
 				Config: c.providerConfig() + dataSource(ns, "min_ready = 2"),
 				ExpectError: phrase("Too Few Ready Endpoints", fmt.Sprintf("Service %s/web has 1 endpoint(s)", ns),
-					"fewer than min_ready = 2 (found 1, asked for 2)", "does not wait"),
+					"found 1, asked for 2 (min_ready)", "does not wait"),
 			},
 		},
 	})
@@ -164,7 +164,7 @@ func TestAccMinReadyWaitsForTheRolloutWithAWatch(t *testing.T) {
 					}
 				},
 				Config: withTimeout(withWatch, 3, "3s"),
-				ExpectError: phrase("Too Few Ready Endpoints", "fewer than min_ready = 3 (found 2, asked for 3)",
+				ExpectError: phrase("Too Few Ready Endpoints", "found 2, asked for 3 (min_ready)",
 					"waited 3s (timeouts.read)"),
 			},
 			{

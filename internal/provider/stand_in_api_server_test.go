@@ -2,8 +2,10 @@ package provider
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -78,6 +81,11 @@ func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.seen++
 	s.authorization = r.Header.Get("Authorization")
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	selector, err := labels.Parse(r.URL.Query().Get("labelSelector"))
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
 	switch {
 	// /api/v1/namespaces/NS/services/NAME
 	case len(parts) == 6 && parts[0] == "api" && parts[4] == "services":
@@ -93,16 +101,29 @@ func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		svc.APIVersion, svc.Kind = "v1", "Service"
 		writeJSON(w, svc)
-	// /apis/discovery.k8s.io/v1/namespaces/NS/endpointslices
-	case len(parts) == 6 && parts[1] == "discovery.k8s.io" && parts[5] == "endpointslices":
+	// /api/v1/namespaces/NS/services or /api/v1/services
+	case parts[0] == "api" && (len(parts) == 5 && parts[4] == "services" || len(parts) == 3 && parts[2] == "services"):
+		if s.forbidden == "services" {
+			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "", errTesterMayNot))
+			return
+		}
+		list := corev1.ServiceList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceList"}}
+		for _, key := range slices.Sorted(maps.Keys(s.services)) {
+			svc := s.services[key]
+			if (len(parts) == 3 || svc.Namespace == parts[3]) && selector.Matches(labels.Set(svc.Labels)) {
+				list.Items = append(list.Items, svc)
+			}
+		}
+		writeJSON(w, list)
+	// /apis/discovery.k8s.io/v1/namespaces/NS/endpointslices or /apis/discovery.k8s.io/v1/endpointslices
+	case parts[0] == "apis" && parts[1] == "discovery.k8s.io" && (len(parts) == 6 && parts[5] == "endpointslices" || len(parts) == 4 && parts[3] == "endpointslices"):
 		if s.forbidden == "endpointslices" {
 			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", errTesterMayNot))
 			return
 		}
-		selector := r.URL.Query().Get("labelSelector")
 		list := discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"}}
 		for _, sl := range s.slices {
-			if sl.Namespace == parts[4] && selector == discoveryv1.LabelServiceName+"="+sl.Labels[discoveryv1.LabelServiceName] {
+			if (len(parts) == 4 || sl.Namespace == parts[4]) && selector.Matches(labels.Set(sl.Labels)) {
 				list.Items = append(list.Items, sl)
 			}
 		}

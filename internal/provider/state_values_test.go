@@ -19,6 +19,8 @@ func TestStateValuesHaveTheSchemaTypes(t *testing.T) {
 		built      tftypes.Type
 	}{
 		{"endpoints of k8s_ready_endpoints", newReadyEndpointsDataSource(), "endpoints", endpointListType},
+		{"services of k8s_services", newServicesDataSource(), "services", servicesMapType},
+		{"skipped of k8s_services", newServicesDataSource(), "skipped", skippedListType},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
@@ -143,5 +144,18 @@ func (insecureWarning) ValidateProvider(ctx context.Context, req provider.Valida
 		resp.Diagnostics.AddAttributeWarning(path.Root("insecure"), "API Server Certificate Not Verified",
 			"With insecure = true the provider does not check who it talks to: anyone on the path can read the "+
 				"token or the client key. Set cluster_ca_certificate instead, unless this cluster is throwaway.")
+	}
+}
+
+// labelSelector checks a label selector as the API server parses it.
+func labelSelector() stringRule {
+	return stringRule{
+		description: "must be a Kubernetes label selector, such as `app=web,tier in (frontend,edge)`",
+		check: func(v string) (bool, string) {
+			if _, err := labels.Parse(v); err != nil {
+				return false, err.Error()
+			}
+			return true, ""
+		},
 	}
 }
