@@ -266,4 +266,3 @@ func TestServicesReadErrors(t *testing.T) {
 		})
 	}
 }
-
