@@ -186,14 +186,14 @@ func manyEndpoints(service string, n int) (corev1.Service, []discoveryv1.Endpoin
 // previousOfFamily is the slice before s of the same address family (every
 // fourth slice is IPv6), or -1.
 func previousOfFamily(s int) int {
-	step := 1
-	switch {
-	case s%4 == 3:
-		step = 4
-	case s%4 == 0:
-		step = 2
+	switch s % 4 {
+	case 3:
+		return s - 4
+	case 0:
+		return s - 2
+	default:
+		return s - 1
 	}
-	return s - step
 }
 
 func manyEndpoint(family discoveryv1.AddressType, i int) discoveryv1.Endpoint {
