@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -26,6 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
 // The acceptance tests run the real terraform (or tofu) CLI against a real

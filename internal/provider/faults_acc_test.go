@@ -17,10 +17,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
 // Faults between the provider and a real API server, injected by an HTTPS

@@ -110,7 +110,11 @@ var freePort = func() (int, error) {
 		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(port)
 }
 
 // Start finds or builds the binaries, then starts etcd, kube-apiserver and
@@ -422,6 +426,9 @@ func (c *Cluster) StopAPIServer() {
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.apiserver == nil {
+		return errors.New("the control plane is stopped")
+	}
 	if done, _ := c.apiserver.exited(); !done {
 		return errors.New("kube-apiserver is running")
 	}

@@ -166,17 +166,18 @@ func TestALostPortRaceIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	takenPort := taken.Addr().(*net.TCPAddr).Port
-	real := freePort
+	_, portText, _ := net.SplitHostPort(taken.Addr().String())
+	takenPort, _ := strconv.Atoi(portText)
+	kernelChosen := freePort
 	calls := 0
 	freePort = func() (int, error) {
 		calls++
 		if calls == 1 {
 			return takenPort, nil
 		}
-		return real()
+		return kernelChosen()
 	}
-	defer func() { freePort = real }()
+	defer func() { freePort = kernelChosen }()
 
 	c := start(t, Options{})
 	if calls < 8 {
