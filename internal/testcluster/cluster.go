@@ -98,7 +98,12 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 const (
 	readyTimeout = 90 * time.Second
 	stopBound    = 15 * time.Second
-	startTries   = 3
+	// apiServerStopBound: while the controller manager is connected, a
+	// graceful stop of the API server waits for its watches, up to a minute
+	// (when the whole cluster stops, the controller manager goes first and the
+	// API server takes about a second).
+	apiServerStopBound = 3 * time.Second
+	startTries         = 3
 )
 
 // freePort asks the kernel for a free port on loopback. Another process may
@@ -412,12 +417,12 @@ func get(ctx context.Context, client *http.Client, url string) error {
 	return nil
 }
 
-// StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after a bound):
-// clients then find its port closed. StartAPIServer starts it again.
+// StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after a short
+// bound): clients then find its port closed. StartAPIServer starts it again.
 func (c *Cluster) StopAPIServer() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.apiserver.stop(stopBound)
+	c.apiserver.stop(apiServerStopBound)
 }
 
 // StartAPIServer starts the stopped kube-apiserver again, with the same

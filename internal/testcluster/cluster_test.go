@@ -141,7 +141,9 @@ func firstNonEmpty(a, b string) string {
 func TestStopAPIServerClosesItsPortUntilStartAPIServer(t *testing.T) {
 	c := start(t, Options{})
 	address := strings.TrimPrefix(c.Server, "https://")
+	stopping := time.Now()
 	c.StopAPIServer()
+	t.Logf("kube-apiserver stopped in %s", time.Since(stopping).Round(time.Millisecond))
 	if conn, err := net.DialTimeout("tcp", address, time.Second); err == nil {
 		_ = conn.Close()
 		t.Fatalf("%s still accepts connections after StopAPIServer", address)

@@ -142,7 +142,7 @@ func (b *benchRun) run(ctx context.Context) error {
 	}
 
 	b.say("starting the local control plane with an audit log")
-	b.cluster, err = testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(b.work, "cluster"), Audit: true, Log: logw})
+	b.cluster, err = testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(b.work, "cluster"), Version: os.Getenv("K8S_TF_K8S_VERSION"), Audit: true, Log: logw})
 	if err != nil {
 		return err
 	}
