@@ -213,7 +213,10 @@ func (b *benchRun) run(ctx context.Context) error {
 		}
 	}
 	report := b.report(requests, sizesTable, gobench, profileTop)
-	out := filepath.Join(b.root, b.opts.out)
+	out := b.opts.out
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(b.root, out)
+	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
@@ -453,9 +456,12 @@ func (b *benchRun) runOnce(ctx context.Context, m *measurement, record bool) (fl
 	return wall, nil
 }
 
+// containsLine: a line of out ends with want, after a space or alone (a plan
+// prints "+ name = value").
 func containsLine(out, want string) bool {
 	for line := range strings.SplitSeq(out, "\n") {
-		if strings.TrimSpace(line) == want {
+		line = strings.TrimSpace(line)
+		if line == want || strings.HasSuffix(line, " "+want) {
 			return true
 		}
 	}

@@ -31,7 +31,10 @@ func main() {
 			_ = f.Close()
 		}()
 	}
-	err := providerserver.Serve(context.Background(), provider.New("profile"), providerserver.ServeOpts{Address: "vigie/k8s"})
+	err := providerserver.Serve(context.Background(), provider.New("profile"), providerserver.ServeOpts{
+		// Only debug mode uses the address; it must have a hostname.
+		Address: "local.invalid/vigie/k8s",
+	})
 	if err != nil {
 		log.Print(err)
 	}

@@ -17,7 +17,10 @@ import (
 )
 
 func main() {
-	err := providerserver.Serve(context.Background(), func() provider.Provider { return trivial{} }, providerserver.ServeOpts{Address: "vigie/trivial"})
+	err := providerserver.Serve(context.Background(), func() provider.Provider { return trivial{} }, providerserver.ServeOpts{
+		// Only debug mode uses the address; it must have a hostname.
+		Address: "local.invalid/vigie/trivial",
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
