@@ -22,13 +22,12 @@ import (
 
 // These tests start real control planes (and build one on first use), so
 // they run with the acceptance tests: TF_ACC=1 (make testacc).
-func start(t *testing.T, opts Options) *Cluster {
+func start(t *testing.T) *Cluster {
 	t.Helper()
 	if os.Getenv("TF_ACC") == "" {
 		t.Skip("starts a real control plane: set TF_ACC=1 (make testacc does)")
 	}
-	opts.Version = os.Getenv("K8S_TF_K8S_VERSION")
-	c, err := Start(context.Background(), opts)
+	c, err := Start(context.Background(), Options{Version: os.Getenv("K8S_TF_K8S_VERSION")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +61,7 @@ func alive(pid int) bool {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func TestStartServesTheAPIRestartKeepsTheDataAndStopLeavesNothing(t *testing.T) {
-	c := start(t, Options{})
+	c := start(t)
 	client := clientOf(t, c)
 	ctx := context.Background()
 
@@ -139,7 +138,7 @@ func firstNonEmpty(a, b string) string {
 }
 
 func TestStopAPIServerClosesItsPortUntilStartAPIServer(t *testing.T) {
-	c := start(t, Options{})
+	c := start(t)
 	address := strings.TrimPrefix(c.Server, "https://")
 	stopping := time.Now()
 	c.StopAPIServer()
@@ -181,7 +180,7 @@ func TestALostPortRaceIsRetried(t *testing.T) {
 	}
 	defer func() { freePort = kernelChosen }()
 
-	c := start(t, Options{})
+	c := start(t)
 	if calls < 8 {
 		t.Errorf("%d ports asked for, want a second set of 4 after the lost race", calls)
 	}
@@ -246,7 +245,7 @@ func TestHelperStartsAndWaits(t *testing.T) {
 	if os.Getenv("TESTCLUSTER_HELPER") == "" {
 		t.Skip("helper process of TestDaemonsDieWithTheHarness")
 	}
-	c := start(t, Options{})
+	c := start(t)
 	msg, _ := json.Marshal(map[string]any{"PIDs": c.PIDs(), "Dir": c.Dir})
 	os.Stdout.Write(append(msg, '\n'))
 	time.Sleep(10 * time.Minute)

@@ -111,7 +111,7 @@ var errPortTaken = errors.New("a port was taken meanwhile")
 // died is the error of a daemon that exited before it was ready.
 func (p *process) died() error {
 	tail := p.logTail()
-	err := fmt.Errorf("%s exited before it was ready (%v); end of %s:\n%s", p.name, p.waitErr, p.logPath, tail)
+	err := fmt.Errorf("%s exited before it was ready (%w); end of %s:\n%s", p.name, p.waitErr, p.logPath, tail)
 	if bytes.Contains(bytes.ToLower([]byte(tail)), []byte("address already in use")) {
 		return errors.Join(errPortTaken, err)
 	}

@@ -88,7 +88,7 @@ func moduleFor(ctx context.Context, root, version string, log io.Writer) (string
 		return filepath.Join(root, "tools", "cluster"), nil
 	}
 	if !versionPattern.MatchString(version) {
-		return "", fmt.Errorf("Kubernetes version %q: want v1.MINOR.PATCH", version)
+		return "", fmt.Errorf("version %q of Kubernetes: want v1.MINOR.PATCH", version)
 	}
 	cache, err := toolbuild.CacheRoot()
 	if err != nil {
@@ -123,7 +123,7 @@ func isExist(err error) bool {
 func GenerateModule(ctx context.Context, dir, root, version string) error {
 	m := versionPattern.FindStringSubmatch(version)
 	if m == nil {
-		return fmt.Errorf("Kubernetes version %q: want v1.MINOR.PATCH", version)
+		return fmt.Errorf("version %q of Kubernetes: want v1.MINOR.PATCH", version)
 	}
 	staging := "v0." + strings.TrimPrefix(version, "v1.")
 	upstream, err := downloadGoMod(ctx, kubernetesModule+"@"+version)
@@ -210,8 +210,11 @@ func downloadGoMod(ctx context.Context, moduleAtVersion string) ([]byte, error) 
 	cmd.Env = append(toolbuild.BuildEnv(), "GOFLAGS=-mod=mod")
 	out, err := cmd.Output()
 	var info struct{ GoMod, Error string }
-	if jsonErr := json.Unmarshal(out, &info); jsonErr != nil || info.Error != "" || err != nil {
-		return nil, fmt.Errorf("go mod download %s: %v %s", moduleAtVersion, err, info.Error)
+	if err != nil {
+		return nil, fmt.Errorf("go mod download %s: %w %s", moduleAtVersion, err, out)
+	}
+	if err := json.Unmarshal(out, &info); err != nil || info.Error != "" {
+		return nil, fmt.Errorf("go mod download %s: %v %s", moduleAtVersion, err, info.Error) //nolint:errorlint // err is only a JSON error here
 	}
 	return os.ReadFile(info.GoMod)
 }

@@ -597,12 +597,12 @@ func readAudit(path string, offset int64) (auditCount, error) {
 // /version are what a full client-go clientset may fetch.
 func isDiscovery(path string) bool {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case parts[0] == "openapi" || parts[0] == "version":
+	switch parts[0] {
+	case "openapi", "version":
 		return true
-	case parts[0] == "api":
+	case "api":
 		return len(parts) <= 2
-	case parts[0] == "apis":
+	case "apis":
 		return len(parts) <= 3
 	}
 	return false

@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,11 +35,22 @@ func main() {
 	if len(os.Args) < 2 {
 		usage()
 	}
+	if os.Args[1] == "rusage-wrap" {
+		// Before any signal handling of its own: it forwards signals to the
+		// program it wraps.
+		os.Exit(rusageWrap(os.Args[2:]))
+	}
+	if err := run(os.Args[1], os.Args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
+}
+
+func run(command string, args []string) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	args := os.Args[2:]
 	var err error
-	switch os.Args[1] {
+	switch command {
 	case "up":
 		err = up(ctx, args)
 	case "serve":
@@ -57,15 +67,10 @@ func main() {
 		err = pin(ctx, args)
 	case "build-control-plane":
 		err = buildControlPlane(ctx, args)
-	case "rusage-wrap":
-		os.Exit(rusageWrap(args))
 	default:
 		usage()
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "harness:", err)
-		os.Exit(1)
-	}
+	return err
 }
 
 func usage() {
@@ -283,10 +288,4 @@ func pin(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("tools/cluster now pins Kubernetes %s\n", args[0])
 	return nil
-}
-
-// printJSON is for the commands whose output a script reads.
-func printJSON(v any) {
-	out, _ := json.MarshalIndent(v, "", "  ")
-	fmt.Println(string(out))
 }
