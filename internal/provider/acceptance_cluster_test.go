@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,22 +19,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
 // The acceptance tests run the real terraform (or tofu) CLI against a real
-// cluster: the local control plane of scripts/cluster-up.sh (make testacc
-// starts it), or any cluster named by K8S_TF_KUBECONFIG, whose current
-// context must be allowed to create namespaces, nodes, pods and RBAC objects.
-// Pods run nowhere: the tests create a Node object without a kubelet and set
-// the pods' status themselves, and the cluster's own EndpointSlice controller
-// writes the slices, as it does in production.
+// cluster: the local control plane of internal/testcluster, which TestMain
+// starts when TF_ACC is set, or any cluster named by K8S_TF_KUBECONFIG, whose
+// current context must be allowed to create namespaces, nodes, pods and RBAC
+// objects. Pods run nowhere: the tests create a Node object without a kubelet
+// and set the pods' status themselves (testcluster.RunPod), and the cluster's
+// own EndpointSlice controller writes the slices, as it does in production.
 
 const envKubeconfig = "K8S_TF_KUBECONFIG"
 
@@ -45,6 +48,43 @@ const (
 	accNodeB = "tf-acc-node-b"
 	accZoneB = "tf-acc-zone-b"
 )
+
+// localControlPlane is the control plane TestMain started, or nil when the
+// tests use the cluster of K8S_TF_KUBECONFIG (or none).
+var localControlPlane *testcluster.Cluster
+
+// startLocalControlPlane starts the local control plane for the acceptance
+// tests, unless TF_ACC is unset or K8S_TF_KUBECONFIG names a cluster, and
+// points K8S_TF_KUBECONFIG at it. The version is K8S_TF_K8S_VERSION
+// (make test K8S_VERSION=v1.X.Y), else the pinned one. The returned stop is
+// never nil.
+func startLocalControlPlane() (stop func(), err error) {
+	if os.Getenv("TF_ACC") == "" || os.Getenv(envKubeconfig) != "" {
+		return func() {}, nil
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	cluster, err := testcluster.Start(ctx, testcluster.Options{Version: os.Getenv("K8S_TF_K8S_VERSION"), Log: os.Stderr})
+	if err != nil {
+		return func() {}, err
+	}
+	localControlPlane = cluster
+	// A Ctrl-C or a kill stops the daemons and removes their state; they
+	// would die with this process anyway (parent-death signal).
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-signals
+		cluster.Stop()
+		fmt.Fprintf(os.Stderr, "%s: local control plane stopped\n", s)
+		os.Exit(1)
+	}()
+	if err := os.Setenv(envKubeconfig, cluster.Kubeconfig()); err != nil {
+		cluster.Stop()
+		return func() {}, err
+	}
+	return cluster.Stop, nil
+}
 
 type testCluster struct {
 	kubeconfig string
@@ -63,7 +103,7 @@ var (
 func accCluster(t *testing.T) *testCluster {
 	t.Helper()
 	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 and " + envKubeconfig + " (make testacc does both)")
+		t.Skip("acceptance test: set TF_ACC=1 (make testacc does), and " + envKubeconfig + " for a cluster of your own")
 	}
 	sharedClusterSet.Do(func() { sharedCluster, sharedClusterErr = connectTestCluster() })
 	if sharedClusterErr != nil {
@@ -75,7 +115,7 @@ func accCluster(t *testing.T) *testCluster {
 func connectTestCluster() (*testCluster, error) {
 	path := os.Getenv(envKubeconfig)
 	if path == "" {
-		return nil, fmt.Errorf("%s is not set: run make testacc, or point it at a cluster's kubeconfig", envKubeconfig)
+		return nil, fmt.Errorf("%s is not set: TestMain starts the local control plane when TF_ACC is set and it is not", envKubeconfig)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
@@ -90,9 +130,8 @@ func connectTestCluster() (*testCluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for name, zone := range map[string]string{accNode: accZone, accNodeB: accZoneB} {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
-		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("create node %s: %w", name, err)
+		if err := testcluster.EnsureNode(ctx, client, name, zone); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil
@@ -120,24 +159,14 @@ func (c *testCluster) namespace(t *testing.T) string {
 	if _, err := c.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
-	// Pods are refused until the serviceaccount controller has made the
-	// namespace's default ServiceAccount, which takes longer while the
-	// controller manager reconnects after an API server restart.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		_, err := c.client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("namespace %s has no default ServiceAccount: %v", name, err)
-		}
+	// Pods are refused until the namespace's default ServiceAccount exists.
+	if err := testcluster.WaitForServiceAccount(ctx, c.client, name, 60*time.Second); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		zero := int64(0)
-		_ = c.client.CoreV1().Pods(name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
-		_ = c.client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = testcluster.DeleteNamespace(ctx, c.client, name)
 	})
 	return name
 }
@@ -186,34 +215,9 @@ type podSpec struct {
 // would: Running, its IPs, and a Ready condition.
 func (c *testCluster) runPod(t *testing.T, namespace string, p podSpec) {
 	t.Helper()
-	container := corev1.Container{Name: "app", Image: "registry.invalid/app:1"}
-	for name, port := range p.ports {
-		container.Ports = append(container.Ports, corev1.ContainerPort{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP})
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.name, Labels: p.labels},
-		Spec:       corev1.PodSpec{NodeName: cmp.Or(p.node, accNode), Containers: []corev1.Container{container}},
-	}
-	ctx := c.ctx(t)
-	created, err := c.client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create pod %s: %v", p.name, err)
-	}
-	ready := corev1.ConditionFalse
-	if p.ready {
-		ready = corev1.ConditionTrue
-	}
-	created.Status = corev1.PodStatus{
-		Phase: corev1.PodRunning,
-		PodIP: p.ips[0],
-		// The controller takes the endpoints' last-change-trigger-time from here.
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}},
-	}
-	for _, ip := range p.ips {
-		created.Status.PodIPs = append(created.Status.PodIPs, corev1.PodIP{IP: ip})
-	}
-	if _, err := c.client.CoreV1().Pods(namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("set status of pod %s: %v", p.name, err)
+	pod := testcluster.Pod{Name: p.name, Labels: p.labels, IPs: p.ips, Ready: p.ready, Ports: p.ports, Node: cmp.Or(p.node, accNode)}
+	if err := testcluster.RunPod(c.ctx(t), c.client, namespace, pod); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -229,51 +233,16 @@ func (c *testCluster) deletePod(t *testing.T, namespace, name string, grace int6
 // waitForSlices waits until the EndpointSlices of Service "web" satisfy done,
 // which says what it is still waiting for, or "" when satisfied.
 func (c *testCluster) waitForSlices(t *testing.T, namespace string, done func([]discoveryv1.EndpointSlice) string) {
-	const service = "web"
 	t.Helper()
-	ctx := c.ctx(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		list, err := c.client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{
-			LabelSelector: discoveryv1.LabelServiceName + "=" + service,
-		})
-		waiting := ""
-		if err != nil {
-			waiting = err.Error()
-		} else {
-			waiting = done(list.Items)
-		}
-		if waiting == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("EndpointSlices of %s/%s: still waiting for %s", namespace, service, waiting)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := testcluster.WaitForSlices(c.ctx(t), c.client, namespace, "web", 30*time.Second, done); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // endpointCount waits for exactly n endpoints in the slices of one family,
 // with ready as given.
 func endpointCount(family discoveryv1.AddressType, ready, n int) func([]discoveryv1.EndpointSlice) string {
-	return func(slices []discoveryv1.EndpointSlice) string {
-		gotReady, gotAll := 0, 0
-		for _, s := range slices {
-			if s.AddressType != family {
-				continue
-			}
-			for _, e := range s.Endpoints {
-				gotAll++
-				if e.Conditions.Ready == nil || *e.Conditions.Ready {
-					gotReady++
-				}
-			}
-		}
-		if gotReady == ready && gotAll == n {
-			return ""
-		}
-		return fmt.Sprintf("%d %s endpoints, %d ready (have %d, %d ready)", n, family, ready, gotAll, gotReady)
-	}
+	return testcluster.EndpointCount(family, ready, n)
 }
 
 // identity makes a ServiceAccount with exactly the given rules in namespace,

@@ -4,19 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +20,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
 // Faults between the provider and a real API server, injected by an HTTPS
@@ -258,14 +254,14 @@ func TestAccFaults(t *testing.T) {
 	})
 
 	t.Run("an API server restarted between the pages of a LIST", func(t *testing.T) {
-		dir := localClusterState(t, c)
+		local := localCluster(t)
 		var (
 			once       sync.Once
 			restartErr error
 		)
 		p := c.startFaultProxy(t, func(_ http.ResponseWriter, r *http.Request, _ int) bool {
 			if isList(r) && r.URL.Query().Get("continue") != "" {
-				once.Do(func() { restartErr = c.restartLocalAPIServer(dir) })
+				once.Do(func() { restartErr = local.RestartAPIServer(context.Background()) })
 			}
 			return false
 		})
@@ -341,112 +337,13 @@ func (c *testCluster) startForwarder(t *testing.T) http.Handler {
 	return forward
 }
 
-// processState is the state letter of a process in /proc, or why not.
-func processState(pid int) string {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return err.Error()
-	}
-	if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) {
-		return "state " + string(stat[i+2])
-	}
-	return string(stat)
-}
-
-// localClusterState is the state folder of the local control plane; other
-// clusters skip the test.
-func localClusterState(t *testing.T, c *testCluster) string {
+// localCluster is the local control plane that TestMain started; with
+// another cluster (K8S_TF_KUBECONFIG), whose processes the test cannot
+// stop, the test is skipped.
+func localCluster(t *testing.T) *testcluster.Cluster {
 	t.Helper()
-	dir := filepath.Dir(c.kubeconfig)
-	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver.pid")); err != nil {
-		t.Skip("needs the local control plane, whose processes the test can restart")
+	if localControlPlane == nil {
+		t.Skip("needs the local control plane, whose API server the test stops (unset " + envKubeconfig + ")")
 	}
-	return dir
-}
-
-// restartLocalAPIServer stops the local kube-apiserver and starts it again
-// with the same command line, as after a crash, and waits until
-// it is ready. The acceptance tests that run in parallel have not started
-// yet: TestAccFaults is not parallel. It runs in a proxy's handler, so it
-// returns its error rather than failing the test itself.
-func (c *testCluster) restartLocalAPIServer(dir string) error {
-	pidFile := filepath.Join(dir, "kube-apiserver.pid")
-	pidText, err := os.ReadFile(pidFile)
-	if err != nil {
-		return err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
-	if err != nil {
-		return err
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return err
-	}
-	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	// SIGKILL, as a crash: a graceful stop waits for the long-running watches
-	// of the controller manager.
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return err
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		// Gone, or a zombie its reaper has not collected yet: its port is free.
-		if state := processState(pid); state == "state Z" || strings.HasPrefix(state, "open ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver (pid %d) did not stop", pid)
-		}
-	}
-	// Started again up to three times: a start that is not ready in 30 s is
-	// killed and its log kept in the error, so that a flake says what it was.
-	var errs []error
-	for range 3 {
-		newPID, err := c.startLocalAPIServer(dir, argv)
-		if err == nil {
-			return os.WriteFile(pidFile, []byte(fmt.Sprintln(newPID)), 0o600)
-		}
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// startLocalAPIServer starts kube-apiserver with argv, its output appended to
-// its log, and waits up to 30 s until it is ready. When it is not, the
-// process is killed and the error carries the end of its log.
-func (c *testCluster) startLocalAPIServer(dir string, argv []string) (int, error) {
-	logPath := filepath.Join(dir, "kube-apiserver.log")
-	log, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer log.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		cancel()
-		if err == nil {
-			return cmd.Process.Pid, nil
-		}
-		select {
-		case waitErr := <-exited:
-			logTail, _ := exec.Command("tail", "-n", "40", logPath).CombinedOutput()
-			return 0, fmt.Errorf("kube-apiserver exited (%w) before it was ready; end of its log:\n%s", waitErr, logTail)
-		default:
-		}
-		if time.Now().After(deadline) {
-			state := processState(cmd.Process.Pid)
-			_ = cmd.Process.Kill()
-			logTail, _ := exec.Command("tail", "-n", "40", logPath).CombinedOutput()
-			return 0, fmt.Errorf("kube-apiserver (pid %d, %s) not ready in 30 s: %w; end of its log:\n%s", cmd.Process.Pid, state, err, logTail)
-		}
-	}
+	return localControlPlane
 }

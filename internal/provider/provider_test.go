@@ -27,7 +27,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	stopCluster, err := startLocalControlPlane()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	stopCluster()
 	if builtProvider != "" {
 		_ = os.RemoveAll(filepath.Dir(builtProvider))
 	}

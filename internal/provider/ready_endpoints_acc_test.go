@@ -1,10 +1,10 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"testing"
 
@@ -440,25 +440,23 @@ func (p *tcpProxy) stop() {
 	})
 }
 
-// envAPIServerStopped is set by scripts/testacc.sh once it has stopped the
-// local kube-apiserver process.
-const envAPIServerStopped = "K8S_TF_API_SERVER_STOPPED"
-
-// TestAccStoppedAPIServerFailsWithinItsBound reads from the local cluster
-// after its kube-apiserver process was stopped. scripts/testacc.sh runs it
-// alone, last, with envAPIServerStopped set; elsewhere it is skipped.
+// TestAccStoppedAPIServerFailsWithinItsBound stops the local kube-apiserver
+// process and reads: the read must fail, clearly and within its bound. The
+// API server is started again afterwards. Not parallel: parallel tests wait
+// until it is done.
 func TestAccStoppedAPIServerFailsWithinItsBound(t *testing.T) {
-	if os.Getenv(envAPIServerStopped) == "" {
-		t.Skip("run by scripts/testacc.sh after it stops the local kube-apiserver")
-	}
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1")
-	}
-	kubeconfig := os.Getenv(envKubeconfig)
+	c := accCluster(t)
+	local := localCluster(t)
+	local.StopAPIServer()
+	defer func() {
+		if err := local.StartAPIServer(context.Background()); err != nil {
+			t.Fatalf("start kube-apiserver again: %v", err)
+		}
+	}()
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
-			Config:      kubeconfigProvider(kubeconfig) + dataSource("default", ""),
+			Config:      c.providerConfig() + dataSource("default", ""),
 			ExpectError: phrase("Unable to Read Service", "could not be reached", "get service default/web: gave up after 3 attempts", "connection refused"),
 		}},
 	})

@@ -5,6 +5,7 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -15,7 +16,7 @@ import (
 // The function tables of .gopclntab and the runtime's metadata are not
 // symbols of a package; they are given as one line, and they shrink roughly
 // in proportion to the code when a package goes.
-func sizes(binary string) error {
+func sizes(w io.Writer, binary string) error {
 	info, err := buildinfo.ReadFile(binary)
 	if err != nil {
 		return err
@@ -55,12 +56,12 @@ func sizes(binary string) error {
 		}
 	}
 
-	fmt.Printf("| module | code | data | total |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| module | code | data | total |\n|---|---:|---:|---:|\n")
 	for _, m := range top(byModule, 15) {
 		u := byModule[m]
-		fmt.Printf("| %s | %s | %s | %s |\n", m, mb(u.code), mb(u.data), mb(u.code+u.data))
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", m, mb(u.code), mb(u.data), mb(u.code+u.data))
 	}
-	fmt.Printf("| all symbols | %s | %s | %s |\n", mb(total.code), mb(total.data), mb(total.code+total.data))
+	fmt.Fprintf(w, "| all symbols | %s | %s | %s |\n", mb(total.code), mb(total.data), mb(total.code+total.data))
 	var pclntab, other uint64
 	for _, section := range f.Sections {
 		if section.Type != elf.SHT_PROGBITS || section.Flags&elf.SHF_ALLOC == 0 || section.Size < inSymbols[section] {
@@ -72,13 +73,13 @@ func sizes(binary string) error {
 			other += section.Size - inSymbols[section]
 		}
 	}
-	fmt.Printf("| not in any symbol: .gopclntab (function tables; shrinks with the code) | | %s | %s |\n", mb(pclntab), mb(pclntab))
-	fmt.Printf("| not in any symbol: type descriptors, strings, other tables | | %s | %s |\n", mb(other), mb(other))
-	fmt.Printf("| **loaded sections in all** | | | **%s** |\n", mb(total.code+total.data+pclntab+other))
-	fmt.Printf("\n| package | code | data | total |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| not in any symbol: .gopclntab (function tables; shrinks with the code) | | %s | %s |\n", mb(pclntab), mb(pclntab))
+	fmt.Fprintf(w, "| not in any symbol: type descriptors, strings, other tables | | %s | %s |\n", mb(other), mb(other))
+	fmt.Fprintf(w, "| **loaded sections in all** | | | **%s** |\n", mb(total.code+total.data+pclntab+other))
+	fmt.Fprintf(w, "\n| package | code | data | total |\n|---|---:|---:|---:|\n")
 	for _, p := range top(byPackage, 15) {
 		u := byPackage[p]
-		fmt.Printf("| %s | %s | %s | %s |\n", p, mb(u.code), mb(u.data), mb(u.code+u.data))
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", p, mb(u.code), mb(u.data), mb(u.code+u.data))
 	}
 	return nil
 }

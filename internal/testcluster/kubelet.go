@@ -1,0 +1,171 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The fake kubelet: the control plane has no node agent, so pods are bound to
+// Node objects that nothing runs, and their status is written the way a
+// kubelet would write it. The EndpointSlice controller then publishes them as
+// it does in production. The tests, the bench and the demo all make their
+// pods here.
+
+// EnsureNode creates a Node named name in zone (the label the EndpointSlice
+// controller copies into each endpoint), unless it exists.
+func EnsureNode(ctx context.Context, client kubernetes.Interface, name, zone string) error {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
+	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create node %s: %w", name, err)
+	}
+	return nil
+}
+
+// Pod is a pod as the callers need it: where it runs, which IPs it has,
+// whether it is ready, and its container ports.
+type Pod struct {
+	Name   string
+	Labels map[string]string
+	// IPs are the pod's addresses, one per family; the first is its podIP.
+	IPs   []string
+	Ready bool
+	// Ports are the container ports, by name, that a named targetPort
+	// resolves to.
+	Ports map[string]int32
+	// Node is the Node the pod is bound to.
+	Node string
+}
+
+// RunPod creates the pod on its node and gives it the status a kubelet
+// would: Running, its IPs, and a Ready condition.
+func RunPod(ctx context.Context, client kubernetes.Interface, namespace string, p Pod) error {
+	if len(p.IPs) == 0 || p.Node == "" {
+		return fmt.Errorf("pod %s: needs a node and at least one IP", p.Name)
+	}
+	container := corev1.Container{Name: "app", Image: "registry.invalid/app:1"}
+	for name, port := range p.Ports {
+		container.Ports = append(container.Ports, corev1.ContainerPort{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP})
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.Name, Labels: p.Labels},
+		Spec:       corev1.PodSpec{NodeName: p.Node, Containers: []corev1.Container{container}},
+	}
+	created, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create pod %s: %w", p.Name, err)
+	}
+	ready := corev1.ConditionFalse
+	if p.Ready {
+		ready = corev1.ConditionTrue
+	}
+	created.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning,
+		PodIP: p.IPs[0],
+		// The controller takes the endpoints' last-change-trigger-time from here.
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}},
+	}
+	for _, ip := range p.IPs {
+		created.Status.PodIPs = append(created.Status.PodIPs, corev1.PodIP{IP: ip})
+	}
+	if _, err := client.CoreV1().Pods(namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("set status of pod %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// SlicesCheck says what it still waits for in the EndpointSlices of a
+// Service, or "" when they are as expected.
+type SlicesCheck func([]discoveryv1.EndpointSlice) string
+
+// WaitForSlices waits, up to timeout, until the EndpointSlices of service
+// pass done.
+func WaitForSlices(ctx context.Context, client kubernetes.Interface, namespace, service string, timeout time.Duration, done SlicesCheck) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{
+			LabelSelector: discoveryv1.LabelServiceName + "=" + service,
+		})
+		waiting := ""
+		if err != nil {
+			waiting = err.Error()
+		} else {
+			waiting = done(list.Items)
+		}
+		if waiting == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("EndpointSlices of %s/%s: still waiting for %s", namespace, service, waiting)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("EndpointSlices of %s/%s: still waiting for %s: %w", namespace, service, waiting, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// EndpointCount expects exactly n endpoints of family in the slices, ready
+// of them ready (no ready condition counts as ready, as in Kubernetes).
+func EndpointCount(family discoveryv1.AddressType, ready, n int) SlicesCheck {
+	return func(slices []discoveryv1.EndpointSlice) string {
+		gotReady, gotAll := 0, 0
+		for _, s := range slices {
+			if s.AddressType != family {
+				continue
+			}
+			for _, e := range s.Endpoints {
+				gotAll++
+				if e.Conditions.Ready == nil || *e.Conditions.Ready {
+					gotReady++
+				}
+			}
+		}
+		if gotReady == ready && gotAll == n {
+			return ""
+		}
+		return fmt.Sprintf("%d %s endpoints, %d ready (have %d, %d ready)", n, family, ready, gotAll, gotReady)
+	}
+}
+
+// DeleteNamespace force-deletes the namespace's pods (no kubelet would ever
+// confirm their shutdown, and the namespace would never go) and then the
+// namespace.
+func DeleteNamespace(ctx context.Context, client kubernetes.Interface, namespace string) error {
+	zero := int64(0)
+	_ = client.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	err := client.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// WaitForServiceAccount waits until the namespace's default ServiceAccount
+// exists: pods are refused until the serviceaccount controller has made it,
+// which takes longer while the controller manager reconnects after an API
+// server restart.
+func WaitForServiceAccount(ctx context.Context, client kubernetes.Interface, namespace string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := client.CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespace %s has no default ServiceAccount: %w", namespace, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,640 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+)
+
+// make bench: the provider against its targets, by measurement and not by
+// timed asserts in tests (a timing bound in a test fails on a busy CI
+// machine and proves nothing on a fast one). See bench/README.md for what
+// each number means.
+
+var logw io.Writer = os.Stderr
+
+type benchOptions struct {
+	runs      int
+	sizes     []int
+	out       string
+	profile   bool
+	gobench   bool
+	incumbent string
+}
+
+func bench(ctx context.Context, args []string) error {
+	flags := flag.NewFlagSet("bench", flag.ExitOnError)
+	runs := flags.Int("runs", envInt("K8S_TF_BENCH_RUNS", 7), "timed runs of each command (rounds, interleaved)")
+	sizes := flags.String("sizes", "1,10,100,300,1000", "numbers of data sources planned")
+	out := flags.String("out", "bench/results.md", "Markdown file written, relative to the repository root")
+	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also write a CPU profile of the provider during a plan of 100 (PROFILE=1)")
+	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
+	_ = flags.Parse(args)
+	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT")}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-sizes: %q is not a positive number", s)
+		}
+		opts.sizes = append(opts.sizes, n)
+	}
+	if !slices.Contains(opts.sizes, 100) {
+		return fmt.Errorf("-sizes must include 100, the size the targets are about")
+	}
+	if opts.runs < 1 {
+		return fmt.Errorf("-runs must be at least 1")
+	}
+	b := &benchRun{opts: opts, root: repoRoot(), loadStart: loadAverage()}
+	work, err := os.MkdirTemp("", "k8s-tf-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	b.work = work
+	return b.run(ctx)
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
+}
+
+type benchRun struct {
+	opts      benchOptions
+	root      string
+	work      string
+	loadStart string
+	cluster   *testcluster.Cluster
+	harness   string
+	rc        string
+	env       []string
+	ms        []*measurement
+	provider  string // the release-style build
+	trivial   string
+}
+
+// measurement is one command, run once per round.
+type measurement struct {
+	title string
+	dir   string
+	args  []string
+	// want is a line the output must contain (an output that counts what was
+	// read), or "" when only success is checked.
+	want string
+	// reads is the number of k8s data source reads per run (audit log).
+	reads int
+	// perRead divides the provider CPU by this many reads in the tables.
+	perRead int
+	// rusage is the log of the wrapped provider measured.
+	rusage string
+
+	wall, cpu, rss []float64
+	starts         []int
+}
+
+func (b *benchRun) say(format string, args ...any) {
+	fmt.Fprintf(logw, "\n==> "+format+"\n", args...)
+}
+
+func (b *benchRun) run(ctx context.Context) error {
+	var err error
+	if b.harness, err = os.Executable(); err != nil {
+		return err
+	}
+	if _, err := exec.LookPath("terraform"); err != nil {
+		return fmt.Errorf("the bench runs the terraform CLI: %w", err)
+	}
+	b.say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w') and the trivial provider")
+	b.provider = filepath.Join(b.work, "bin", "terraform-provider-k8s")
+	b.trivial = filepath.Join(b.work, "bin", "terraform-provider-trivial")
+	builds := [][]string{
+		{b.root, "-ldflags", "-s -w", "-o", b.provider, "."},
+		{b.root, "-o", filepath.Join(b.work, "unstripped"), "."},
+		{filepath.Join(b.root, "tools", "harness"), "-ldflags", "-s -w", "-o", b.trivial, "./trivialprovider"},
+	}
+	if b.opts.profile {
+		builds = append(builds, []string{filepath.Join(b.root, "tools", "harness"), "-o", filepath.Join(b.work, "profile", "terraform-provider-k8s"), "./profiledprovider"})
+	}
+	for _, build := range builds {
+		if err := goBuild(ctx, build[0], build[1:]...); err != nil {
+			return err
+		}
+	}
+
+	b.say("starting the local control plane with an audit log")
+	b.cluster, err = testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(b.work, "cluster"), Version: os.Getenv("K8S_TF_K8S_VERSION"), Audit: true, Log: logw})
+	if err != nil {
+		return err
+	}
+	defer b.cluster.Stop()
+	cfg, err := b.cluster.RESTConfig()
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	b.say("fixture: 100 Services x 10 ready pods, and a Service with %d endpoints", bigEndpoints)
+	if err := createFixture(ctx, client, 100, 10); err != nil {
+		return err
+	}
+	if err := b.prepare(ctx, client); err != nil {
+		return err
+	}
+
+	b.say("warm-up: one untimed run of each command")
+	for _, m := range b.ms {
+		if _, err := b.runOnce(ctx, m, false); err != nil {
+			return err
+		}
+	}
+	b.say("%d rounds of every command, interleaved so that a busy moment hits them alike", b.opts.runs)
+	auditFrom := fileSize(filepath.Join(b.cluster.Dir, testcluster.AuditLog))
+	for r := 1; r <= b.opts.runs; r++ {
+		var line []string
+		for _, m := range b.ms {
+			wall, err := b.runOnce(ctx, m, true)
+			if err != nil {
+				return err
+			}
+			line = append(line, fmt.Sprintf("%.2fs", wall))
+		}
+		fmt.Fprintf(logw, "  round %d: %s\n", r, strings.Join(line, " "))
+	}
+	// The audit backend writes each event when its request completes; give
+	// the last ones a moment.
+	time.Sleep(time.Second)
+	requests, err := readAudit(filepath.Join(b.cluster.Dir, testcluster.AuditLog), auditFrom)
+	if err != nil {
+		return err
+	}
+
+	var profileTop string
+	if b.opts.profile {
+		b.say("CPU profile of the provider during a plan of 100")
+		if profileTop, err = b.profilePlan(ctx); err != nil {
+			return err
+		}
+	}
+	b.cluster.Stop()
+
+	b.say("binary size")
+	sizesTable, err := b.sizes()
+	if err != nil {
+		return err
+	}
+	var gobench []goBenchmark
+	if b.opts.gobench {
+		b.say("Go benchmarks of the rules (internal/endpoints), -count=5")
+		if gobench, err = runGoBenchmarks(ctx, b.root); err != nil {
+			return err
+		}
+	}
+	report := b.report(requests, sizesTable, gobench, profileTop)
+	out := b.opts.out
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(b.root, out)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+		return err
+	}
+	b.say("results (also in %s)", b.opts.out)
+	fmt.Print(report)
+	return nil
+}
+
+func goBuild(ctx context.Context, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %v in %s: %w\n%s", args, dir, err, out)
+	}
+	return nil
+}
+
+// prepare writes the configurations, the wrappers and the CLI configuration,
+// and lists the measurements in the order of each round.
+func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) error {
+	kubeconfig := b.cluster.Kubeconfig()
+	// A provider that reports what the kernel accounted to it: Terraform
+	// starts whatever it finds under the provider's name in the override
+	// directory, here a script that execs the wrapper, which runs the real one.
+	wrap := func(name, program string, args ...string) (string, error) {
+		dir := filepath.Join(b.work, "wrap", name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		log := filepath.Join(b.work, "rusage-"+name+".log")
+		script := fmt.Sprintf("#!/bin/sh\nexec %q rusage-wrap %q %q", b.harness, log, program)
+		for _, a := range args {
+			script += fmt.Sprintf(" %q", a)
+		}
+		return log, os.WriteFile(filepath.Join(dir, "terraform-provider-"+name), []byte(script+"\n"), 0o755)
+	}
+	k8sLog, err := wrap("k8s", b.provider)
+	if err != nil {
+		return err
+	}
+	trivialLog, err := wrap("trivial", b.trivial)
+	if err != nil {
+		return err
+	}
+	overrides := map[string]string{"vigie/k8s": "k8s", "vigie/trivial": "trivial"}
+	var incumbentLog string
+	if b.opts.incumbent != "" {
+		if incumbentLog, err = wrap("kubernetes", b.opts.incumbent); err != nil {
+			return err
+		}
+		overrides["hashicorp/kubernetes"] = "kubernetes"
+	}
+	b.rc = filepath.Join(b.work, "terraformrc")
+	if err := writeRC(b.rc, filepath.Join(b.work, "wrap"), overrides); err != nil {
+		return err
+	}
+	// The CLI gets this configuration and nothing of the machine's or the
+	// environment's: no plugin cache, no logging, no version pin of the test
+	// framework.
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "TF_") || name == "KUBECONFIG" {
+			continue
+		}
+		b.env = append(b.env, kv)
+	}
+	b.env = append(b.env, "TF_CLI_CONFIG_FILE="+b.rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+kubeconfig)
+
+	plan := []string{"plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color"}
+	for _, n := range b.opts.sizes {
+		dir, err := b.config(fmt.Sprintf("k8s-%d", n), k8sConfig(n, nil))
+		if err != nil {
+			return err
+		}
+		b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`", n), dir: dir, args: plan,
+			want: fmt.Sprintf("ready_endpoints = %d", n*10), reads: n, perRead: n, rusage: k8sLog})
+	}
+	dir, err := b.config("trivial-100", trivialConfig(100))
+	if err != nil {
+		return err
+	}
+	b.ms = append(b.ms, &measurement{title: "`terraform plan`, 100 `trivial_constant` (Terraform's floor)", dir: dir, args: plan,
+		want: "constants = 100", perRead: 100, rusage: trivialLog})
+	dir, err = b.config("big", k8sConfig(1, []string{bigService}))
+	if err != nil {
+		return err
+	}
+	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_ready_endpoints` of a Service with %d endpoints", bigEndpoints), dir: dir, args: plan,
+		want: fmt.Sprintf("ready_endpoints = %d", bigEndpoints), reads: 1, perRead: 1, rusage: k8sLog})
+	if b.opts.incumbent != "" {
+		sliceNames, err := firstSlices(ctx, client, 100)
+		if err != nil {
+			return err
+		}
+		for _, kind := range []string{"kubernetes_endpoints_v1", "kubernetes_endpoint_slice_v1"} {
+			dir, err := b.config(kind, incumbentConfig(kind, kubeconfig, sliceNames))
+			if err != nil {
+				return err
+			}
+			b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 100 `%s` (incumbent)", kind), dir: dir, args: plan,
+				perRead: 100, rusage: incumbentLog})
+		}
+	}
+	validate := []string{"validate", "-no-color"}
+	b.ms = append(b.ms, &measurement{title: "`terraform validate`, 100 `k8s_ready_endpoints`", dir: b.dirOf("k8s-100"), args: validate, rusage: k8sLog})
+	dir, err = b.config("empty", "terraform {}\n")
+	if err != nil {
+		return err
+	}
+	b.ms = append(b.ms, &measurement{title: "`terraform validate`, empty configuration (the bare CLI)", dir: dir, args: validate})
+	return nil
+}
+
+func writeRC(path, wrapDir string, overrides map[string]string) error {
+	var rc strings.Builder
+	rc.WriteString("provider_installation {\n  dev_overrides {\n")
+	keys := make([]string, 0, len(overrides))
+	for k := range overrides {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&rc, "    %q = %q\n", k, filepath.Join(wrapDir, overrides[k]))
+	}
+	rc.WriteString("  }\n  direct {}\n}\n")
+	return os.WriteFile(path, []byte(rc.String()), 0o600)
+}
+
+func (b *benchRun) dirOf(name string) string { return filepath.Join(b.work, "tf", name) }
+
+func (b *benchRun) config(name, main string) (string, error) {
+	dir := b.dirOf(name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644)
+}
+
+// k8sConfig is n data sources, the i-th on Service svc-(i mod 100) (or on
+// the given services), and an output that sums the endpoints read, so that
+// every run also checks what was read.
+func k8sConfig(n int, services []string) string {
+	var c strings.Builder
+	c.WriteString("terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n")
+	var sum []string
+	for i := range n {
+		svc := serviceName(i % 100)
+		if services != nil {
+			svc = services[i%len(services)]
+		}
+		fmt.Fprintf(&c, "\ndata \"k8s_ready_endpoints\" \"r_%04d\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n", i, benchNamespace, svc)
+		sum = append(sum, fmt.Sprintf("    length(data.k8s_ready_endpoints.r_%04d.endpoints),\n", i))
+	}
+	fmt.Fprintf(&c, "\noutput \"ready_endpoints\" {\n  value = sum([\n%s  ])\n}\n", strings.Join(sum, ""))
+	return c.String()
+}
+
+func trivialConfig(n int) string {
+	var c strings.Builder
+	c.WriteString("terraform {\n  required_providers {\n    trivial = { source = \"vigie/trivial\" }\n  }\n}\n")
+	var all []string
+	for i := range n {
+		fmt.Fprintf(&c, "\ndata \"trivial_constant\" \"c_%04d\" {\n  name = %q\n}\n", i, serviceName(i%100))
+		all = append(all, fmt.Sprintf("data.trivial_constant.c_%04d.value", i))
+	}
+	fmt.Fprintf(&c, "\noutput \"constants\" {\n  value = length([%s])\n}\n", strings.Join(all, ", "))
+	return c.String()
+}
+
+// incumbentConfig reads the 100 Services with the incumbent's data sources:
+// the Endpoints object of each, or its first EndpointSlice (that data source
+// reads one slice by name).
+func incumbentConfig(kind, kubeconfig string, sliceNames []string) string {
+	var c strings.Builder
+	fmt.Fprintf(&c, "terraform {\n  required_providers {\n    kubernetes = { source = \"hashicorp/kubernetes\" }\n  }\n}\n\nprovider \"kubernetes\" {\n  config_path = %q\n}\n", kubeconfig)
+	for i := range 100 {
+		name := serviceName(i)
+		if kind == "kubernetes_endpoint_slice_v1" {
+			name = sliceNames[i]
+		}
+		fmt.Fprintf(&c, "\ndata %q \"r_%04d\" {\n  metadata {\n    name      = %q\n    namespace = %q\n  }\n}\n", kind, i, name, benchNamespace)
+	}
+	return c.String()
+}
+
+func firstSlices(ctx context.Context, client kubernetes.Interface, services int) ([]string, error) {
+	names := make([]string, services)
+	for i := range services {
+		list, err := client.DiscoveryV1().EndpointSlices(benchNamespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + serviceName(i)})
+		if err != nil {
+			return nil, err
+		}
+		if len(list.Items) == 0 {
+			return nil, fmt.Errorf("service %s has no EndpointSlice", serviceName(i))
+		}
+		names[i] = list.Items[0].Name
+	}
+	return names, nil
+}
+
+// runOnce runs m's command; when record is set, it records its wall time
+// and what the kernel accounted to its provider processes.
+func (b *benchRun) runOnce(ctx context.Context, m *measurement, record bool) (float64, error) {
+	for _, mm := range b.ms {
+		if mm.rusage != "" {
+			_ = os.Remove(mm.rusage)
+		}
+	}
+	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + m.dir}, m.args...)...)
+	cmd.Env = b.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start).Seconds()
+	if err != nil {
+		return 0, fmt.Errorf("%s in %s: %w\n%s", strings.Join(m.args, " "), m.dir, err, out.Bytes())
+	}
+	if m.want != "" && !containsLine(out.String(), m.want) {
+		return 0, fmt.Errorf("%s in %s: the output has no line %q:\n%s", strings.Join(m.args, " "), m.dir, m.want, out.Bytes())
+	}
+	if !record {
+		return wall, nil
+	}
+	m.wall = append(m.wall, wall)
+	if m.rusage != "" {
+		cpu, rss, starts, err := readRusage(m.rusage)
+		if err != nil {
+			return 0, err
+		}
+		m.cpu, m.rss, m.starts = append(m.cpu, cpu), append(m.rss, rss), append(m.starts, starts)
+	}
+	return wall, nil
+}
+
+// containsLine: a line of out ends with want, after a space or alone (a plan
+// prints "+ name = value").
+func containsLine(out, want string) bool {
+	for line := range strings.SplitSeq(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == want || strings.HasSuffix(line, " "+want) {
+			return true
+		}
+	}
+	return false
+}
+
+// readRusage sums the CPU (user + system, s) of the provider processes of
+// one run, and gives the largest peak RSS (MiB) and how many there were.
+func readRusage(path string) (cpu, rss float64, starts int, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("no provider process reported its usage: %w", err)
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		var maxrss, user, sys, wall int64
+		if _, err := fmt.Sscan(line, &maxrss, &user, &sys, &wall); err != nil {
+			return 0, 0, 0, fmt.Errorf("%s: %q: %w", path, line, err)
+		}
+		cpu += float64(user+sys) / 1e6
+		rss = max(rss, float64(maxrss)/1024)
+		starts++
+	}
+	return cpu, rss, starts, nil
+}
+
+// profilePlan plans 100 reads with the provider built to write a CPU
+// profile, keeps the profile of the process that read (the largest) as
+// bench/cpu-plan-100.pprof, and gives its top functions.
+func (b *benchRun) profilePlan(ctx context.Context) (string, error) {
+	profiles := filepath.Join(b.work, "profiles")
+	if err := os.MkdirAll(profiles, 0o755); err != nil {
+		return "", err
+	}
+	rc := filepath.Join(b.work, "terraformrc-profile")
+	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "profile"}); err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "terraform", "-chdir="+b.dirOf("k8s-100"), "plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color")
+	cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc, "K8S_TF_CPUPROFILE_DIR="+profiles)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("profiled plan: %w\n%s", err, out)
+	}
+	entries, err := os.ReadDir(profiles)
+	if err != nil {
+		return "", err
+	}
+	largest, size := "", int64(-1)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Size() > size {
+			largest, size = filepath.Join(profiles, e.Name()), info.Size()
+		}
+	}
+	if largest == "" {
+		return "", fmt.Errorf("the profiled provider wrote no profile in %s", profiles)
+	}
+	kept := filepath.Join(b.root, "bench", "cpu-plan-100.pprof")
+	data, err := os.ReadFile(largest)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(kept, data, 0o644); err != nil {
+		return "", err
+	}
+	top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", kept).Output()
+	if err != nil {
+		return "", fmt.Errorf("go tool pprof: %w", err)
+	}
+	return string(top), nil
+}
+
+// auditCount is the provider's requests, by verb, resource and code.
+type auditCount struct {
+	byKind    map[string]int
+	discovery int
+	total     int
+}
+
+func fileSize(path string) int64 {
+	info, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return info.Size()
+}
+
+// readAudit reads the audit log from offset: the requests of the provider
+// (user agent terraform-provider-k8s...).
+func readAudit(path string, offset int64) (auditCount, error) {
+	c := auditCount{byKind: map[string]int{}}
+	f, err := os.Open(path)
+	if err != nil {
+		return c, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return c, err
+	}
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 1<<20), 1<<24)
+	for scanner.Scan() {
+		var e struct {
+			UserAgent  string `json:"userAgent"`
+			Verb       string `json:"verb"`
+			RequestURI string `json:"requestURI"`
+			ObjectRef  *struct {
+				Resource string `json:"resource"`
+			} `json:"objectRef"`
+			ResponseStatus *struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
+		}
+		if json.Unmarshal(scanner.Bytes(), &e) != nil || !strings.HasPrefix(e.UserAgent, "terraform-provider-k8s") {
+			continue
+		}
+		resource, code := "-", 0
+		if e.ObjectRef != nil {
+			resource = e.ObjectRef.Resource
+		}
+		if e.ResponseStatus != nil {
+			code = e.ResponseStatus.Code
+		}
+		c.byKind[fmt.Sprintf("%s\t%s\t%d", e.Verb, resource, code)]++
+		c.total++
+		path, _, _ := strings.Cut(e.RequestURI, "?")
+		if isDiscovery(path) {
+			c.discovery++
+		}
+	}
+	return c, scanner.Err()
+}
+
+// isDiscovery: /api, /apis, their group and version documents, /openapi and
+// /version are what a full client-go clientset may fetch.
+func isDiscovery(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch parts[0] {
+	case "openapi", "version":
+		return true
+	case "api":
+		return len(parts) <= 2
+	case "apis":
+		return len(parts) <= 3
+	}
+	return false
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(data))[:3], " ")
+}
+
+func machine() string {
+	model := ""
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kib int64
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if strings.HasPrefix(line, "MemTotal:") {
+				_, _ = fmt.Sscan(strings.TrimPrefix(line, "MemTotal:"), &kib)
+			}
+		}
+		mem = fmt.Sprintf("%.1f GiB", float64(kib)/1048576)
+	}
+	return fmt.Sprintf("%d cores (%s), %s memory", runtime.NumCPU(), model, mem)
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+)
+
+func clientFor(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	// client-go's default of 5 QPS would turn a thousand pods into minutes.
+	cfg.QPS, cfg.Burst = 1000, 2000
+	cfg.UserAgent = "harness"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// demo makes the demo's dual-stack Service web with pods in every state:
+// two ready, one starting (not ready), one terminating; then waits for the
+// EndpointSlice controller and prints the slices.
+func demo(ctx context.Context, args []string) error {
+	flags := flag.NewFlagSet("demo", flag.ExitOnError)
+	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the cluster (required)")
+	ns := flags.String("namespace", "demo", "namespace of the demo, deleted first if it exists")
+	_ = flags.Parse(args)
+	client, err := clientFor(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := testcluster.EnsureNode(ctx, client, "demo-node", "demo-zone-a"); err != nil {
+		return err
+	}
+	if err := testcluster.DeleteNamespace(ctx, client, *ns); err != nil {
+		return err
+	}
+	for { // a namespace being deleted cannot be created again
+		_, err := client.CoreV1().Namespaces().Get(ctx, *ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s is still being deleted: %w", *ns, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: *ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := testcluster.WaitForServiceAccount(ctx, client, *ns, time.Minute); err != nil {
+		return err
+	}
+	dual := corev1.IPFamilyPolicyPreferDualStack
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: *ns, Name: "web"},
+		Spec: corev1.ServiceSpec{
+			Selector:       map[string]string{"app": "web"},
+			IPFamilyPolicy: &dual,
+			IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			Ports:          []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if _, err := client.CoreV1().Services(*ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for _, p := range []struct {
+		name  string
+		ready bool
+		last  int
+	}{{"web-1", true, 10}, {"web-2", true, 9}, {"web-starting", false, 11}, {"web-stopping", true, 12}} {
+		pod := testcluster.Pod{
+			Name: p.name, Labels: map[string]string{"app": "web"}, Ready: p.ready, Node: "demo-node",
+			IPs:   []string{fmt.Sprintf("10.244.0.%d", p.last), fmt.Sprintf("fd00:10:244::%d", p.last)},
+			Ports: map[string]int32{"http": 8080},
+		}
+		if err := testcluster.RunPod(ctx, client, *ns, pod); err != nil {
+			return err
+		}
+		fmt.Printf("  %-16s ready=%-5t %s %s\n", pod.Name, pod.Ready, pod.IPs[0], pod.IPs[1])
+	}
+	// Deleted with a grace period and no kubelet to confirm it, this pod stays
+	// terminating: Kubernetes marks it not ready.
+	grace := int64(300)
+	if err := client.CoreV1().Pods(*ns).Delete(ctx, "web-stopping", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		return err
+	}
+	fmt.Println("  web-stopping     deleted with a 300 s grace period: terminating")
+	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+		if err := testcluster.WaitForSlices(ctx, client, *ns, "web", time.Minute, testcluster.EndpointCount(family, 2, 4)); err != nil {
+			return err
+		}
+	}
+	slices, err := client.DiscoveryV1().EndpointSlices(*ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SLICE\tTYPE\tADDRESS\tPOD\tREADY\tTERMINATING")
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			pod := ""
+			if e.TargetRef != nil {
+				pod = e.TargetRef.Name
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.AddressType, strings.Join(e.Addresses, ","), pod, boolText(e.Conditions.Ready), boolText(e.Conditions.Terminating))
+		}
+	}
+	return w.Flush()
+}
+
+func boolText(b *bool) string {
+	if b == nil {
+		return "-"
+	}
+	return fmt.Sprint(*b)
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func minMax(v []float64, format string) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf(format+"–"+format, slices.Min(v), slices.Max(v))
+}
+
+// verdict compares a measure with its bound (lower is better).
+func verdict(v, bound float64, unit string) string {
+	if v <= bound {
+		return fmt.Sprintf("**pass** (%.0f %% under)", (bound-v)/bound*100)
+	}
+	return fmt.Sprintf("**miss** by %.2f%s (%.0f %% over)", v-bound, unit, (v-bound)/bound*100)
+}
+
+func (b *benchRun) find(prefix string) *measurement {
+	for _, m := range b.ms {
+		if strings.HasPrefix(m.title, prefix) {
+			return m
+		}
+	}
+	return nil
+}
+
+// sizes gives the release binary's size and what takes it.
+type sizeReport struct {
+	release, trivial int64
+	table            string
+}
+
+func (b *benchRun) sizes() (sizeReport, error) {
+	var r sizeReport
+	info, err := os.Stat(b.provider)
+	if err != nil {
+		return r, err
+	}
+	r.release = info.Size()
+	if info, err = os.Stat(b.trivial); err != nil {
+		return r, err
+	}
+	r.trivial = info.Size()
+	var table bytes.Buffer
+	if err := sizes(&table, filepath.Join(b.work, "unstripped")); err != nil {
+		return r, err
+	}
+	r.table = table.String()
+	return r, nil
+}
+
+type goBenchmark struct {
+	name                   string
+	nsPerOp, bytes, allocs float64
+}
+
+// runGoBenchmarks runs the rules' benchmarks 5 times and gives the medians.
+func runGoBenchmarks(ctx context.Context, root string) ([]goBenchmark, error) {
+	cmd := exec.CommandContext(ctx, "go", "test", "-run=NONE", "-bench=.", "-benchmem", "-count=5", "./internal/endpoints/")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("go test -bench: %w\n%s", err, out)
+	}
+	samples := map[string][3][]float64{}
+	var order []string
+	for line := range strings.SplitSeq(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 3 || !strings.HasPrefix(fields[0], "Benchmark") {
+			continue
+		}
+		name := fields[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			name = name[:i]
+		}
+		s, seen := samples[name]
+		if !seen {
+			order = append(order, name)
+		}
+		for i := 2; i+1 < len(fields); i++ {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				continue
+			}
+			switch fields[i+1] {
+			case "ns/op":
+				s[0] = append(s[0], v)
+			case "B/op":
+				s[1] = append(s[1], v)
+			case "allocs/op":
+				s[2] = append(s[2], v)
+			}
+		}
+		samples[name] = s
+	}
+	var result []goBenchmark
+	for _, name := range order {
+		s := samples[name]
+		result = append(result, goBenchmark{name: name, nsPerOp: median(s[0]), bytes: median(s[1]), allocs: median(s[2])})
+	}
+	return result, nil
+}
+
+func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenchmark, profileTop string) string {
+	var r strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
+	runs := b.opts.runs
+	terraformVersion := "unknown"
+	if out, err := exec.Command("terraform", "version").Output(); err == nil {
+		terraformVersion = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	goVersion, _ := exec.Command("go", "env", "GOVERSION").Output()
+	p("# make bench results")
+	p("")
+	p("Written by `make bench` (tools/harness bench) on %s; see [README.md](README.md) for what each number means and how to run it.", time.Now().UTC().Format("2006-01-02"))
+	p("")
+	p("Machine: %s, Linux; %s, %s; Kubernetes %s (local control plane). Load average (1, 5, 15 min) %s at the start, %s at the end. %d timed rounds of every command, interleaved, after one untimed round.",
+		machine(), strings.TrimSpace(string(goVersion)), terraformVersion, b.cluster.Version, b.loadStart, loadAverage(), runs)
+	p("")
+
+	plan100 := b.find("`terraform plan`, 100 `k8s_ready_endpoints`")
+	trivial := b.find("`terraform plan`, 100 `trivial_constant`")
+	big := b.find("`terraform plan`, 1 `k8s_ready_endpoints` of a Service")
+	validate := b.find("`terraform validate`, 100")
+	cpuPerRead := median(plan100.cpu) / 100 * 1000
+	floorRatio := median(plan100.wall) / median(trivial.wall)
+	p("## Targets")
+	p("")
+	p("| measurement | measured | target | verdict |")
+	p("|---|---:|---:|---|")
+	p("| provider CPU per read, plan of 100 (user + system of all provider processes / 100, median) | %.2f ms | ≤ 2.0 ms | %s |", cpuPerRead, verdict(cpuPerRead, 2.0, " ms"))
+	p("| plan of 100 reads / plan of 100 trivial data sources (medians, same rounds) | %.2f× | ≤ 1.25× | %s |", floorRatio, verdict(floorRatio, 1.25, "×"))
+	p("| plan of one read of %d endpoints (median) | %.3f s | ≤ 0.8 s | %s |", bigEndpoints, median(big.wall), verdict(median(big.wall), 0.8, " s"))
+	p("| provider peak RSS, that read (median) | %.1f MiB | ≤ 60 MiB | %s |", median(big.rss), verdict(median(big.rss), 60, " MiB"))
+	p("| provider peak RSS, plan of 100 (median) | %.1f MiB | ≤ 45 MiB | %s |", median(plan100.rss), verdict(median(plan100.rss), 45, " MiB"))
+	p("| `terraform validate`, 100 data sources (median) | %.3f s | — | |", median(validate.wall))
+	mb := float64(size.release) / 1e6
+	p("| release binary (linux/amd64) | %.2f MB (%.2f MiB) | ≤ 26 MB | %s |", mb, float64(size.release)/1048576, verdict(mb, 26, " MB"))
+	reads := 0
+	for _, m := range b.ms {
+		reads += m.reads * runs
+	}
+	gets, lists := requests.byKind["get\tservices\t200"], requests.byKind["list\tendpointslices\t200"]
+	others := requests.total - gets - lists
+	requestsVerdict := "**miss**"
+	if gets == reads && lists == reads && others == 0 {
+		requestsVerdict = "**pass**"
+	}
+	p("| API requests per data source read | %.2f get services + %.2f list endpointslices + %.2f other | 1 get services + 1 list endpointslices | %s |",
+		float64(gets)/float64(reads), float64(lists)/float64(reads), float64(others)/float64(reads), requestsVerdict)
+	if ready10k := findBenchmark(gobench, "BenchmarkReady/endpoints=10000"); ready10k != nil {
+		ms := ready10k.nsPerOp / 1e6
+		p("| `Ready`, 10k endpoints (median of 5) | %.2f ms | < 5 ms | %s |", ms, verdict(ms, 5, " ms"))
+	}
+	p("")
+
+	p("## Commands (wall time and provider CPU; medians of %d)", runs)
+	p("")
+	p("| command | wall, s | min–max, s | provider CPU, s | CPU per data source, ms | provider processes | peak RSS, MiB |")
+	p("|---|---:|---:|---:|---:|---:|---:|")
+	for _, m := range b.ms {
+		cpu, perRead, starts, rss := "—", "—", "—", "—"
+		if len(m.cpu) > 0 {
+			cpu = fmt.Sprintf("%.3f", median(m.cpu))
+			starts = fmt.Sprint(m.starts[len(m.starts)-1])
+			rss = fmt.Sprintf("%.1f", median(m.rss))
+			if m.perRead > 0 {
+				perRead = fmt.Sprintf("%.2f", median(m.cpu)/float64(m.perRead)*1000)
+			}
+		}
+		p("| %s | %.3f | %s | %s | %s | %s | %s |", m.title, median(m.wall), minMax(m.wall, "%.3f"), cpu, perRead, starts, rss)
+	}
+	p("")
+	if b.opts.incumbent != "" {
+		p("Incumbent (K8S_TF_BENCH_INCUMBENT, %s), same rounds:", filepath.Base(b.opts.incumbent))
+		p("")
+		p("| ratio | wall | provider CPU |")
+		p("|---|---:|---:|")
+		for _, kind := range []string{"kubernetes_endpoints_v1", "kubernetes_endpoint_slice_v1"} {
+			if m := b.find("`terraform plan`, 100 `" + kind); m != nil {
+				p("| plan of 100 `k8s_ready_endpoints` / 100 `%s` | %.2f× | %.2f× |", kind, median(plan100.wall)/median(m.wall), median(plan100.cpu)/median(m.cpu))
+			}
+		}
+		p("")
+	} else {
+		p("The incumbent was not measured: set K8S_TF_BENCH_INCUMBENT to a built terraform-provider-kubernetes binary (see README.md).")
+		p("")
+	}
+
+	p("## API requests at the API server")
+	p("")
+	p("Audit log lines with a user agent starting with `terraform-provider-k8s` during the timed rounds: %d data source reads.", reads)
+	p("")
+	p("| verb | resource | HTTP code | requests | per read |")
+	p("|---|---|---|---:|---:|")
+	kinds := make([]string, 0, len(requests.byKind))
+	for k := range requests.byKind {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(a, b string) int { return requests.byKind[b] - requests.byKind[a] })
+	for _, k := range kinds {
+		f := strings.Split(k, "\t")
+		p("| %s | %s | %s | %d | %.2f |", f[0], f[1], f[2], requests.byKind[k], float64(requests.byKind[k])/float64(reads))
+	}
+	p("")
+	p("Requests for discovery or OpenAPI paths (/api, /apis, /openapi, /version): %d.", requests.discovery)
+	p("")
+
+	p("## Binary")
+	p("")
+	p("The release build (`CGO_ENABLED=0 go build -trimpath -ldflags \"-s -w\"`, as .goreleaser.yml) is %d bytes. The trivial provider (terraform-plugin-framework and one constant data source, same flags) is %.2f MB: the framework's floor.", size.release, float64(size.trivial)/1e6)
+	p("")
+	p("Bytes of the unstripped build by module and package (code, and data in symbols; the function tables of .gopclntab grow with the code):")
+	p("")
+	r.WriteString(size.table)
+	p("")
+
+	if len(gobench) > 0 {
+		p("## Rules: `go test -run=NONE -bench=. -benchmem -count=5 ./internal/endpoints/`")
+		p("")
+		p("Medians of 5. Growth is the time over that of the size ten times smaller.")
+		p("")
+		p("| benchmark | ns/op | ms/op | B/op | allocs/op | growth |")
+		p("|---|---:|---:|---:|---:|---:|")
+		var prev goBenchmark
+		for _, g := range gobench {
+			growth := "—"
+			if family, _, _ := strings.Cut(g.name, "/"); prev.name != "" && strings.HasPrefix(prev.name, family+"/") {
+				growth = fmt.Sprintf("%.1f×", g.nsPerOp/prev.nsPerOp)
+			}
+			p("| %s | %.0f | %.2f | %.0f | %.0f | %s |", g.name, g.nsPerOp, g.nsPerOp/1e6, g.bytes, g.allocs, growth)
+			prev = g
+		}
+		p("")
+	}
+	if profileTop != "" {
+		p("## CPU profile of the provider process that read, plan of 100 (PROFILE=1)")
+		p("")
+		p("Kept as bench/cpu-plan-100.pprof (not committed); `go tool pprof -http=: bench/cpu-plan-100.pprof` to explore it.")
+		p("")
+		p("```")
+		r.WriteString(profileTop)
+		p("```")
+	}
+	return r.String()
+}
+
+func findBenchmark(all []goBenchmark, name string) *goBenchmark {
+	for i := range all {
+		if all[i].name == name {
+			return &all[i]
+		}
+	}
+	return nil
+}
