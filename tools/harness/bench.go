@@ -101,8 +101,9 @@ type measurement struct {
 	// want is a line the output must contain (an output that counts what was
 	// read), or "" when only success is checked.
 	want string
-	// reads is the number of k8s data source reads per run (audit log).
-	reads int
+	// reads is the number of k8s_ready_endpoints reads per run, fleetReads
+	// of k8s_services reads (audit log).
+	reads, fleetReads int
 	// perRead divides the provider CPU by this many reads in the tables.
 	perRead int
 	// rusage is the log of the wrapped provider measured.
@@ -156,8 +157,8 @@ func (b *benchRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.say("fixture: 100 Services x 10 ready pods, and a Service with %d endpoints", bigEndpoints)
-	if err := createFixture(ctx, client, 100, 10); err != nil {
+	b.say("fixture: %d Services x 10 ready pods, and a Service with %d endpoints", fleetServices, bigEndpoints)
+	if err := createFixture(ctx, client, fleetServices, 10); err != nil {
 		return err
 	}
 	if err := b.prepare(ctx, client); err != nil {
@@ -291,7 +292,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 
 	plan := []string{"plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color"}
 	for _, n := range b.opts.sizes {
-		dir, err := b.config(fmt.Sprintf("k8s-%d", n), k8sConfig(n, nil))
+		dir, err := b.config(fmt.Sprintf("k8s-%d", n), k8sConfig(benchNamespace, n, nil))
 		if err != nil {
 			return err
 		}
@@ -304,7 +305,21 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform plan`, 100 `trivial_constant` (Terraform's floor)", dir: dir, args: plan,
 		want: "constants = 100", perRead: 100, rusage: trivialLog})
-	dir, err = b.config("big", k8sConfig(1, []string{bigService}))
+	fleet := make([]string, fleetServices)
+	for i := range fleet {
+		fleet[i] = serviceName(i)
+	}
+	if dir, err = b.config(fmt.Sprintf("k8s-each-%d", fleetServices), k8sConfig(benchNamespace, fleetServices, fleet)); err != nil {
+		return err
+	}
+	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fleetServices), dir: dir, args: plan,
+		want: fmt.Sprintf("ready_endpoints = %d", fleetServices*10), reads: fleetServices, perRead: fleetServices, rusage: k8sLog})
+	if dir, err = b.config("fleet", fleetConfig()); err != nil {
+		return err
+	}
+	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fleetServices), dir: dir, args: plan,
+		want: fmt.Sprintf("fleet_endpoints = %d", fleetServices*10), fleetReads: 1, perRead: 1, rusage: k8sLog})
+	dir, err = b.config("big", k8sConfig(bigNamespace, 1, []string{bigService}))
 	if err != nil {
 		return err
 	}
@@ -362,7 +377,7 @@ func (b *benchRun) config(name, main string) (string, error) {
 // k8sConfig is n data sources, the i-th on Service svc-(i mod 100) (or on
 // the given services), and an output that sums the endpoints read, so that
 // every run also checks what was read.
-func k8sConfig(n int, services []string) string {
+func k8sConfig(namespace string, n int, services []string) string {
 	var c strings.Builder
 	c.WriteString("terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n")
 	var sum []string
@@ -371,11 +386,19 @@ func k8sConfig(n int, services []string) string {
 		if services != nil {
 			svc = services[i%len(services)]
 		}
-		fmt.Fprintf(&c, "\ndata \"k8s_ready_endpoints\" \"r_%04d\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n", i, benchNamespace, svc)
+		fmt.Fprintf(&c, "\ndata \"k8s_ready_endpoints\" \"r_%04d\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n", i, namespace, svc)
 		sum = append(sum, fmt.Sprintf("    length(data.k8s_ready_endpoints.r_%04d.endpoints),\n", i))
 	}
 	fmt.Fprintf(&c, "\noutput \"ready_endpoints\" {\n  value = sum([\n%s  ])\n}\n", strings.Join(sum, ""))
 	return c.String()
+}
+
+// fleetConfig is one k8s_services read of the namespace's Services, and an
+// output that sums the endpoints read.
+func fleetConfig() string {
+	return "terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n" +
+		fmt.Sprintf("\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n", benchNamespace) +
+		"\noutput \"fleet_endpoints\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n"
 }
 
 func trivialConfig(n int) string {

@@ -22,6 +22,9 @@ import (
 
 const (
 	benchNamespace = "bench"
+	// fleetServices Services of 10 ready pods each are in benchNamespace:
+	// the plans of 1 to 1000 reads use the first 100, the fleet all of them.
+	fleetServices = 500
 	benchNode      = "bench-node"
 	benchZone      = "bench-zone-a"
 	// workers is how many requests are in flight at once: enough to keep the
@@ -30,6 +33,9 @@ const (
 	// bigService has bigEndpoints endpoints in slices of 100, the
 	// controller's default size.
 	bigService   = "big"
+	// bigNamespace keeps the big Service's slices out of the fleet read of
+	// benchNamespace.
+	bigNamespace = "bench-big"
 	bigEndpoints = 5000
 )
 
@@ -96,18 +102,22 @@ func createFixture(ctx context.Context, client kubernetes.Interface, services, p
 // ready endpoints, each with the attributes a pod's endpoint has (node, zone,
 // target pod), in hand-written slices of 100.
 func createBigService(ctx context.Context, client kubernetes.Interface) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bigNamespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: bigService},
+		ObjectMeta: metav1.ObjectMeta{Namespace: bigNamespace, Name: bigService},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
 	}
-	if _, err := client.CoreV1().Services(benchNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Services(bigNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	const perSlice = 100
 	ready, node, zone, port, name := true, benchNode, benchZone, int32(8080), "http"
 	return parallel(ctx, bigEndpoints/perSlice, func(ctx context.Context, s int) error {
 		slice := &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("%s-%03d", bigService, s), Labels: map[string]string{
+			ObjectMeta: metav1.ObjectMeta{Namespace: bigNamespace, Name: fmt.Sprintf("%s-%03d", bigService, s), Labels: map[string]string{
 				discoveryv1.LabelServiceName: bigService, discoveryv1.LabelManagedBy: "harness-bench",
 			}},
 			AddressType: discoveryv1.AddressTypeIPv4,
@@ -119,10 +129,10 @@ func createBigService(ctx context.Context, client kubernetes.Interface) error {
 				Addresses:  []string{fmt.Sprintf("10.100.%d.%d", k/250, k%250+1)},
 				Conditions: discoveryv1.EndpointConditions{Ready: &ready},
 				NodeName:   &node, Zone: &zone,
-				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: benchNamespace, Name: fmt.Sprintf("big-%04d", k)},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: bigNamespace, Name: fmt.Sprintf("big-%04d", k)},
 			})
 		}
-		_, err := client.DiscoveryV1().EndpointSlices(benchNamespace).Create(ctx, slice, metav1.CreateOptions{})
+		_, err := client.DiscoveryV1().EndpointSlices(bigNamespace).Create(ctx, slice, metav1.CreateOptions{})
 		return err
 	})
 }

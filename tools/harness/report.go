@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
 func median(v []float64) float64 {
@@ -160,21 +162,45 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 	p("| `terraform validate`, 100 data sources (median) | %.3f s | — | |", median(validate.wall))
 	mb := float64(size.release) / 1e6
 	p("| release binary (linux/amd64) | %.2f MB (%.2f MiB) | ≤ 26 MB | %s |", mb, float64(size.release)/1048576, verdict(mb, 26, " MB"))
-	reads := 0
+	reads, fleetReads := 0, 0
 	for _, m := range b.ms {
 		reads += m.reads * runs
+		fleetReads += m.fleetReads * runs
 	}
+	// A fleet read lists the Services and the slices of benchNamespace, a
+	// page of kube.DefaultOptions().PageSize each: 500 of each, 2 pages.
+	fleetPageSize := int(kube.DefaultOptions().PageSize)
+	pages := (fleetServices + fleetPageSize - 1) / fleetPageSize
 	gets, lists := requests.byKind["get\tservices\t200"], requests.byKind["list\tendpointslices\t200"]
-	others := requests.total - gets - lists
+	serviceLists := requests.byKind["list\tservices\t200"]
+	singleLists := lists - fleetReads*pages
+	others := requests.total - gets - lists - serviceLists
 	requestsVerdict := "**miss**"
-	if gets == reads && lists == reads && others == 0 {
+	if gets == reads && singleLists == reads && others == 0 {
 		requestsVerdict = "**pass**"
 	}
-	p("| API requests per data source read | %.2f get services + %.2f list endpointslices + %.2f other | 1 get services + 1 list endpointslices | %s |",
-		float64(gets)/float64(reads), float64(lists)/float64(reads), float64(others)/float64(reads), requestsVerdict)
-	if ready10k := findBenchmark(gobench, "BenchmarkReady/endpoints=10000"); ready10k != nil {
+	p("| API requests per `k8s_ready_endpoints` read | %.2f get services + %.2f list endpointslices + %.2f other | 1 get services + 1 list endpointslices | %s |",
+		float64(gets)/float64(reads), float64(singleLists)/float64(reads), float64(others)/float64(reads), requestsVerdict)
+	if fleet := b.find("`terraform plan`, 1 `k8s_services`"); fleet != nil && fleetReads > 0 {
+		each := b.find(fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fleetServices))
+		fleetVerdict := "**miss**"
+		if serviceLists == fleetReads*pages {
+			fleetVerdict = "**pass**"
+		}
+		p("| plan of 1 `k8s_services` read of %d Services x 10 pods (median) | %.3f s | ≤ 0.5 s | %s |", fleetServices, median(fleet.wall), verdict(median(fleet.wall), 0.5, " s"))
+		ratio := median(fleet.wall) / median(each.wall)
+		p("| that plan / the plan of %d `k8s_ready_endpoints` over the same Services (same rounds) | %.3f× | ≤ 0.15× | %s |", fleetServices, ratio, verdict(ratio, 0.15, "×"))
+		p("| provider peak RSS, that fleet read (median) | %.1f MiB | ≤ 80 MiB | %s |", median(fleet.rss), verdict(median(fleet.rss), 80, " MiB"))
+		p("| requests per fleet read (page size %d: %d pages of %d Services and of their %d slices) | %.2f list services + %.2f list endpointslices | %d + %d, nothing per Service | %s |",
+			fleetPageSize, pages, fleetServices, fleetServices, float64(serviceLists)/float64(fleetReads), float64(lists-singleLists)/float64(fleetReads), pages, pages, fleetVerdict)
+	}
+	if ready10k := findBenchmark(gobench, "BenchmarkPool/endpoints=10000"); ready10k != nil {
 		ms := ready10k.nsPerOp / 1e6
-		p("| `Ready`, 10k endpoints (median of 5) | %.2f ms | < 5 ms | %s |", ms, verdict(ms, 5, " ms"))
+		p("| `Pool`, 10k endpoints (median of 5) | %.2f ms | < 5 ms | %s |", ms, verdict(ms, 5, " ms"))
+	}
+	if fleet := findBenchmark(gobench, "BenchmarkFleet"); fleet != nil {
+		ms := fleet.nsPerOp / 1e6
+		p("| `Fleet`, 50,000 endpoints in 500 Services (median of 5) | %.2f ms | < 50 ms | %s |", ms, verdict(ms, 50, " ms"))
 	}
 	p("")
 
@@ -213,7 +239,7 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 
 	p("## API requests at the API server")
 	p("")
-	p("Audit log lines with a user agent starting with `terraform-provider-k8s` during the timed rounds: %d data source reads.", reads)
+	p("Audit log lines with a user agent starting with `terraform-provider-k8s` during the timed rounds: %d `k8s_ready_endpoints` reads and %d `k8s_services` reads; per read below is per `k8s_ready_endpoints` read.", reads, fleetReads)
 	p("")
 	p("| verb | resource | HTTP code | requests | per read |")
 	p("|---|---|---|---:|---:|")
