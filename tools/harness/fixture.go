@@ -25,14 +25,14 @@ const (
 	// fleetServices Services of 10 ready pods each are in benchNamespace:
 	// the plans of 1 to 1000 reads use the first 100, the fleet all of them.
 	fleetServices = 500
-	benchNode      = "bench-node"
-	benchZone      = "bench-zone-a"
+	benchNode     = "bench-node"
+	benchZone     = "bench-zone-a"
 	// workers is how many requests are in flight at once: enough to keep the
 	// API server busy, few enough not to queue behind each other.
 	workers = 32
 	// bigService has bigEndpoints endpoints in slices of 100, the
 	// controller's default size.
-	bigService   = "big"
+	bigService = "big"
 	// bigNamespace keeps the big Service's slices out of the fleet read of
 	// benchNamespace.
 	bigNamespace = "bench-big"
