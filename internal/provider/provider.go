@@ -6,6 +6,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -125,4 +126,18 @@ func (p *k8sProvider) DataSources(context.Context) []func() datasource.DataSourc
 
 func (p *k8sProvider) Resources(context.Context) []func() resource.Resource {
 	return nil
+}
+
+// configuredClient is the client Configure made, for a data source's
+// Configure: nil until the provider is configured.
+func configuredClient(providerData any, diags *diag.Diagnostics) *kube.Client {
+	if providerData == nil {
+		return nil
+	}
+	client, ok := providerData.(*kube.Client)
+	if !ok {
+		diags.AddError("Unexpected Provider Data",
+			fmt.Sprintf("Expected *kube.Client, got %T. This is a bug in the provider; please report it.", providerData))
+	}
+	return client
 }

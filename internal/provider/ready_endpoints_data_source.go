@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"maps"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/datasource/timeouts"
@@ -80,16 +79,7 @@ func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.Sche
 }
 
 func (d *readyEndpointsDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	if req.ProviderData == nil {
-		return
-	}
-	client, ok := req.ProviderData.(*kube.Client)
-	if !ok {
-		resp.Diagnostics.AddError("Unexpected Provider Data",
-			fmt.Sprintf("Expected *kube.Client, got %T. This is a bug in the provider; please report it.", req.ProviderData))
-		return
-	}
-	d.client = client
+	d.client = configuredClient(req.ProviderData, &resp.Diagnostics)
 }
 
 func (d *readyEndpointsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"maps"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/datasource/timeouts"
@@ -130,16 +129,7 @@ func (d *servicesDataSource) ConfigValidators(context.Context) []datasource.Conf
 }
 
 func (d *servicesDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	if req.ProviderData == nil {
-		return
-	}
-	client, ok := req.ProviderData.(*kube.Client)
-	if !ok {
-		resp.Diagnostics.AddError("Unexpected Provider Data",
-			fmt.Sprintf("Expected *kube.Client, got %T. This is a bug in the provider; please report it.", req.ProviderData))
-		return
-	}
-	d.client = client
+	d.client = configuredClient(req.ProviderData, &resp.Diagnostics)
 }
 
 func (d *servicesDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
