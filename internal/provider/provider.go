@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/function"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -19,7 +20,10 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
-var _ provider.ProviderWithConfigValidators = (*k8sProvider)(nil)
+var (
+	_ provider.ProviderWithConfigValidators = (*k8sProvider)(nil)
+	_ provider.ProviderWithFunctions        = (*k8sProvider)(nil)
+)
 
 type k8sProvider struct {
 	version string
@@ -121,6 +125,11 @@ func loadDiagnostic(cfg providerModel, err error) diag.Diagnostic {
 
 func (p *k8sProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{newReadyEndpointsDataSource}
+}
+
+// Functions need no cluster: they reshape what the data sources read.
+func (p *k8sProvider) Functions(context.Context) []func() function.Function {
+	return []func() function.Function{newMembersFunction, newCTSServicesFunction}
 }
 
 func (p *k8sProvider) Resources(context.Context) []func() resource.Resource {
