@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs the acceptance tests (TestAcc*) with the real terraform CLI and with
-# OpenTofu against a real cluster: the local control plane, which this script
-# starts when it is not running and then stops again, or the cluster of
-# K8S_TF_KUBECONFIG, in which case nothing is built or started.
+# Runs the acceptance tests (TestAcc*) with the real terraform and OpenTofu
+# CLIs (the list is in scripts/acc-clis.sh) against a real cluster: the local
+# control plane, which this script starts when it is not running and then
+# stops again, or the cluster of K8S_TF_KUBECONFIG, in which case nothing is
+# built or started.
 #
-# Usage: scripts/testacc.sh [both|terraform|tofu]   (default: both)
+# Usage: scripts/testacc.sh [both|terraform|tofu|matrix]   (default: both)
 #
 # Environment:
 #   K8S_TF_KUBECONFIG  an existing cluster's kubeconfig (its current context
@@ -16,8 +17,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 which="${1:-both}"
-case "$which" in both | terraform | tofu) ;; *)
-	echo "usage: $0 [both|terraform|tofu]" >&2
+case "$which" in both | terraform | tofu | matrix) ;; *)
+	echo "usage: $0 [both|terraform|tofu|matrix]" >&2
 	exit 2
 	;;
 esac
@@ -41,13 +42,8 @@ fi
 export TF_ACC=1 CHECKPOINT_DISABLE=1
 export TF_CLI_CONFIG_FILE="$root/internal/provider/testdata/terraformrc"
 
-clis=()
-if [[ "$which" != tofu ]]; then
-	clis+=("$(command -v terraform)")
-fi
-if [[ "$which" != terraform ]]; then
-	clis+=("$(scripts/tofu-build.sh | tail -n 1)")
-fi
+list="$(scripts/acc-clis.sh "$which")"
+mapfile -t clis <<<"$list"
 
 for cli in "${clis[@]}"; do
 	echo "== acceptance tests on $("$cli" version | head -n 1)"
