@@ -34,11 +34,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pin="$(cd "$1" && pwd)"
 if grep -q '^require github.com/opentofu/opentofu ' "$pin/go.mod"; then
 	module=github.com/opentofu/opentofu cli=tofu main=./cmd/tofu
-	# As OpenTofu's release build: it reports 1.x.y rather than 1.x.y-dev.
-	ldflags="-s -w -X $module/version.dev=no"
 else
-	module=github.com/hashicorp/terraform cli=terraform main=. ldflags="-s -w"
+	module=github.com/hashicorp/terraform cli=terraform main=.
 fi
+# As the release builds: version.dev=no makes the CLI report 1.x.y rather
+# than 1.x.y-dev (versions without that variable ignore the flag).
+ldflags="-s -w -X $module/version.dev=no"
 
 hash="$(sha256sum "$pin/go.sum" | cut -c1-16)"
 cache="${K8S_TF_CACHE:-$HOME/.cache/terraform-provider-k8s}/$cli-$hash"
