@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/function"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -20,7 +21,10 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
-var _ provider.ProviderWithConfigValidators = (*k8sProvider)(nil)
+var (
+	_ provider.ProviderWithConfigValidators = (*k8sProvider)(nil)
+	_ provider.ProviderWithFunctions        = (*k8sProvider)(nil)
+)
 
 type k8sProvider struct {
 	version string
@@ -122,6 +126,11 @@ func loadDiagnostic(cfg providerModel, err error) diag.Diagnostic {
 
 func (p *k8sProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{newReadyEndpointsDataSource, newServicesDataSource}
+}
+
+// Functions need no cluster: they reshape what the data sources read.
+func (p *k8sProvider) Functions(context.Context) []func() function.Function {
+	return []func() function.Function{newMembersFunction, newCTSServicesFunction}
 }
 
 func (p *k8sProvider) Resources(context.Context) []func() resource.Resource {

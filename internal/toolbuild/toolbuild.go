@@ -41,6 +41,12 @@ type Spec struct {
 	LDFlags string
 	// Log receives progress; nil discards it.
 	Log io.Writer
+	// Prepare, when set, makes the source tree to build in, under the
+	// cache directory dir, and returns it: the packages of Binaries are
+	// then relative to that tree, which is removed after the build. It is
+	// for a CLI whose own module is built (Terraform, an older OpenTofu)
+	// rather than a tool required by Module.
+	Prepare func(ctx context.Context, dir string, log io.Writer) (string, error)
 }
 
 // CacheRoot is where built tools are kept: $K8S_TF_CACHE, or
@@ -93,6 +99,13 @@ func Build(ctx context.Context, spec Spec) (string, error) {
 	if log == nil {
 		log = io.Discard
 	}
+	buildDir := spec.Module
+	if spec.Prepare != nil && !haveAll(bin, spec) {
+		if buildDir, err = spec.Prepare(ctx, dir, log); err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(buildDir)
+	}
 	for name, pkg := range spec.Binaries {
 		target := filepath.Join(bin, name)
 		if isExecutable(target) {
@@ -102,12 +115,12 @@ func Build(ctx context.Context, spec Spec) (string, error) {
 		start := time.Now()
 		tmp := filepath.Join(bin, "."+name+".tmp")
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", spec.LDFlags, "-o", tmp, pkg)
-		cmd.Dir = spec.Module
+		cmd.Dir = buildDir
 		cmd.Env = BuildEnv()
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("go build %s in %s: %w\n%s", pkg, spec.Module, err, out.Bytes())
+			return "", fmt.Errorf("go build %s in %s: %w\n%s", pkg, buildDir, err, out.Bytes())
 		}
 		if err := os.Rename(tmp, target); err != nil {
 			return "", err

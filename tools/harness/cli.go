@@ -31,6 +31,18 @@ var clis = map[string]func(ctx context.Context, root string) (string, error){
 			LDFlags:  "-s -w -X github.com/opentofu/opentofu/version.dev=no",
 		})
 	},
+	// terraform-1.15: the newest Terraform whose source the module proxy
+	// serves, built from its own module (climodule.go).
+	"terraform-1.15": func(ctx context.Context, root string) (string, error) {
+		return moduleCLI(ctx, "terraform", filepath.Join(root, "tools", "terraform"))
+	},
+	// terraform-1.5 and tofu-1.6: the oldest that build here, for make test-matrix.
+	"terraform-1.5": func(ctx context.Context, root string) (string, error) {
+		return moduleCLI(ctx, "terraform", filepath.Join(root, "tools", "terraform-oldest"))
+	},
+	"tofu-1.6": func(ctx context.Context, root string) (string, error) {
+		return moduleCLI(ctx, "tofu", filepath.Join(root, "tools", "tofu-oldest"))
+	},
 }
 
 func buildCLI(ctx context.Context, spec toolbuild.Spec) (string, error) {

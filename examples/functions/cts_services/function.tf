@@ -1,0 +1,23 @@
+data "k8s_ready_endpoints" "web" {
+  namespace             = "shop"
+  service               = "web"
+  port_name             = "http"
+  terminating_endpoints = "fallback"
+}
+
+# A module written for Consul-Terraform-Sync, fed by Kubernetes: its
+# variable "services" takes the function's result unchanged.
+module "haproxy_backend" {
+  source   = "./haproxy-backend" # examples/cts/haproxy-backend of this repository
+  services = provider::k8s::cts_services(data.k8s_ready_endpoints.web)
+}
+
+# The same Service given as an object, with the labels that become meta:
+output "services" {
+  value = provider::k8s::cts_services({
+    namespace = "shop"
+    name      = "web"
+    labels    = { app = "web", tier = "front" }
+    endpoints = data.k8s_ready_endpoints.web.endpoints
+  })
+}
