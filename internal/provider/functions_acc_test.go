@@ -89,3 +89,36 @@ output "backend" {
 		}, nil)},
 	})
 }
+
+// cts_services takes the services map of a real k8s_services read: one
+// instance per endpoint of every Service, keyed by Service and member.
+func TestAccFunctionsOnAFleet(t *testing.T) {
+	c := accCluster(t)
+	ns := c.namespace(t)
+	c.serviceWithPods(t, fleetService(ns, "web", nil), []string{"10.244.31.2", "10.244.31.1"}, 2)
+	c.serviceWithPods(t, fleetService(ns, "api", nil), []string{"10.244.32.1"}, 1)
+	config := c.providerConfig() + fmt.Sprintf(`
+data "k8s_services" "f" {
+  namespace = %q
+}
+output "instances" {
+  value = sort(keys(provider::k8s::cts_services(data.k8s_services.f.services)))
+}
+output "web_members" {
+  value = provider::k8s::members(data.k8s_services.f.services["%s/web"].endpoints)
+}
+`, ns, ns)
+	resource.Test(t, resource.TestCase{
+		TerraformVersionChecks: []tfversion.TerraformVersionCheck{skipWithoutFunctions{}},
+		Steps: []resource.TestStep{functionStep(t, config, []statecheck.StateCheck{
+			statecheck.ExpectKnownOutputValue("instances", knownvalue.ListExact([]knownvalue.Check{
+				knownvalue.StringExact(ns + "/api/10.244.32.1:8080"),
+				knownvalue.StringExact(ns + "/web/10.244.31.1:8080"),
+				knownvalue.StringExact(ns + "/web/10.244.31.2:8080"),
+			})),
+			statecheck.ExpectKnownOutputValue("web_members", knownvalue.ListExact([]knownvalue.Check{
+				knownvalue.StringExact("10.244.31.1:8080"), knownvalue.StringExact("10.244.31.2:8080"),
+			})),
+		}, nil)},
+	})
+}
