@@ -182,8 +182,17 @@ func nodeAddresses(n *corev1.Node, addressType corev1.NodeAddressType, family di
 	return out
 }
 
-// chooseNodePort is the nodePort of the port the query chooses, by the same
-// rule as Pool: the port named PortName, or the Service's only port.
+// NodePort is the nodePort a node pool of svc gives, that of the port the
+// query chooses by the same rule as Pool: the port named PortName, or the
+// Service's only port. Its error is a *PortNotFoundError or a
+// *NoNodePortError.
+func NodePort(svc *corev1.Service, q Query) (int32, error) {
+	if svc == nil {
+		return 0, errors.New("no service given")
+	}
+	return chooseNodePort(svc, q)
+}
+
 func chooseNodePort(svc *corev1.Service, q Query) (int32, error) {
 	if _, err := choosePort(svc, q); err != nil {
 		return 0, err

@@ -15,7 +15,10 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
-var _ datasource.DataSourceWithConfigure = (*readyEndpointsDataSource)(nil)
+var (
+	_ datasource.DataSourceWithConfigure        = (*readyEndpointsDataSource)(nil)
+	_ datasource.DataSourceWithConfigValidators = (*readyEndpointsDataSource)(nil)
+)
 
 type readyEndpointsDataSource struct {
 	client *kube.Client
@@ -77,6 +80,10 @@ func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.Sche
 		},
 		Attributes: attributes,
 	}
+}
+
+func (d *readyEndpointsDataSource) ConfigValidators(context.Context) []datasource.ConfigValidator {
+	return []datasource.ConfigValidator{nodeArgumentsNeedNodes{}}
 }
 
 func (d *readyEndpointsDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
