@@ -22,7 +22,8 @@ func poolArguments() map[string]schema.Attribute {
 			Optional: true,
 			MarkdownDescription: "Name of the port to use, among the ports of the Service. The read fails when the " +
 				"Service has no port of that name. When unset, the Service's only port is used, or `default_port` " +
-				"when the Service has several ports or none.",
+				"when the Service has several ports or none (with `target = \"nodes\"`, a Service with several ports " +
+				"needs `port_name`).",
 			Validators: []validator.String{dns1123Label()},
 		},
 		"default_port": schema.Int64Attribute{
@@ -52,7 +53,8 @@ func poolArguments() map[string]schema.Attribute {
 			Optional:    true,
 			ElementType: types.StringType,
 			MarkdownDescription: "Keep only the endpoints in these zones (`topology.kubernetes.io/zone` of their " +
-				"node), for zone-local pools. Endpoints whose zone is unknown are left out. When unset, all zones.",
+				"node), for zone-local pools. Endpoints whose zone is unknown are left out. With `target = \"nodes\"`, " +
+				"the nodes too are kept by their `topology.kubernetes.io/zone` label. When unset, all zones.",
 			Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))},
 		},
 		"target": schema.StringAttribute{

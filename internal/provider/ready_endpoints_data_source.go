@@ -71,7 +71,8 @@ func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.Sche
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The ready endpoints of a Kubernetes Service, read from its EndpointSlices: one entry per " +
 			"pod address and port, without duplicates, in a stable order, ready to feed the pool of an external " +
-			"load balancer that reaches pods directly.",
+			"load balancer that reaches pods directly; or, with `target = \"nodes\"`, the nodes on the Service's " +
+			"`nodePort`, for one that cannot.",
 		Blocks: map[string]schema.Block{
 			"timeouts": timeouts.BlockWithOpts(ctx, timeouts.Opts{
 				ReadDescription: "How long the read may wait for `min_ready` endpoints, as a duration such as `\"5m\"`. " +
