@@ -99,7 +99,7 @@ func TestFleet(t *testing.T) {
 			},
 			query: Query{Terminating: TerminatingFallback},
 			want: []fleetPool{
-				{"shop/api", []Endpoint{draining("10.0.2.2", 8080)}},
+				{"shop/api", []Endpoint{draining("10.0.2.2")}},
 				{"shop/web", []Endpoint{v4("10.0.0.1", 8080)}},
 			},
 		},

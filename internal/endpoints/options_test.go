@@ -28,9 +28,9 @@ func annotated(key, value string) sliceOpt {
 	}
 }
 
-// draining is a terminating endpoint that still serves, as a pod in its grace period.
-func draining(addr string, port int32) Endpoint {
-	return Endpoint{Address: addr, Port: port, AddressType: discoveryv1.AddressTypeIPv4, Serving: true, Terminating: true}
+// draining is a terminating endpoint on 8080 that still serves, as a pod in its grace period.
+func draining(addr string) Endpoint {
+	return Endpoint{Address: addr, Port: 8080, AddressType: discoveryv1.AddressTypeIPv4, Serving: true, Terminating: true}
 }
 
 func zoned(e Endpoint, zone string) Endpoint {
@@ -75,7 +75,7 @@ func TestPoolOptions(t *testing.T) {
 				with(ep("10.0.0.1"), conds(ptr(false), nil, ptr(true))),
 			))},
 			query: Query{Terminating: TerminatingInclude},
-			want:  []Endpoint{draining("10.0.0.1", 8080)},
+			want:  []Endpoint{draining("10.0.0.1")},
 		},
 		{
 			name: "fallback gives a terminating endpoint without a serving condition when none is ready",
@@ -84,7 +84,7 @@ func TestPoolOptions(t *testing.T) {
 				with(ep("10.0.0.2"), conds(ptr(false), ptr(false), ptr(true))),
 			))},
 			query: Query{Terminating: TerminatingFallback},
-			want:  []Endpoint{draining("10.0.0.1", 8080)},
+			want:  []Endpoint{draining("10.0.0.1")},
 		},
 		{
 			name: "a starting endpoint without a serving condition is still left out: it is not terminating",
@@ -109,7 +109,7 @@ func TestPoolOptions(t *testing.T) {
 			name:   "include gives ready and serving terminating endpoints, never starting or not serving ones",
 			slices: rollout,
 			query:  Query{Terminating: TerminatingInclude},
-			want:   []Endpoint{v4("10.0.0.1", 8080), draining("10.0.0.2", 8080)},
+			want:   []Endpoint{v4("10.0.0.1", 8080), draining("10.0.0.2")},
 		},
 		{
 			name:   "fallback gives only the ready endpoints while there are some",
@@ -121,7 +121,7 @@ func TestPoolOptions(t *testing.T) {
 			name:   "fallback gives serving terminating endpoints when none is ready",
 			slices: onlyDraining,
 			query:  Query{Terminating: TerminatingFallback},
-			want:   []Endpoint{draining("10.0.0.2", 8080)},
+			want:   []Endpoint{draining("10.0.0.2")},
 		},
 		{
 			name:   "without fallback a Service whose pods all terminate gives an empty list",
@@ -135,7 +135,7 @@ func TestPoolOptions(t *testing.T) {
 				with(ep("10.0.0.2"), inZone("zone-a"), conds(ptr(false), ptr(true), ptr(true))),
 			))},
 			query: Query{Terminating: TerminatingFallback, Zones: []string{"zone-a"}},
-			want:  []Endpoint{zoned(draining("10.0.0.2", 8080), "zone-a")},
+			want:  []Endpoint{zoned(draining("10.0.0.2"), "zone-a")},
 		},
 		{
 			name: "with include, a copy of an endpoint still ready in a stale slice wins over a terminating one",

@@ -93,7 +93,7 @@ func listServiceSlicesDiagnostic(namespace string, err error) diag.Diagnostic {
 	return diag.NewErrorDiagnostic("Unable to List EndpointSlices", attempted+"\n\n"+transportRemedy(err)+"\n\n"+err.Error())
 }
 
-func fleetWatchDiagnostic(r fleetRequest, err error) diag.Diagnostic {
+func fleetWatchDiagnostic(err error) diag.Diagnostic {
 	attempted := "The provider waited for min_ready and min_services by watching the EndpointSlices of the " +
 		"namespaces read, and the watch failed."
 	remedy := transportRemedy(err)

@@ -95,7 +95,7 @@ func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoi
 		var werr error
 		res, werr = r.waitForGuards(ctx, client, state, res, apply)
 		if werr != nil && !errors.Is(werr, context.DeadlineExceeded) && !errors.Is(werr, context.Canceled) {
-			diags.Append(fleetWatchDiagnostic(r, werr))
+			diags.Append(fleetWatchDiagnostic(werr))
 		}
 	}
 	for _, p := range res.Pools {

@@ -36,10 +36,10 @@ func standInNode(name, zone, internalIP, externalIP string, lbls map[string]stri
 	return n
 }
 
-// nodePortWeb is Service NS/web of type NodePort, port http 80 to 8080 on
-// node port 30080, with the given policy.
-func nodePortWeb(namespace string, policy corev1.ServiceExternalTrafficPolicy) corev1.Service {
-	svc := webService(namespace, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080})
+// nodePortWeb is Service default/web of type NodePort, port http 80 to 8080
+// on node port 30080, with the given policy.
+func nodePortWeb(policy corev1.ServiceExternalTrafficPolicy) corev1.Service {
+	svc := webService("default", corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080})
 	svc.Spec.Type, svc.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, policy
 	return svc
 }
@@ -49,7 +49,7 @@ func nodePortWeb(namespace string, policy corev1.ServiceExternalTrafficPolicy) c
 // node-c eligible (node-c labelled pool=batch), node-x excluded by label.
 func nodesFixture(t *testing.T, policy corev1.ServiceExternalTrafficPolicy) *standInAPIServer {
 	api := newStandInAPIServer(t)
-	api.addService(nodePortWeb("default", policy))
+	api.addService(nodePortWeb(policy))
 	api.addSlices(webSlice("web-a",
 		readyPod("10.244.0.1", "web-1", "node-a", "zone-a"),
 		readyPod("10.244.0.2", "web-2", "node-a", "zone-a"),
@@ -198,9 +198,9 @@ func TestNodePoolReadMakesThreeRequests(t *testing.T) {
 }
 
 func TestNodePoolErrorsCarryTheDocumentedTexts(t *testing.T) {
-	twoPorts := nodePortWeb("default", corev1.ServiceExternalTrafficPolicyCluster)
+	twoPorts := nodePortWeb(corev1.ServiceExternalTrafficPolicyCluster)
 	twoPorts.Spec.Ports = append(twoPorts.Spec.Ports, corev1.ServicePort{Name: "https", Port: 443, TargetPort: intstr.FromInt32(8443), NodePort: 30443})
-	noNodePorts := nodePortWeb("default", corev1.ServiceExternalTrafficPolicyCluster)
+	noNodePorts := nodePortWeb(corev1.ServiceExternalTrafficPolicyCluster)
 	noNodePorts.Spec.Type = corev1.ServiceTypeLoadBalancer
 	noNodePorts.Spec.Ports[0].NodePort = 0
 	tests := []struct {
@@ -222,7 +222,7 @@ func TestNodePoolErrorsCarryTheDocumentedTexts(t *testing.T) {
 		{name: "a Service of two ports without port_name", service: twoPorts,
 			want:         phrase("No Port Chosen For Nodes", "Service default/web", "has 2 ports", "set port_name"),
 			wantRequests: 1},
-		{name: "an identity that may not list nodes", service: nodePortWeb("default", ""), forbidden: "nodes",
+		{name: "an identity that may not list nodes", service: nodePortWeb(""), forbidden: "nodes",
 			want: phrase("Permission Denied Listing Nodes", "`list` on `nodes`", "ClusterRole", "ClusterRoleBinding",
 				"list nodes: nodes is forbidden"),
 			wantRequests: 3},
@@ -255,7 +255,7 @@ func TestNodePoolErrorsCarryTheDocumentedTexts(t *testing.T) {
 // Service what k8s_ready_endpoints gives it in node mode.
 func TestServicesGiveNodePoolsFromOneListOfNodes(t *testing.T) {
 	api := nodesFixture(t, corev1.ServiceExternalTrafficPolicyLocal)
-	api2 := nodePortWeb("default", corev1.ServiceExternalTrafficPolicyCluster)
+	api2 := nodePortWeb(corev1.ServiceExternalTrafficPolicyCluster)
 	api2.Name = "api"
 	api2.Spec.Ports[0].NodePort = 30081
 	api.addService(api2)

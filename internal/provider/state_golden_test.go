@@ -187,10 +187,10 @@ func manyEndpoints(service string, n int) (corev1.Service, []discoveryv1.Endpoin
 // fourth slice is IPv6), or -1.
 func previousOfFamily(s int) int {
 	step := 1
-	switch {
-	case s%4 == 3:
+	switch s % 4 {
+	case 3:
 		step = 4
-	case s%4 == 0:
+	case 0:
 		step = 2
 	}
 	return s - step
