@@ -220,15 +220,16 @@ func (g *generator) service() *corev1.Service {
 	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: g.pick(ns, "other", ""), Name: g.pick(svc, "api", "")}}
 	for range g.upTo(3) {
 		p := corev1.ServicePort{Name: g.pick("", "http", "https", "metrics"), Port: g.int32()}
-		if g.next()%3 != 0 {
-			p.NodePort = g.int32()
-		}
+		// Mostly valid node ports, so that node pools get made; 0 is none.
+		p.NodePort = []int32{30080, 30443, 0, -1, 70000}[int(g.next())%5]
 		s.Spec.Ports = append(s.Spec.Ports, p)
 	}
 	s.Spec.Type = corev1.ServiceType(g.pick("", "ClusterIP", "NodePort", "LoadBalancer"))
 	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicy(g.pick("", "Cluster", "Local"))
-	for range g.upTo(2) {
-		s.Spec.IPFamilies = append(s.Spec.IPFamilies, corev1.IPFamily(g.pick("IPv4", "IPv6", "")))
+	if g.next()%3 == 0 {
+		for range g.upTo(2) {
+			s.Spec.IPFamilies = append(s.Spec.IPFamilies, corev1.IPFamily(g.pick("IPv4", "IPv6", "")))
+		}
 	}
 	return s
 }
@@ -236,7 +237,7 @@ func (g *generator) service() *corev1.Service {
 // nodeQuery adds the node pool's arguments to q.
 func (g *generator) nodeQuery(q *Query) {
 	q.NodeAddressType = corev1.NodeAddressType(g.pick("", "InternalIP", "ExternalIP"))
-	switch g.next() % 3 {
+	switch g.next() % 4 {
 	case 1:
 		q.NodeSelector = labels.SelectorFromSet(labels.Set{"pool": "edge"})
 	case 2:
@@ -248,28 +249,31 @@ func (g *generator) nodes() []corev1.Node {
 	var out []corev1.Node
 	for range g.upTo(4) {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: g.pick("node-a", "node-b", "")}}
-		for range g.upTo(3) {
+		if zone := g.maybe("zone-a", "zone-b", ""); zone != nil {
+			n.Labels = map[string]string{corev1.LabelTopologyZone: *zone}
+		}
+		for range g.upTo(2) {
 			if n.Labels == nil {
 				n.Labels = map[string]string{}
 			}
-			key := g.pick(corev1.LabelTopologyZone, corev1.LabelNodeExcludeBalancers, "pool")
-			n.Labels[key] = g.pick("zone-a", "", "true", "false", "0", "edge", "maybe")
+			key := g.pick(corev1.LabelNodeExcludeBalancers, "pool")
+			n.Labels[key] = g.pick("", "true", "false", "0", "edge", "maybe")
 		}
-		if g.next()%5 == 0 {
+		if g.next()%8 == 0 {
 			now := metav1.NewTime(fuzzNow)
 			n.DeletionTimestamp = &now
 		}
-		for range g.upTo(2) {
+		for range g.upTo(1) {
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: g.pick(ToBeDeletedTaint, KarpenterDisruptedTaint, "other", "")})
 		}
-		for range g.upTo(2) {
+		for range 1 + g.upTo(1) {
 			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
-				Type: corev1.NodeConditionType(g.pick("Ready", "MemoryPressure", "")), Status: corev1.ConditionStatus(g.pick("True", "False", "Unknown", "")),
+				Type: corev1.NodeConditionType(g.pick("Ready", "Ready", "Ready", "MemoryPressure", "")), Status: corev1.ConditionStatus(g.pick("True", "True", "True", "False", "Unknown", "")),
 			})
 		}
-		for range g.upTo(4) {
+		for range 1 + g.upTo(3) {
 			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{
-				Type: corev1.NodeAddressType(g.pick("InternalIP", "ExternalIP", "Hostname", "")), Address: g.pick(fuzzAddresses...),
+				Type: corev1.NodeAddressType(g.pick("InternalIP", "InternalIP", "ExternalIP", "Hostname", "")), Address: g.pick(fuzzAddresses...),
 			})
 		}
 		out = append(out, n)
@@ -321,7 +325,9 @@ func (g *generator) endpoint() discoveryv1.Endpoint {
 	var e discoveryv1.Endpoint
 	for range g.upTo(3) {
 		if g.next()%5 == 0 {
-			e.Addresses = append(e.Addresses, string(g.data[:min(len(g.data), int(g.next())%16)]))
+			// Take the length first: next shortens data.
+			n := int(g.next()) % 16
+			e.Addresses = append(e.Addresses, string(g.data[:min(len(g.data), n)]))
 		} else {
 			e.Addresses = append(e.Addresses, g.pick(fuzzAddresses...))
 		}
