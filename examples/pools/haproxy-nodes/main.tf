@@ -47,7 +47,8 @@ output "haproxy_backend" {
     name = "${var.namespace}_${var.service}_nodes"
     # local_endpoints is at least 1 for every node of a Local Service.
     servers = [for e in data.k8s_ready_endpoints.web.endpoints : {
-      name    = e.node_name
+      # A dual-stack node gives one entry per family: one server each.
+      name    = "${e.node_name}-${lower(e.address_type)}"
       address = e.address_type == "IPv6" ? "[${e.address}]" : e.address
       port    = e.port
       weight  = var.weight_by_local_endpoints ? min(e.local_endpoints, 256) : 1
