@@ -589,3 +589,21 @@ func TestNodeFleet(t *testing.T) {
 		t.Errorf("skipped %+v, want %+v", res.Skipped, wantSkipped)
 	}
 }
+
+func TestNodePortIsTheChosenPortsNodePort(t *testing.T) {
+	twoPorts := nodePortService(corev1.ServiceTypeNodePort, cluster, httpNodePort, withNodePort(svcPort("https", 443, intstr.FromInt32(8443)), 30443))
+	if got, err := NodePort(twoPorts, Query{PortName: "https"}); err != nil || got != 30443 {
+		t.Errorf("NodePort(https) = %d, %v; want 30443", got, err)
+	}
+	var noNodePort *NoNodePortError
+	if _, err := NodePort(twoPorts, Query{}); !errors.As(err, &noNodePort) || noNodePort.Ports != 2 {
+		t.Errorf("NodePort without a port name on two ports: %v, want a *NoNodePortError for 2 ports", err)
+	}
+	var notFound *PortNotFoundError
+	if _, err := NodePort(twoPorts, Query{PortName: "grpc"}); !errors.As(err, &notFound) {
+		t.Errorf("NodePort(grpc) error = %v, want a *PortNotFoundError", err)
+	}
+	if _, err := NodePort(nil, Query{}); err == nil {
+		t.Error("NodePort of no Service gave no error")
+	}
+}
