@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Endpoint is one member of a load balancer pool. An empty Pod, NodeName,
@@ -28,8 +29,13 @@ type Endpoint struct {
 	Zone        string
 	Hostname    string
 	// The endpoint's conditions with the API's defaults for missing ones:
-	// ready true, serving true, terminating false.
+	// ready true, serving true, terminating false. A node of a node pool is
+	// ready and serving, never terminating: the rules leave out the others.
 	Ready, Serving, Terminating bool
+	// LocalEndpoints is set only in a node pool: how many endpoints of the
+	// Service's pod pool, of the entry's address family, run on the node.
+	// Nil for a pod endpoint.
+	LocalEndpoints *int
 }
 
 // TerminatingPolicy says what becomes of endpoints that are terminating but
@@ -68,6 +74,14 @@ type Query struct {
 	ExpiryAnnotation string
 	// Now is the time expiry is judged against.
 	Now time.Time
+
+	// The next fields apply to node pools only (Nodes, NodeFleet).
+
+	// NodeAddressType is the type of node address a node pool gives:
+	// corev1.NodeInternalIP when empty, or corev1.NodeExternalIP.
+	NodeAddressType corev1.NodeAddressType
+	// NodeSelector keeps only the nodes whose labels it matches; nil keeps all.
+	NodeSelector labels.Selector
 }
 
 // Result is the pool and what was learnt while making it.

@@ -35,6 +35,23 @@ type FleetResult struct {
 // is skipped, with the reason. Services are given once each by namespace and
 // name. It never modifies its arguments.
 func Fleet(services []corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Query) (FleetResult, error) {
+	return fleet(services, endpointSlices, q, Pool)
+}
+
+// NodeFleet gives each Service its node pool, by the same rules as Nodes,
+// from one list of nodes, whose eligibility is judged once for all Services.
+// A Service without the query's port, or whose port has no nodePort, is
+// skipped, with the reason. Otherwise it is like Fleet.
+func NodeFleet(services []corev1.Service, endpointSlices []discoveryv1.EndpointSlice, nodes []corev1.Node, q Query) (FleetResult, error) {
+	eligible := eligibleNodes(nodes, q)
+	return fleet(services, endpointSlices, q, func(svc *corev1.Service, s []discoveryv1.EndpointSlice, q Query) (Result, error) {
+		return nodePool(svc, s, eligible, q)
+	})
+}
+
+func fleet(services []corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Query,
+	poolOf func(*corev1.Service, []discoveryv1.EndpointSlice, Query) (Result, error),
+) (FleetResult, error) {
 	type serviceKey struct{ namespace, name string }
 	byService := map[serviceKey][]discoveryv1.EndpointSlice{}
 	for i := range endpointSlices {
@@ -63,11 +80,12 @@ func Fleet(services []corev1.Service, endpointSlices []discoveryv1.EndpointSlice
 	res := FleetResult{Pools: []ServicePool{}, Skipped: []SkippedService{}}
 	for _, i := range order {
 		svc := &services[i]
-		pool, err := Pool(svc, byService[serviceKey{svc.Namespace, svc.Name}], q)
+		pool, err := poolOf(svc, byService[serviceKey{svc.Namespace, svc.Name}], q)
 		var noPort *PortNotFoundError
+		var noNodePort *NoNodePortError
 		switch {
-		case errors.As(err, &noPort):
-			res.Skipped = append(res.Skipped, SkippedService{Namespace: svc.Namespace, Name: svc.Name, Reason: noPort.Error()})
+		case errors.As(err, &noPort) || errors.As(err, &noNodePort):
+			res.Skipped = append(res.Skipped, SkippedService{Namespace: svc.Namespace, Name: svc.Name, Reason: err.Error()})
 		case err != nil:
 			return FleetResult{}, err
 		default:

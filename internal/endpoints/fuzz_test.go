@@ -12,11 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
-// FuzzPool builds a Service and EndpointSlices from arbitrary bytes, every
-// field free to be nil, empty, out of range or malformed, and checks that Ready
-// neither panics nor breaks its promises. `go test` runs the seeds below;
+// FuzzPool builds a Service, EndpointSlices and Nodes from arbitrary bytes,
+// every field free to be nil, empty, out of range or malformed, and checks
+// that Pool and Nodes neither panic nor break their promises. `go test` runs the seeds below;
 // `go test -fuzz=FuzzPool ./internal/endpoints` searches for more.
 func FuzzPool(f *testing.F) {
 	f.Add([]byte{}, "", int32(80))
@@ -29,7 +30,11 @@ func FuzzPool(f *testing.F) {
 		q := g.query(portName, defaultPort)
 		service := g.service()
 		in := g.slices()
+		nodes := g.nodes()
+		g.nodeQuery(&q)
 		inCopy, serviceCopy := deepCopySlices(in), service.DeepCopy()
+
+		checkNodes(t, service, in, nodes, q)
 
 		res, err := Pool(service, in, q)
 		got := res.Endpoints
@@ -78,6 +83,88 @@ func FuzzPool(f *testing.F) {
 			prev = e
 		}
 	})
+}
+
+// checkNodes checks the promises of Nodes: no change to its inputs, an error
+// only for a port it cannot use, and entries that are unique, sorted, of
+// eligible nodes with an address of the asked type and family, on the
+// chosen port's nodePort, with a local count that Local requires to be
+// positive.
+func checkNodes(t *testing.T, service *corev1.Service, in []discoveryv1.EndpointSlice, nodes []corev1.Node, q Query) {
+	t.Helper()
+	inCopy, serviceCopy := deepCopySlices(in), service.DeepCopy()
+	var nodesCopy []corev1.Node
+	if nodes != nil {
+		nodesCopy = make([]corev1.Node, len(nodes))
+	}
+	for i := range nodes {
+		nodes[i].DeepCopyInto(&nodesCopy[i])
+	}
+	res, err := Nodes(service, in, nodes, q)
+	if !reflect.DeepEqual(in, inCopy) || !reflect.DeepEqual(service, serviceCopy) || !reflect.DeepEqual(nodes, nodesCopy) {
+		t.Fatal("Nodes changed its inputs")
+	}
+	if err != nil {
+		var notFound *PortNotFoundError
+		var noNodePort *NoNodePortError
+		if !errors.As(err, &notFound) && !errors.As(err, &noNodePort) {
+			t.Fatalf("unexpected error from Nodes: %v", err)
+		}
+		return
+	}
+	if res.Endpoints == nil {
+		t.Fatal("Nodes gave a nil result without an error")
+	}
+	byName := map[string]*corev1.Node{}
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	addressType := corev1.NodeInternalIP
+	if q.NodeAddressType != "" {
+		addressType = q.NodeAddressType
+	}
+	var prev *Endpoint
+	for i := range res.Endpoints {
+		e := &res.Endpoints[i]
+		addr, perr := netip.ParseAddr(e.Address)
+		if perr != nil || addr.String() != e.Address || (e.AddressType == discoveryv1.AddressTypeIPv4) != addr.Is4() {
+			t.Fatalf("node entry %+v has no canonical address of its family", e)
+		}
+		if q.AddressType != "" && e.AddressType != q.AddressType {
+			t.Fatalf("node entry %+v is not of the family asked for, %s", e, q.AddressType)
+		}
+		if e.Port < 1 || e.Port > 65535 {
+			t.Fatalf("node entry %+v has port %d", e, e.Port)
+		}
+		if e.LocalEndpoints == nil || *e.LocalEndpoints < 0 {
+			t.Fatalf("node entry %+v has no local count", e)
+		}
+		if service.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && *e.LocalEndpoints == 0 {
+			t.Fatalf("node entry %+v runs no endpoint of a Local Service", e)
+		}
+		n, ok := byName[e.NodeName]
+		if !ok || !eligibleNode(n, q.NodeSelector) {
+			t.Fatalf("node entry %+v is not of an eligible node", e)
+		}
+		hasAddress := false
+		for _, a := range n.Status.Addresses {
+			if a.Type == addressType {
+				if parsed, err := netip.ParseAddr(a.Address); err == nil && parsed == addr {
+					hasAddress = true
+				}
+			}
+		}
+		if !hasAddress {
+			t.Fatalf("node entry %+v: node %s has no such %s", e, n.Name, addressType)
+		}
+		if prev != nil {
+			pa := netip.MustParseAddr(prev.Address)
+			if c := pa.Compare(addr); c > 0 || (c == 0 && prev.Port >= e.Port) {
+				t.Fatalf("node entries not sorted or not unique: %+v then %+v", prev, e)
+			}
+		}
+		prev = e
+	}
 }
 
 // generator turns fuzz bytes into Kubernetes objects; once the bytes run out
@@ -132,9 +219,66 @@ func (g *generator) query(portName string, defaultPort int32) Query {
 func (g *generator) service() *corev1.Service {
 	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: g.pick(ns, "other", ""), Name: g.pick(svc, "api", "")}}
 	for range g.upTo(3) {
-		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: g.pick("", "http", "https", "metrics"), Port: g.int32()})
+		p := corev1.ServicePort{Name: g.pick("", "http", "https", "metrics"), Port: g.int32()}
+		// Mostly valid node ports, so that node pools get made; 0 is none.
+		p.NodePort = []int32{30080, 30443, 0, -1, 70000}[int(g.next())%5]
+		s.Spec.Ports = append(s.Spec.Ports, p)
+	}
+	s.Spec.Type = corev1.ServiceType(g.pick("", "ClusterIP", "NodePort", "LoadBalancer"))
+	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicy(g.pick("", "Cluster", "Local"))
+	if g.next()%3 == 0 {
+		for range g.upTo(2) {
+			s.Spec.IPFamilies = append(s.Spec.IPFamilies, corev1.IPFamily(g.pick("IPv4", "IPv6", "")))
+		}
 	}
 	return s
+}
+
+// nodeQuery adds the node pool's arguments to q.
+func (g *generator) nodeQuery(q *Query) {
+	q.NodeAddressType = corev1.NodeAddressType(g.pick("", "InternalIP", "ExternalIP"))
+	switch g.next() % 4 {
+	case 1:
+		q.NodeSelector = labels.SelectorFromSet(labels.Set{"pool": "edge"})
+	case 2:
+		q.NodeSelector = labels.Everything()
+	}
+}
+
+func (g *generator) nodes() []corev1.Node {
+	var out []corev1.Node
+	for range g.upTo(4) {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: g.pick("node-a", "node-b", "")}}
+		if zone := g.maybe("zone-a", "zone-b", ""); zone != nil {
+			n.Labels = map[string]string{corev1.LabelTopologyZone: *zone}
+		}
+		for range g.upTo(2) {
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			key := g.pick(corev1.LabelNodeExcludeBalancers, "pool")
+			n.Labels[key] = g.pick("", "true", "false", "0", "edge", "maybe")
+		}
+		if g.next()%8 == 0 {
+			now := metav1.NewTime(fuzzNow)
+			n.DeletionTimestamp = &now
+		}
+		for range g.upTo(1) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: g.pick(ToBeDeletedTaint, KarpenterDisruptedTaint, "other", "")})
+		}
+		for range 1 + g.upTo(1) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
+				Type: corev1.NodeConditionType(g.pick("Ready", "Ready", "Ready", "MemoryPressure", "")), Status: corev1.ConditionStatus(g.pick("True", "True", "True", "False", "Unknown", "")),
+			})
+		}
+		for range 1 + g.upTo(3) {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{
+				Type: corev1.NodeAddressType(g.pick("InternalIP", "InternalIP", "ExternalIP", "Hostname", "")), Address: g.pick(fuzzAddresses...),
+			})
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 func (g *generator) slices() []discoveryv1.EndpointSlice {
@@ -181,7 +325,9 @@ func (g *generator) endpoint() discoveryv1.Endpoint {
 	var e discoveryv1.Endpoint
 	for range g.upTo(3) {
 		if g.next()%5 == 0 {
-			e.Addresses = append(e.Addresses, string(g.data[:min(len(g.data), int(g.next())%16)]))
+			// Take the length first: next shortens data.
+			n := int(g.next()) % 16
+			e.Addresses = append(e.Addresses, string(g.data[:min(len(g.data), n)]))
 		} else {
 			e.Addresses = append(e.Addresses, g.pick(fuzzAddresses...))
 		}

@@ -28,7 +28,7 @@ func annotated(key, value string) sliceOpt {
 	}
 }
 
-// draining is a terminating endpoint that still serves, as a pod in its grace period.
+// draining is a terminating endpoint on 8080 that still serves, as a pod in its grace period.
 func draining(addr string) Endpoint {
 	return Endpoint{Address: addr, Port: 8080, AddressType: discoveryv1.AddressTypeIPv4, Serving: true, Terminating: true}
 }

@@ -215,6 +215,53 @@ func (c *Client) ListServiceEndpointSlices(ctx context.Context, namespace string
 	return list, nil
 }
 
+// NodeList is Nodes as of one resourceVersion, each trimmed to what a node
+// pool needs.
+type NodeList struct {
+	Items           []corev1.Node
+	ResourceVersion string
+}
+
+// ListNodes reads the Nodes that match the label selector (all when it is
+// empty), page by page, whole or not at all. Nodes are cluster-scoped, so
+// this needs `list` on `nodes` cluster-wide. Each page is trimmed as it comes
+// (see trimNode): a Node's image list alone can weigh tens of kilobytes. Its
+// error starts with "list nodes: ".
+func (c *Client) ListNodes(ctx context.Context, selector string) (NodeList, error) {
+	items, rv, err := listAll(ctx, c, func(ctx context.Context, token string) ([]corev1.Node, metav1.ListMeta, error) {
+		page := &corev1.NodeList{}
+		err := c.page(c.core.Get(), "", "nodes", selector, token).Do(ctx).Into(page)
+		for i := range page.Items {
+			page.Items[i] = trimNode(&page.Items[i])
+		}
+		return page.Items, page.ListMeta, err
+	})
+	if err != nil {
+		return NodeList{}, fmt.Errorf("list nodes: %w", err)
+	}
+	return NodeList{Items: items, ResourceVersion: rv}, nil
+}
+
+// trimNode keeps of a Node what the node pool rules read: its name, labels
+// and deletion time, its taints, its Ready condition and its IP addresses.
+func trimNode(n *corev1.Node) corev1.Node {
+	out := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels, DeletionTimestamp: n.DeletionTimestamp}}
+	for _, t := range n.Spec.Taints {
+		out.Spec.Taints = append(out.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			out.Status.Conditions = []corev1.NodeCondition{{Type: cond.Type, Status: cond.Status}}
+		}
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
+			out.Status.Addresses = append(out.Status.Addresses, a)
+		}
+	}
+	return out
+}
+
 // Scope names a namespace, or every namespace when it is empty, in errors.
 func Scope(namespace string) string {
 	if namespace == "" {

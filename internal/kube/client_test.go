@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -385,5 +386,76 @@ func TestABodyCutShortIsRetried(t *testing.T) {
 	}
 	if calls.Load() != 2 {
 		t.Errorf("%d requests, want 2", calls.Load())
+	}
+}
+
+func TestListNodesReadsEveryPageClusterWideAndKeepsOnlyWhatPoolsNeed(t *testing.T) {
+	deleted := metav1.NewTime(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	full := func(name string) corev1.Node {
+		return corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "edge"}, Annotations: map[string]string{"big": "yes"},
+				DeletionTimestamp: &deleted, Finalizers: []string{"example.com/hold"}},
+			Spec: corev1.NodeSpec{PodCIDR: "10.244.0.0/24", Taints: []corev1.Taint{{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{
+				Conditions: []corev1.NodeCondition{
+					{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+					{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"},
+				},
+				Addresses: []corev1.NodeAddress{
+					{Type: corev1.NodeHostName, Address: name},
+					{Type: corev1.NodeInternalIP, Address: "192.168.0.1"},
+					{Type: corev1.NodeExternalIP, Address: "203.0.113.1"},
+				},
+				Images: []corev1.ContainerImage{{Names: []string{"registry.invalid/app:1"}, SizeBytes: 1 << 20}},
+			},
+		}
+	}
+	c, calls := newTestClient(t, func(w http.ResponseWriter, r *http.Request, call int32) {
+		if r.URL.Path != "/api/v1/nodes" {
+			t.Errorf("path = %s, want the cluster-wide /api/v1/nodes", r.URL.Path)
+		}
+		if got := r.URL.Query().Get("labelSelector"); got != "pool=edge" {
+			t.Errorf("labelSelector = %q, want pool=edge", got)
+		}
+		list := corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}, ListMeta: metav1.ListMeta{ResourceVersion: "7"}}
+		list.Items = []corev1.Node{full(fmt.Sprintf("node-%d", call))}
+		if call == 1 {
+			list.Continue = "next"
+		}
+		writeJSON(w, 200, list)
+	})
+	list, err := c.ListNodes(context.Background(), "pool=edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 || len(list.Items) != 2 || list.Items[0].Name != "node-1" || list.Items[1].Name != "node-2" || list.ResourceVersion != "7" {
+		t.Fatalf("%d requests gave %+v", calls.Load(), list)
+	}
+	got := list.Items[0]
+	want := corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{"pool": "edge"}, DeletionTimestamp: &deleted},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.0.1"}, {Type: corev1.NodeExternalIP, Address: "203.0.113.1"}},
+		},
+	}
+	// The decoded time is the same instant, in the local time zone.
+	if got.DeletionTimestamp == nil || !got.DeletionTimestamp.Equal(&deleted) {
+		t.Errorf("deletionTimestamp = %v, want %v", got.DeletionTimestamp, deleted)
+	}
+	got.DeletionTimestamp = want.DeletionTimestamp
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("node kept as\n %+v\nwant\n %+v", got, want)
+	}
+}
+
+func TestListNodesForbiddenIsWrappedWithItsPrefix(t *testing.T) {
+	c, _ := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, _ int32) {
+		writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no")))
+	})
+	_, err := c.ListNodes(context.Background(), "")
+	if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), "list nodes: ") {
+		t.Errorf("error = %v, want a forbidden error starting with \"list nodes: \"", err)
 	}
 }

@@ -128,7 +128,52 @@ func tooFewInPoolsDiagnostic(r fleetRequest, short []endpoints.ServicePool, wait
 			"of those Services, then apply again; give timeouts.read to wait for a rollout, or lower min_ready.")
 }
 
+// nodesRuleHint is the rule target = "nodes" adds to the Role of the
+// identity; Nodes are cluster-scoped, so no Role can grant it.
+const nodesRuleHint = "With target = \"nodes\" the identity also needs `list` on `nodes` (API group \"\"), which " +
+	"only a ClusterRole can grant, since Nodes belong to no namespace: a ClusterRole with that one rule, bound to " +
+	"the identity by a ClusterRoleBinding (see the k8s_ready_endpoints documentation, \"Pods or nodes?\"). Or use " +
+	"target = \"pods\" if the load balancer reaches pod IPs."
+
+func listNodesDiagnostic(err error) diag.Diagnostic {
+	attempted := "The provider could not list the Nodes, for target = \"nodes\"."
+	if apierrors.IsForbidden(err) {
+		return diag.NewAttributeErrorDiagnostic(path.Root("target"), "Permission Denied Listing Nodes", attempted+"\n\n"+
+			"The identity of the provider may not list Nodes: the ClusterRole rule with `list` on `nodes` is "+
+			"missing. "+nodesRuleHint+"\n\n"+err.Error())
+	}
+	return diag.NewErrorDiagnostic("Unable to List Nodes", attempted+"\n\n"+transportRemedy(err)+"\n\n"+err.Error())
+}
+
+func noNodePortDiagnostic(noPort *endpoints.NoNodePortError) diag.Diagnostic {
+	if noPort.Port == 0 && noPort.PortName == "" {
+		return diag.NewAttributeErrorDiagnostic(path.Root("port_name"), "No Port Chosen For Nodes",
+			fmt.Sprintf("The provider looked for the nodePort of Service %s/%s, for target = \"nodes\", and the Service has %d ports.\n\n",
+				noPort.Namespace, noPort.Service, noPort.Ports)+
+				"A node pool gives one nodePort: set port_name to the name of the port the load balancer sends to.\n\n"+
+				noPort.Error())
+	}
+	return diag.NewAttributeErrorDiagnostic(path.Root("target"), "Service Port Without NodePort",
+		fmt.Sprintf("The provider looked for the nodePort of port %s of Service %s/%s, for target = \"nodes\", and it has none: the Service is of type %s.\n\n",
+			portLabel(noPort), noPort.Namespace, noPort.Service, noPort.Type)+
+			"A node pool sends traffic to the nodes on the port's nodePort, which only NodePort and LoadBalancer "+
+			"Services have (a LoadBalancer Service with allocateLoadBalancerNodePorts: false has none). Make the "+
+			"Service of type NodePort or LoadBalancer, or use target = \"pods\" if the load balancer reaches pod IPs.\n\n"+
+			noPort.Error())
+}
+
+func portLabel(e *endpoints.NoNodePortError) string {
+	if e.PortName != "" {
+		return fmt.Sprintf("%q", e.PortName)
+	}
+	return fmt.Sprintf("%d (unnamed)", e.Port)
+}
+
 func rulesDiagnostic(err error) diag.Diagnostic {
+	var noNodePort *endpoints.NoNodePortError
+	if errors.As(err, &noNodePort) {
+		return noNodePortDiagnostic(noNodePort)
+	}
 	var notFound *endpoints.PortNotFoundError
 	if errors.As(err, &notFound) {
 		ports := "no named port"

@@ -25,6 +25,8 @@ type fleetRequest struct {
 	// names keeps only these Services; empty keeps all.
 	names []string
 	query endpoints.Query
+	// nodes, when enabled, makes each Service's pool of nodes.
+	nodes nodeTarget
 	// minReady is the fewest endpoints each pool may have, minServices the
 	// fewest Services; 0 means no guard.
 	minReady, minServices int
@@ -36,6 +38,8 @@ type fleetRequest struct {
 type fleetState struct {
 	services []corev1.Service
 	slices   map[string]kube.SliceList // by namespace
+	// nodes is the one list of Nodes every Service's node pool is made of.
+	nodes []corev1.Node
 }
 
 func (s fleetState) allSlices() []discoveryv1.EndpointSlice {
@@ -65,9 +69,19 @@ func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoi
 		}
 		state.slices[ns] = list
 	}
+	if r.nodes.enabled {
+		nodes, err := client.ListNodes(ctx, r.nodes.selector)
+		if err != nil {
+			return endpoints.FleetResult{}, append(diags, listNodesDiagnostic(err))
+		}
+		state.nodes = nodes.Items
+	}
 	apply := func(s fleetState) (endpoints.FleetResult, error) {
 		q := r.query
 		q.Now = time.Now()
+		if r.nodes.enabled {
+			return endpoints.NodeFleet(s.services, s.allSlices(), s.nodes, q)
+		}
 		return endpoints.Fleet(s.services, s.allSlices(), q)
 	}
 	res, err := apply(state)

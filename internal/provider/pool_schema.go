@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
@@ -21,7 +22,8 @@ func poolArguments() map[string]schema.Attribute {
 			Optional: true,
 			MarkdownDescription: "Name of the port to use, among the ports of the Service. The read fails when the " +
 				"Service has no port of that name. When unset, the Service's only port is used, or `default_port` " +
-				"when the Service has several ports or none.",
+				"when the Service has several ports or none (with `target = \"nodes\"`, a Service with several ports " +
+				"needs `port_name`).",
 			Validators: []validator.String{dns1123Label()},
 		},
 		"default_port": schema.Int64Attribute{
@@ -51,8 +53,35 @@ func poolArguments() map[string]schema.Attribute {
 			Optional:    true,
 			ElementType: types.StringType,
 			MarkdownDescription: "Keep only the endpoints in these zones (`topology.kubernetes.io/zone` of their " +
-				"node), for zone-local pools. Endpoints whose zone is unknown are left out. When unset, all zones.",
+				"node), for zone-local pools. Endpoints whose zone is unknown are left out. With `target = \"nodes\"`, " +
+				"the nodes too are kept by their `topology.kubernetes.io/zone` label. When unset, all zones.",
 			Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1))},
+		},
+		"target": schema.StringAttribute{
+			Optional: true,
+			MarkdownDescription: "What the pool's members are: " + enumList(poolTargets) + ". `pods` (the default) " +
+				"gives the pods' endpoints, for load balancers that reach pod IPs. `nodes` gives the nodes, on the " +
+				"`nodePort` of the chosen port, for load balancers that cannot: the nodes that are not being deleted, " +
+				"not labelled `node.kubernetes.io/exclude-from-external-load-balancers`, not tainted " +
+				"`ToBeDeletedByClusterAutoscaler` or `karpenter.sh/disrupted`, `Ready`, with an address of " +
+				"`node_address_type`, and matching `node_selector`; with `externalTrafficPolicy: Local`, only those " +
+				"that run at least one endpoint of the pod pool. `nodes` needs `list` on `nodes`, cluster-wide (a " +
+				"ClusterRole), and a Service whose chosen port has a `nodePort` (NodePort or LoadBalancer).",
+			Validators: []validator.String{stringvalidator.OneOf(enumStrings(poolTargets)...)},
+		},
+		"node_address_type": schema.StringAttribute{
+			Optional: true,
+			MarkdownDescription: "With `target = \"nodes\"`, which address of each node is given: `InternalIP` (the " +
+				"default) or `ExternalIP`, for load balancers outside the node network. Nodes without an address of " +
+				"that type are left out.",
+			Validators: []validator.String{stringvalidator.OneOf(string(corev1.NodeInternalIP), string(corev1.NodeExternalIP))},
+		},
+		"node_selector": schema.StringAttribute{
+			Optional: true,
+			MarkdownDescription: "With `target = \"nodes\"`, keep only the nodes whose labels match this selector, in " +
+				"Kubernetes syntax (`node-role.kubernetes.io/ingress,topology.kubernetes.io/zone in (a,b)`). When " +
+				"unset, every eligible node.",
+			Validators: []validator.String{labelSelector()},
 		},
 		"expiry_annotation": schema.StringAttribute{
 			Optional: true,
@@ -66,22 +95,32 @@ func poolArguments() map[string]schema.Attribute {
 	}
 }
 
+// Pool targets: the pods' endpoints, or the nodes on the nodePort.
+const (
+	targetPods  = "pods"
+	targetNodes = "nodes"
+)
+
+var poolTargets = []string{targetPods, targetNodes}
+
 // endpointsAttribute is the pool of one Service, in every data source.
 func endpointsAttribute() schema.ListNestedAttribute {
 	return schema.ListNestedAttribute{
 		Computed: true,
-		MarkdownDescription: "The ready endpoints, sorted IPv4 before IPv6, then by address numerically, then " +
-			"by port. An empty list when none is ready.",
+		MarkdownDescription: "The ready endpoints (with `target = \"nodes\"`, the nodes: one entry per node and " +
+			"address family, on the `nodePort`, ready and serving), sorted IPv4 before IPv6, then by address " +
+			"numerically, then by port. An empty list when none is ready.",
 		NestedObject: schema.NestedAttributeObject{
 			Attributes: map[string]schema.Attribute{
 				"address": schema.StringAttribute{
-					Computed:            true,
-					MarkdownDescription: "IP address of the endpoint (the first of its addresses), in canonical form.",
+					Computed: true,
+					MarkdownDescription: "IP address of the endpoint (the first of its addresses), in canonical form; " +
+						"of a node, its first address of `node_address_type` in the family.",
 				},
 				"port": schema.Int64Attribute{
 					Computed: true,
 					MarkdownDescription: "Port the endpoint listens on: the Service's `targetPort` as Kubernetes " +
-						"resolved it, or `default_port`.",
+						"resolved it, or `default_port`; for a node, the chosen port's `nodePort`.",
 				},
 				"address_type": schema.StringAttribute{
 					Computed:            true,
@@ -89,15 +128,16 @@ func endpointsAttribute() schema.ListNestedAttribute {
 				},
 				"pod": schema.StringAttribute{
 					Computed:            true,
-					MarkdownDescription: "Name of the pod behind the endpoint; null when the slice names none.",
+					MarkdownDescription: "Name of the pod behind the endpoint; null when the slice names none, and for a node.",
 				},
 				"node_name": schema.StringAttribute{
 					Computed:            true,
-					MarkdownDescription: "Node the endpoint runs on; null when the slice does not say.",
+					MarkdownDescription: "Node the endpoint runs on, or the node itself with `target = \"nodes\"`; null when the slice does not say.",
 				},
 				"zone": schema.StringAttribute{
-					Computed:            true,
-					MarkdownDescription: "Zone of the endpoint; null when the slice does not say.",
+					Computed: true,
+					MarkdownDescription: "Zone of the endpoint (of the node, from its `topology.kubernetes.io/zone` label, " +
+						"with `target = \"nodes\"`); null when the slice or the node does not say.",
 				},
 				"hostname": schema.StringAttribute{
 					Computed:            true,
@@ -114,6 +154,11 @@ func endpointsAttribute() schema.ListNestedAttribute {
 				"terminating": schema.BoolAttribute{
 					Computed:            true,
 					MarkdownDescription: "The endpoint's `terminating` condition; `false` when the slice gives none.",
+				},
+				"local_endpoints": schema.Int64Attribute{
+					Computed: true,
+					MarkdownDescription: "With `target = \"nodes\"`: how many endpoints of the Service's pod pool (of " +
+						"this entry's address family) run on the node, usable as a weight. Null with `target = \"pods\"`.",
 				},
 			},
 		},

@@ -14,7 +14,10 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
-var _ datasource.DataSourceWithConfigure = (*readyEndpointsDataSource)(nil)
+var (
+	_ datasource.DataSourceWithConfigure        = (*readyEndpointsDataSource)(nil)
+	_ datasource.DataSourceWithConfigValidators = (*readyEndpointsDataSource)(nil)
+)
 
 type readyEndpointsDataSource struct {
 	client *kube.Client
@@ -67,7 +70,8 @@ func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.Sche
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The ready endpoints of a Kubernetes Service, read from its EndpointSlices: one entry per " +
 			"pod address and port, without duplicates, in a stable order, ready to feed the pool of an external " +
-			"load balancer that reaches pods directly.",
+			"load balancer that reaches pods directly; or, with `target = \"nodes\"`, the nodes on the Service's " +
+			"`nodePort`, for one that cannot.",
 		Blocks: map[string]schema.Block{
 			"timeouts": timeouts.BlockWithOpts(ctx, timeouts.Opts{
 				ReadDescription: "How long the read may wait for `min_ready` endpoints, as a duration such as `\"5m\"`. " +
@@ -76,6 +80,10 @@ func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.Sche
 		},
 		Attributes: attributes,
 	}
+}
+
+func (d *readyEndpointsDataSource) ConfigValidators(context.Context) []datasource.ConfigValidator {
+	return []datasource.ConfigValidator{nodeArgumentsNeedNodes{}}
 }
 
 func (d *readyEndpointsDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {

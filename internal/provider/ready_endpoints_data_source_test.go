@@ -144,6 +144,8 @@ func endpointFields(addr string, port int64, family string, pod, node, zone, hos
 		"ready":        knownvalue.Bool(true),
 		"serving":      knownvalue.Bool(true),
 		"terminating":  knownvalue.Bool(false),
+		// Null for a pod endpoint: only a node has local endpoints.
+		"local_endpoints": knownvalue.Null(),
 	}
 }
 

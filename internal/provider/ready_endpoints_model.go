@@ -28,6 +28,9 @@ type readyEndpointsModel struct {
 	AddressType           types.String   `tfsdk:"address_type"`
 	Zones                 types.Set      `tfsdk:"zones"`
 	MinReady              types.Int64    `tfsdk:"min_ready"`
+	Target                types.String   `tfsdk:"target"`
+	NodeAddressType       types.String   `tfsdk:"node_address_type"`
+	NodeSelector          types.String   `tfsdk:"node_selector"`
 	ExpiryAnnotation      types.String   `tfsdk:"expiry_annotation"`
 	Timeouts              timeouts.Value `tfsdk:"timeouts"`
 	LastChangeTriggerTime types.String   `tfsdk:"last_change_trigger_time"`
@@ -62,7 +65,7 @@ func (m readyEndpointsModel) request(ctx context.Context) (poolRequest, diag.Dia
 	// Without a timeouts block the read does not wait for min_ready.
 	wait, d := m.Timeouts.Read(ctx, 0)
 	diags.Append(d...)
-	return poolRequest{
+	r := poolRequest{
 		namespace: m.Namespace.ValueString(),
 		service:   m.Service.ValueString(),
 		query: endpoints.Query{
@@ -76,7 +79,10 @@ func (m readyEndpointsModel) request(ctx context.Context) (poolRequest, diag.Dia
 		},
 		minReady: int(m.MinReady.ValueInt64()),
 		wait:     wait,
-	}, diags
+	}
+	r.nodes, d = nodeArguments(&r.query, m.Target, m.NodeAddressType, m.NodeSelector)
+	diags.Append(d...)
+	return r, diags
 }
 
 // stateValues are the computed attributes of state: the defaults the read

@@ -125,6 +125,7 @@ func (d *servicesDataSource) Schema(ctx context.Context, _ datasource.SchemaRequ
 func (d *servicesDataSource) ConfigValidators(context.Context) []datasource.ConfigValidator {
 	return []datasource.ConfigValidator{
 		datasourcevalidator.Conflicting(path.MatchRoot("namespace"), path.MatchRoot("namespaces"), path.MatchRoot("all_namespaces")),
+		nodeArgumentsNeedNodes{},
 	}
 }
 

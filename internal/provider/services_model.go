@@ -28,6 +28,9 @@ type servicesModel struct {
 	TerminatingEndpoints types.String   `tfsdk:"terminating_endpoints"`
 	AddressType          types.String   `tfsdk:"address_type"`
 	Zones                types.Set      `tfsdk:"zones"`
+	Target               types.String   `tfsdk:"target"`
+	NodeAddressType      types.String   `tfsdk:"node_address_type"`
+	NodeSelector         types.String   `tfsdk:"node_selector"`
 	ExpiryAnnotation     types.String   `tfsdk:"expiry_annotation"`
 	MinReady             types.Int64    `tfsdk:"min_ready"`
 	MinServices          types.Int64    `tfsdk:"min_services"`
@@ -74,7 +77,7 @@ func (m servicesModel) request(ctx context.Context) (fleetRequest, diag.Diagnost
 		namespaces = []string{m.Namespace.ValueString()}
 	}
 	slices.Sort(namespaces)
-	return fleetRequest{
+	r := fleetRequest{
 		namespaces: namespaces,
 		selector:   m.LabelSelector.ValueString(),
 		names:      names,
@@ -90,7 +93,10 @@ func (m servicesModel) request(ctx context.Context) (fleetRequest, diag.Diagnost
 		minReady:    int(m.MinReady.ValueInt64()),
 		minServices: int(m.MinServices.ValueInt64()),
 		wait:        wait,
-	}, diags
+	}
+	r.nodes, d = nodeArguments(&r.query, m.Target, m.NodeAddressType, m.NodeSelector)
+	diags.Append(d...)
+	return r, diags
 }
 
 // fleetID names the namespaces read: comma-separated, or * for all.

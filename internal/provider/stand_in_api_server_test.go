@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// standInAPIServer answers the two requests a read makes, from objects held in
+// standInAPIServer answers the requests a read makes, from objects held in
 // memory, over real HTTP. It lets the framework tests exercise the whole read
 // path; the acceptance tests do the same against a real kube-apiserver.
 type standInAPIServer struct {
@@ -27,8 +27,9 @@ type standInAPIServer struct {
 	mu       sync.Mutex
 	services map[string]corev1.Service // by "namespace/name"
 	slices   []discoveryv1.EndpointSlice
-	// forbidden makes requests for this resource ("services" or
-	// "endpointslices") fail as RBAC would.
+	nodes    []corev1.Node
+	// forbidden makes requests for this resource ("services",
+	// "endpointslices" or "nodes") fail as RBAC would.
 	forbidden string
 	// seen counts requests; authorization is the last Authorization header.
 	seen          int
@@ -73,6 +74,12 @@ func (s *standInAPIServer) addSlices(slices ...discoveryv1.EndpointSlice) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.slices = append(s.slices, slices...)
+}
+
+func (s *standInAPIServer) addNodes(nodes ...corev1.Node) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nodes = append(s.nodes, nodes...)
 }
 
 func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +132,19 @@ func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 		for _, sl := range s.slices {
 			if (len(parts) == 4 || sl.Namespace == parts[4]) && selector.Matches(labels.Set(sl.Labels)) {
 				list.Items = append(list.Items, sl)
+			}
+		}
+		writeJSON(w, list)
+	// /api/v1/nodes
+	case len(parts) == 3 && parts[0] == "api" && parts[2] == "nodes":
+		if s.forbidden == "nodes" {
+			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errTesterMayNot))
+			return
+		}
+		list := corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}
+		for _, n := range s.nodes {
+			if selector.Matches(labels.Set(n.Labels)) {
+				list.Items = append(list.Items, n)
 			}
 		}
 		writeJSON(w, list)

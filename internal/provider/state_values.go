@@ -27,6 +27,8 @@ var endpointType = tftypes.Object{AttributeTypes: map[string]tftypes.Type{
 	"ready":        tftypes.Bool,
 	"serving":      tftypes.Bool,
 	"terminating":  tftypes.Bool,
+	// local_endpoints: null for a pod, a count for a node.
+	"local_endpoints": tftypes.Number,
 }}
 
 var endpointListType = tftypes.List{ElementType: endpointType}
@@ -36,17 +38,22 @@ var endpointListType = tftypes.List{ElementType: endpointType}
 func endpointsValue(eps []endpoints.Endpoint) tftypes.Value {
 	elems := make([]tftypes.Value, len(eps))
 	for i, e := range eps {
+		local := tftypes.NewValue(tftypes.Number, nil)
+		if e.LocalEndpoints != nil {
+			local = tftypes.NewValue(tftypes.Number, int64(*e.LocalEndpoints))
+		}
 		elems[i] = tftypes.NewValue(endpointType, map[string]tftypes.Value{
-			"address":      tftypes.NewValue(tftypes.String, e.Address),
-			"port":         tftypes.NewValue(tftypes.Number, int64(e.Port)),
-			"address_type": tftypes.NewValue(tftypes.String, string(e.AddressType)),
-			"pod":          stringOrNullValue(e.Pod),
-			"node_name":    stringOrNullValue(e.NodeName),
-			"zone":         stringOrNullValue(e.Zone),
-			"hostname":     stringOrNullValue(e.Hostname),
-			"ready":        tftypes.NewValue(tftypes.Bool, e.Ready),
-			"serving":      tftypes.NewValue(tftypes.Bool, e.Serving),
-			"terminating":  tftypes.NewValue(tftypes.Bool, e.Terminating),
+			"address":         tftypes.NewValue(tftypes.String, e.Address),
+			"port":            tftypes.NewValue(tftypes.Number, int64(e.Port)),
+			"address_type":    tftypes.NewValue(tftypes.String, string(e.AddressType)),
+			"pod":             stringOrNullValue(e.Pod),
+			"node_name":       stringOrNullValue(e.NodeName),
+			"zone":            stringOrNullValue(e.Zone),
+			"hostname":        stringOrNullValue(e.Hostname),
+			"ready":           tftypes.NewValue(tftypes.Bool, e.Ready),
+			"serving":         tftypes.NewValue(tftypes.Bool, e.Serving),
+			"terminating":     tftypes.NewValue(tftypes.Bool, e.Terminating),
+			"local_endpoints": local,
 		})
 	}
 	return tftypes.NewValue(endpointListType, elems)

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/helpers/validatordiag"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -157,5 +159,36 @@ func labelSelector() stringRule {
 			}
 			return true, ""
 		},
+	}
+}
+
+// nodeArgumentsNeedNodes refuses node_address_type and node_selector unless
+// target is "nodes": with pods they would be silently ignored.
+type nodeArgumentsNeedNodes struct{}
+
+var _ datasource.ConfigValidator = nodeArgumentsNeedNodes{}
+
+func (nodeArgumentsNeedNodes) Description(context.Context) string {
+	return `node_address_type and node_selector need target = "nodes"`
+}
+
+func (v nodeArgumentsNeedNodes) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (nodeArgumentsNeedNodes) ValidateDataSource(ctx context.Context, req datasource.ValidateConfigRequest, resp *datasource.ValidateConfigResponse) {
+	var target types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("target"), &target)...)
+	if target.IsUnknown() || target.ValueString() == targetNodes {
+		return
+	}
+	for _, name := range []string{"node_address_type", "node_selector"} {
+		var v types.String
+		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(name), &v)...)
+		if !v.IsNull() {
+			resp.Diagnostics.AddAttributeError(path.Root(name), "Node Argument Without Node Target",
+				fmt.Sprintf("%s chooses among nodes, and the pool is of pods: target is %q.\n\n"+
+					"Set target = \"nodes\" for a pool of nodes, or remove %s.", name, cmp.Or(target.ValueString(), targetPods), name))
+		}
 	}
 }

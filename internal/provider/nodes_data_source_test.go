@@ -1,0 +1,329 @@
+package provider
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Fixtures for node pools through the stand-in API server.
+
+// standInNode is a Ready node in zone with an InternalIP and, when given, an
+// ExternalIP.
+func standInNode(name, zone, internalIP, externalIP string, lbls map[string]string) corev1.Node {
+	n := corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelTopologyZone: zone}},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: internalIP}},
+		},
+	}
+	if externalIP != "" {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: externalIP})
+	}
+	for k, v := range lbls {
+		n.Labels[k] = v
+	}
+	return n
+}
+
+// nodePortWeb is Service default/web of type NodePort, port http 80 to 8080
+// on node port 30080, with the given policy.
+func nodePortWeb(policy corev1.ServiceExternalTrafficPolicy) corev1.Service {
+	svc := webService("default", corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080})
+	svc.Spec.Type, svc.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, policy
+	return svc
+}
+
+// nodesFixture serves default/web (NodePort, the given policy) with two
+// pods on node-a and one on node-b, and four nodes: node-a, node-b and
+// node-c eligible (node-c labelled pool=batch), node-x excluded by label.
+func nodesFixture(t *testing.T, policy corev1.ServiceExternalTrafficPolicy) *standInAPIServer {
+	api := newStandInAPIServer(t)
+	api.addService(nodePortWeb(policy))
+	api.addSlices(webSlice("web-a",
+		readyPod("10.244.0.1", "web-1", "node-a", "zone-a"),
+		readyPod("10.244.0.2", "web-2", "node-a", "zone-a"),
+		readyPod("10.244.1.1", "web-3", "node-b", "zone-b")))
+	api.addNodes(
+		standInNode("node-c", "zone-a", "192.168.0.3", "", map[string]string{"pool": "batch"}),
+		standInNode("node-b", "zone-b", "192.168.0.2", "203.0.113.2", nil),
+		standInNode("node-a", "zone-a", "192.168.0.1", "203.0.113.1", nil),
+		standInNode("node-x", "zone-a", "192.168.0.9", "", map[string]string{corev1.LabelNodeExcludeBalancers: "true"}),
+	)
+	return api
+}
+
+// nodeValue is a node entry as state holds it, on port 30080.
+func nodeValue(addr, node, zone string, local int64) knownvalue.Check {
+	return knownvalue.ObjectExact(map[string]knownvalue.Check{
+		"address":         knownvalue.StringExact(addr),
+		"port":            knownvalue.Int64Exact(30080),
+		"address_type":    knownvalue.StringExact("IPv4"),
+		"pod":             knownvalue.Null(),
+		"node_name":       knownvalue.StringExact(node),
+		"zone":            knownvalue.StringExact(zone),
+		"hostname":        knownvalue.Null(),
+		"ready":           knownvalue.Bool(true),
+		"serving":         knownvalue.Bool(true),
+		"terminating":     knownvalue.Bool(false),
+		"local_endpoints": knownvalue.Int64Exact(local),
+	})
+}
+
+func TestNodeArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
+	tests := []struct {
+		name string
+		args string
+		want *regexp.Regexp
+	}{
+		{"an unknown target", `target = "vms"`, phrase("Attribute target value must be one of", `"pods"`, `"nodes"`, `"vms"`)},
+		{"an address type that is not a node IP", `
+  target            = "nodes"
+  node_address_type = "Hostname"`, phrase("Attribute node_address_type value must be one of", `"InternalIP"`, `"ExternalIP"`)},
+		{"a node selector that does not parse", `
+  target        = "nodes"
+  node_selector = "pool in (edge"`, phrase("Attribute node_selector must be a Kubernetes label selector")},
+		{"a node selector for a pool of pods", `node_selector = "pool=edge"`,
+			phrase("Node Argument Without Node Target", `node_selector chooses among nodes, and the pool is of pods: target is "pods"`)},
+		{"a node address type with target pods", `
+  target            = "pods"
+  node_address_type = "ExternalIP"`, phrase("Node Argument Without Node Target", "node_address_type", `Set target = "nodes"`)},
+	}
+	for name, dataSource := range map[string]string{
+		"k8s_ready_endpoints": `data "k8s_ready_endpoints" "web" {` + "\n  service = \"web\"",
+		"k8s_services":        `data "k8s_services" "all" {`,
+	} {
+		for _, tt := range tests {
+			t.Run(name+" "+tt.name, func(t *testing.T) {
+				isolateFromMachine(t)
+				resource.UnitTest(t, resource.TestCase{
+					ProtoV6ProviderFactories: testProviderFactories,
+					Steps: []resource.TestStep{{
+						Config:      `provider "k8s" { kubeconfig = "/nonexistent/kubeconfig" }` + "\n" + dataSource + "\n  " + tt.args + "\n}\n",
+						ExpectError: tt.want,
+					}},
+				})
+			})
+		}
+	}
+}
+
+func TestReadyEndpointsGivesNodesWithTheirLocalEndpoints(t *testing.T) {
+	local := nodesFixture(t, corev1.ServiceExternalTrafficPolicyLocal)
+	cluster := nodesFixture(t, corev1.ServiceExternalTrafficPolicyCluster)
+	read := func(api *standInAPIServer, args string) string {
+		return clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+data "k8s_ready_endpoints" "web" {
+  service = "web"
+  target  = "nodes"
+  ` + args + `
+}`
+	}
+	endpoints := tfjsonpath.New("endpoints")
+	resource.UnitTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				// Local: only the nodes that run a pod, each with its count.
+				Config: read(local, ""),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+						nodeValue("192.168.0.1", "node-a", "zone-a", 2),
+						nodeValue("192.168.0.2", "node-b", "zone-b", 1),
+					})),
+				},
+			},
+			{
+				// Cluster: every eligible node; the excluded one is not.
+				Config: read(cluster, ""),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+						nodeValue("192.168.0.1", "node-a", "zone-a", 2),
+						nodeValue("192.168.0.2", "node-b", "zone-b", 1),
+						nodeValue("192.168.0.3", "node-c", "zone-a", 0),
+					})),
+				},
+			},
+			{
+				Config: read(cluster, `node_selector = "pool=batch"`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+						nodeValue("192.168.0.3", "node-c", "zone-a", 0),
+					})),
+				},
+			},
+			{
+				// node-c has no ExternalIP.
+				Config: read(cluster, `node_address_type = "ExternalIP"`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+						nodeValue("203.0.113.1", "node-a", "zone-a", 2),
+						nodeValue("203.0.113.2", "node-b", "zone-b", 1),
+					})),
+				},
+			},
+		},
+	})
+}
+
+// A read of nodes makes three requests: the Service, its slices, the nodes.
+func TestNodePoolReadMakesThreeRequests(t *testing.T) {
+	api := nodesFixture(t, corev1.ServiceExternalTrafficPolicyLocal)
+	p := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
+	before := api.requests()
+	_, diags := p.read(t, "k8s_ready_endpoints", map[string]tftypes.Value{
+		"service": tftypes.NewValue(tftypes.String, "web"),
+		"target":  tftypes.NewValue(tftypes.String, "nodes"),
+	})
+	failOnDiagnostics(t, "read nodes", diags)
+	if got := api.requests() - before; got != 3 {
+		t.Errorf("%d requests for one read of nodes, want 3", got)
+	}
+	before = api.requests()
+	_, diags = p.read(t, "k8s_ready_endpoints", map[string]tftypes.Value{"service": tftypes.NewValue(tftypes.String, "web")})
+	failOnDiagnostics(t, "read pods", diags)
+	if got := api.requests() - before; got != 2 {
+		t.Errorf("%d requests for one read of pods, want 2: no LIST of nodes", got)
+	}
+}
+
+func TestNodePoolErrorsCarryTheDocumentedTexts(t *testing.T) {
+	twoPorts := nodePortWeb(corev1.ServiceExternalTrafficPolicyCluster)
+	twoPorts.Spec.Ports = append(twoPorts.Spec.Ports, corev1.ServicePort{Name: "https", Port: 443, TargetPort: intstr.FromInt32(8443), NodePort: 30443})
+	noNodePorts := nodePortWeb(corev1.ServiceExternalTrafficPolicyCluster)
+	noNodePorts.Spec.Type = corev1.ServiceTypeLoadBalancer
+	noNodePorts.Spec.Ports[0].NodePort = 0
+	tests := []struct {
+		name         string
+		service      corev1.Service
+		forbidden    string
+		args         string
+		want         *regexp.Regexp
+		wantRequests int
+	}{
+		{name: "a ClusterIP Service", service: webService("default", httpPort),
+			want: phrase("Service Port Without NodePort", `port "http" of Service default/web`, "type ClusterIP",
+				"Make the Service of type NodePort or LoadBalancer", `use target = "pods"`,
+				"port http of service default/web has no nodePort"),
+			wantRequests: 1},
+		{name: "a LoadBalancer Service that allocates no node ports", service: noNodePorts,
+			want:         phrase("Service Port Without NodePort", "type LoadBalancer", "allocateLoadBalancerNodePorts: false"),
+			wantRequests: 1},
+		{name: "a Service of two ports without port_name", service: twoPorts,
+			want:         phrase("No Port Chosen For Nodes", "Service default/web", "has 2 ports", "set port_name"),
+			wantRequests: 1},
+		{name: "an identity that may not list nodes", service: nodePortWeb(""), forbidden: "nodes",
+			want: phrase("Permission Denied Listing Nodes", "`list` on `nodes`", "ClusterRole", "ClusterRoleBinding",
+				"list nodes: nodes is forbidden"),
+			wantRequests: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newStandInAPIServer(t)
+			api.addService(tt.service)
+			api.forbidden = tt.forbidden
+			p := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
+			before := api.requests()
+			_, diags := p.read(t, "k8s_ready_endpoints", map[string]tftypes.Value{
+				"service": tftypes.NewValue(tftypes.String, "web"),
+				"target":  tftypes.NewValue(tftypes.String, "nodes"),
+			})
+			if len(diags) != 1 {
+				t.Fatalf("%d diagnostics, want one: %v", len(diags), diags)
+			}
+			if text := diags[0].Summary + "\n" + diags[0].Detail; !tt.want.MatchString(text) {
+				t.Errorf("diagnostic\n%s\ndoes not match %s", text, tt.want)
+			}
+			if got := api.requests() - before; got != tt.wantRequests {
+				t.Errorf("%d requests, want %d", got, tt.wantRequests)
+			}
+		})
+	}
+}
+
+// k8s_services reads the nodes once for every Service, and gives each
+// Service what k8s_ready_endpoints gives it in node mode.
+func TestServicesGiveNodePoolsFromOneListOfNodes(t *testing.T) {
+	api := nodesFixture(t, corev1.ServiceExternalTrafficPolicyLocal)
+	api2 := nodePortWeb(corev1.ServiceExternalTrafficPolicyCluster)
+	api2.Name = "api"
+	api2.Spec.Ports[0].NodePort = 30081
+	api.addService(api2)
+	internal := webService("default", httpPort)
+	internal.Name = "internal"
+	api.addService(internal)
+	apiSlice := webSlice("api-a", readyPod("10.244.2.1", "api-1", "node-b", "zone-b"))
+	apiSlice.Labels = map[string]string{discoveryv1.LabelServiceName: "api"}
+	api.addSlices(apiSlice)
+
+	p := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
+	args := map[string]tftypes.Value{
+		"target":    tftypes.NewValue(tftypes.String, "nodes"),
+		"port_name": tftypes.NewValue(tftypes.String, "http"),
+	}
+	before := api.requests()
+	fleet, diags := p.read(t, "k8s_services", args)
+	failOnDiagnostics(t, "read k8s_services", diags)
+	if got := api.requests() - before; got != 3 {
+		t.Errorf("%d requests, want 3: Services, EndpointSlices, Nodes", got)
+	}
+	var attrs, services map[string]tftypes.Value
+	if err := fleet.As(&attrs); err != nil {
+		t.Fatal(err)
+	}
+	if err := attrs["services"].As(&services); err != nil {
+		t.Fatal(err)
+	}
+	if len(services) != 2 {
+		t.Fatalf("services = %s, want default/web and default/api", attrs["services"])
+	}
+	var skipped []tftypes.Value
+	if err := attrs["skipped"].As(&skipped); err != nil {
+		t.Fatal(err)
+	}
+	wantSkipped := tftypes.NewValue(skippedType, map[string]tftypes.Value{
+		"namespace": tftypes.NewValue(tftypes.String, "default"),
+		"name":      tftypes.NewValue(tftypes.String, "internal"),
+		"reason": tftypes.NewValue(tftypes.String, "port http of service default/internal has no nodePort (the Service is of type ClusterIP): "+
+			"a node pool needs a NodePort or LoadBalancer Service that allocates node ports"),
+	})
+	if len(skipped) != 1 || !skipped[0].Equal(wantSkipped) {
+		t.Errorf("skipped = %s, want %s", attrs["skipped"], wantSkipped)
+	}
+	for _, name := range []string{"web", "api"} {
+		alone, diags := p.read(t, "k8s_ready_endpoints", map[string]tftypes.Value{
+			"service":   tftypes.NewValue(tftypes.String, name),
+			"target":    tftypes.NewValue(tftypes.String, "nodes"),
+			"port_name": tftypes.NewValue(tftypes.String, "http"),
+		})
+		failOnDiagnostics(t, "read k8s_ready_endpoints", diags)
+		var aloneAttrs, svcAttrs map[string]tftypes.Value
+		if err := alone.As(&aloneAttrs); err != nil {
+			t.Fatal(err)
+		}
+		if err := services["default/"+name].As(&svcAttrs); err != nil {
+			t.Fatal(err)
+		}
+		if !svcAttrs["endpoints"].Equal(aloneAttrs["endpoints"]) {
+			t.Errorf("%s: the fleet gives\n %s\nk8s_ready_endpoints gives\n %s", name, svcAttrs["endpoints"], aloneAttrs["endpoints"])
+		}
+	}
+	// web is Local: node-a (2 pods) and node-b (1); api is Cluster on 30081.
+	var web map[string]tftypes.Value
+	_ = services["default/web"].As(&web)
+	var webEndpoints []tftypes.Value
+	_ = web["endpoints"].As(&webEndpoints)
+	if len(webEndpoints) != 2 {
+		t.Errorf("web has %d node entries, want 2 (Local)", len(webEndpoints))
+	}
+}
