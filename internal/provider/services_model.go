@@ -11,30 +11,21 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
 
 type servicesModel struct {
-	ID                   types.String   `tfsdk:"id"`
-	Namespace            types.String   `tfsdk:"namespace"`
-	Namespaces           types.Set      `tfsdk:"namespaces"`
-	AllNamespaces        types.Bool     `tfsdk:"all_namespaces"`
-	LabelSelector        types.String   `tfsdk:"label_selector"`
-	Names                types.Set      `tfsdk:"names"`
-	PortName             types.String   `tfsdk:"port_name"`
-	DefaultPort          types.Int64    `tfsdk:"default_port"`
-	TerminatingEndpoints types.String   `tfsdk:"terminating_endpoints"`
-	AddressType          types.String   `tfsdk:"address_type"`
-	Zones                types.Set      `tfsdk:"zones"`
-	Target               types.String   `tfsdk:"target"`
-	NodeAddressType      types.String   `tfsdk:"node_address_type"`
-	NodeSelector         types.String   `tfsdk:"node_selector"`
-	ExpiryAnnotation     types.String   `tfsdk:"expiry_annotation"`
-	MinReady             types.Int64    `tfsdk:"min_ready"`
-	MinServices          types.Int64    `tfsdk:"min_services"`
-	Timeouts             timeouts.Value `tfsdk:"timeouts"`
+	ID            types.String `tfsdk:"id"`
+	Namespace     types.String `tfsdk:"namespace"`
+	Namespaces    types.Set    `tfsdk:"namespaces"`
+	AllNamespaces types.Bool   `tfsdk:"all_namespaces"`
+	LabelSelector types.String `tfsdk:"label_selector"`
+	Names         types.Set    `tfsdk:"names"`
+	poolArgumentsModel
+	MinReady    types.Int64    `tfsdk:"min_ready"`
+	MinServices types.Int64    `tfsdk:"min_services"`
+	Timeouts    timeouts.Value `tfsdk:"timeouts"`
 	// Services and Skipped are computed: the read builds them as Terraform
 	// values (stateValues), never through these fields.
 	Services types.Map  `tfsdk:"services"`
@@ -47,12 +38,7 @@ func (m servicesModel) withDefaults() servicesModel {
 	if m.Namespace.IsNull() && m.Namespaces.IsNull() && !m.AllNamespaces.ValueBool() {
 		m.Namespace = types.StringValue(defaultNamespace)
 	}
-	if m.DefaultPort.IsNull() {
-		m.DefaultPort = types.Int64Value(defaultPortWhenUnset)
-	}
-	if m.TerminatingEndpoints.IsNull() {
-		m.TerminatingEndpoints = types.StringValue(string(endpoints.TerminatingExclude))
-	}
+	m.poolArgumentsModel = m.poolArgumentsModel.withDefaults()
 	if m.MinReady.IsNull() {
 		m.MinReady = types.Int64Value(0)
 	}
@@ -64,9 +50,8 @@ func (m servicesModel) withDefaults() servicesModel {
 
 // request turns the arguments into what readFleet needs.
 func (m servicesModel) request(ctx context.Context) (fleetRequest, diag.Diagnostics) {
-	var zones, namespaces, names []string
-	diags := m.Zones.ElementsAs(ctx, &zones, false)
-	diags.Append(m.Namespaces.ElementsAs(ctx, &namespaces, false)...)
+	var namespaces, names []string
+	diags := m.Namespaces.ElementsAs(ctx, &namespaces, false)
 	diags.Append(m.Names.ElementsAs(ctx, &names, false)...)
 	wait, d := m.Timeouts.Read(ctx, 0)
 	diags.Append(d...)
@@ -78,23 +63,14 @@ func (m servicesModel) request(ctx context.Context) (fleetRequest, diag.Diagnost
 	}
 	slices.Sort(namespaces)
 	r := fleetRequest{
-		namespaces: namespaces,
-		selector:   m.LabelSelector.ValueString(),
-		names:      names,
-		query: endpoints.Query{
-			PortName: m.PortName.ValueString(),
-			// default_port is validated to 1-65535, so it fits.
-			DefaultPort:      int32(m.DefaultPort.ValueInt64()),
-			Terminating:      endpoints.TerminatingPolicy(m.TerminatingEndpoints.ValueString()),
-			AddressType:      discoveryv1.AddressType(m.AddressType.ValueString()),
-			Zones:            zones,
-			ExpiryAnnotation: m.ExpiryAnnotation.ValueString(),
-		},
+		namespaces:  namespaces,
+		selector:    m.LabelSelector.ValueString(),
+		names:       names,
 		minReady:    int(m.MinReady.ValueInt64()),
 		minServices: int(m.MinServices.ValueInt64()),
 		wait:        wait,
 	}
-	r.nodes, d = nodeArguments(&r.query, m.Target, m.NodeAddressType, m.NodeSelector)
+	r.query, r.nodes, d = m.query(ctx)
 	diags.Append(d...)
 	return r, diags
 }
@@ -113,16 +89,14 @@ func (m servicesModel) stateValues(namespaces []string, res endpoints.FleetResul
 	if !m.Namespace.IsNull() {
 		namespace = tftypes.NewValue(tftypes.String, m.Namespace.ValueString())
 	}
-	return map[string]tftypes.Value{
-		"id":                    tftypes.NewValue(tftypes.String, fleetID(namespaces)),
-		"namespace":             namespace,
-		"default_port":          tftypes.NewValue(tftypes.Number, m.DefaultPort.ValueInt64()),
-		"terminating_endpoints": tftypes.NewValue(tftypes.String, m.TerminatingEndpoints.ValueString()),
-		"min_ready":             tftypes.NewValue(tftypes.Number, m.MinReady.ValueInt64()),
-		"min_services":          tftypes.NewValue(tftypes.Number, m.MinServices.ValueInt64()),
-		"services":              servicesValue(res.Pools),
-		"skipped":               skippedValue(res.Skipped),
-	}
+	return m.withStateValues(map[string]tftypes.Value{
+		"id":           tftypes.NewValue(tftypes.String, fleetID(namespaces)),
+		"namespace":    namespace,
+		"min_ready":    tftypes.NewValue(tftypes.Number, m.MinReady.ValueInt64()),
+		"min_services": tftypes.NewValue(tftypes.Number, m.MinServices.ValueInt64()),
+		"services":     servicesValue(res.Pools),
+		"skipped":      skippedValue(res.Skipped),
+	})
 }
 
 // lastChangeValue is a trigger time in RFC 3339, or null when zero.

@@ -1,0 +1,64 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
+)
+
+// poolArgumentsModel holds the arguments of poolArguments, embedded in the
+// model of every data source that gives pools, so that they are read,
+// defaulted and turned into a query in one place.
+type poolArgumentsModel struct {
+	PortName             types.String `tfsdk:"port_name"`
+	DefaultPort          types.Int64  `tfsdk:"default_port"`
+	TerminatingEndpoints types.String `tfsdk:"terminating_endpoints"`
+	AddressType          types.String `tfsdk:"address_type"`
+	Zones                types.Set    `tfsdk:"zones"`
+	Target               types.String `tfsdk:"target"`
+	NodeAddressType      types.String `tfsdk:"node_address_type"`
+	NodeSelector         types.String `tfsdk:"node_selector"`
+	ExpiryAnnotation     types.String `tfsdk:"expiry_annotation"`
+}
+
+// withDefaults fills the computed arguments the configuration left out, so
+// that state shows the values the read used.
+func (p poolArgumentsModel) withDefaults() poolArgumentsModel {
+	if p.DefaultPort.IsNull() {
+		p.DefaultPort = types.Int64Value(defaultPortWhenUnset)
+	}
+	if p.TerminatingEndpoints.IsNull() {
+		p.TerminatingEndpoints = types.StringValue(string(endpoints.TerminatingExclude))
+	}
+	return p
+}
+
+// query is what the rules need of the arguments, and whether the pool is of nodes.
+func (p poolArgumentsModel) query(ctx context.Context) (endpoints.Query, nodeTarget, diag.Diagnostics) {
+	var zones []string
+	diags := p.Zones.ElementsAs(ctx, &zones, false)
+	q := endpoints.Query{
+		PortName: p.PortName.ValueString(),
+		// default_port is validated to 1-65535, so it fits.
+		DefaultPort:      int32(p.DefaultPort.ValueInt64()),
+		Terminating:      endpoints.TerminatingPolicy(p.TerminatingEndpoints.ValueString()),
+		AddressType:      discoveryv1.AddressType(p.AddressType.ValueString()),
+		Zones:            zones,
+		ExpiryAnnotation: p.ExpiryAnnotation.ValueString(),
+	}
+	nodes, d := nodeArguments(&q, p.Target, p.NodeAddressType, p.NodeSelector)
+	diags.Append(d...)
+	return q, nodes, diags
+}
+
+// withStateValues adds the computed arguments to a data source's computed values.
+func (p poolArgumentsModel) withStateValues(values map[string]tftypes.Value) map[string]tftypes.Value {
+	values["default_port"] = tftypes.NewValue(tftypes.Number, p.DefaultPort.ValueInt64())
+	values["terminating_endpoints"] = tftypes.NewValue(tftypes.String, p.TerminatingEndpoints.ValueString())
+	return values
+}
