@@ -138,7 +138,7 @@ func connectTestCluster() (*testCluster, error) {
 }
 
 func (c *testCluster) ctx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -234,7 +234,7 @@ func (c *testCluster) deletePod(t *testing.T, namespace, name string, grace int6
 // which says what it is still waiting for, or "" when satisfied.
 func (c *testCluster) waitForSlices(t *testing.T, namespace string, done func([]discoveryv1.EndpointSlice) string) {
 	t.Helper()
-	if err := testcluster.WaitForSlices(c.ctx(t), c.client, namespace, "web", 30*time.Second, done); err != nil {
+	if err := testcluster.WaitForSlices(c.ctx(t), c.client, namespace, "web", 90*time.Second, done); err != nil {
 		t.Fatal(err)
 	}
 }

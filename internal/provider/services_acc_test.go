@@ -59,7 +59,7 @@ func (c *testCluster) waitForServiceSlices(t *testing.T, ns, service string, n i
 func (c *testCluster) waitForServiceEndpoints(t *testing.T, ns, service, want string, done func([]discoveryv1.Endpoint) bool) {
 	t.Helper()
 	ctx := c.ctx(t)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		list, err := c.client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
 		var eps []discoveryv1.Endpoint
 		if err == nil {
