@@ -1,13 +1,13 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"log"
 	"os"
 	"strings"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/vigie/terraform-provider-k8s/internal/provider"
 )
@@ -25,12 +25,20 @@ func main() {
 			log.Fatal(err.Error())
 		}
 	}
-	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
-		// The provider's full source address, which Terraform needs to attach
-		// a debugger to it.
-		Address: "registry.terraform.io/vigie/k8s",
-		Debug:   debug,
-	})
+	var opts []tf6server.ServeOpt
+	if debug {
+		opts = append(opts, tf6server.WithManagedDebug())
+	}
+	newServer := provider.NewServer(version)
+	// The provider's full source address, which Terraform needs to attach a
+	// debugger to it.
+	err := tf6server.Serve("registry.terraform.io/vigie/k8s", func() tfprotov6.ProviderServer {
+		server, err := newServer()
+		if err != nil {
+			log.Fatal(err.Error())
+		}
+		return server
+	}, opts...)
 	if err != nil {
 		log.Fatal(err.Error())
 	}

@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
@@ -25,8 +24,14 @@ type protocolProvider struct {
 // kubeconfig at path.
 func newProtocolProvider(tb testing.TB, kubeconfig string) *protocolProvider {
 	tb.Helper()
+	return newProtocolProviderOf(tb, NewServer("test"), kubeconfig)
+}
+
+// newProtocolProviderOf is newProtocolProvider for the server newServer makes.
+func newProtocolProviderOf(tb testing.TB, newServer func() (tfprotov6.ProviderServer, error), kubeconfig string) *protocolProvider {
+	tb.Helper()
 	ctx := context.Background()
-	server, err := providerserver.NewProtocol6WithError(New("test")())()
+	server, err := newServer()
 	if err != nil {
 		tb.Fatal(err)
 	}

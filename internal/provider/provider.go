@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -29,6 +30,9 @@ var (
 type k8sProvider struct {
 	version string
 	loader  kube.ConfigLoader
+	// client is the one Configure made, for directReads; nil while the
+	// configuration is unknown or did not give one.
+	client atomic.Pointer[kube.Client]
 }
 
 // New returns the provider factory that main serves.
@@ -57,6 +61,7 @@ func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureReque
 			resp.Deferred = &provider.Deferred{Reason: provider.DeferredReasonProviderConfigUnknown}
 		}
 		tflog.Debug(ctx, "provider configuration not known yet; no client made")
+		p.client.Store(nil)
 		return
 	}
 	var cfg providerModel
@@ -93,6 +98,7 @@ func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureReque
 	}
 	tflog.Info(ctx, "cluster configuration loaded", map[string]any{"source": loaded.Source, "host": loaded.Rest.Host})
 	resp.DataSourceData = client
+	p.client.Store(client)
 }
 
 func loadDiagnostic(cfg providerModel, err error) diag.Diagnostic {

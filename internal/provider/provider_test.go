@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -19,7 +18,7 @@ import (
 // testProviderFactories serve the provider in the test process, so that the
 // real terraform CLI talks to the code under test.
 var testProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
-	"k8s": providerserver.NewProtocol6WithError(New("test")()),
+	"k8s": NewServer("test"),
 }
 
 func TestMain(m *testing.M) {
