@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -233,4 +234,56 @@ func isTLSVerificationError(err error) bool {
 	var invalid x509.CertificateInvalidError
 	return errors.As(err, &verification) || errors.As(err, &unknownAuthority) ||
 		errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+func loadDiagnostic(cfg providerModel, err error) diag.Diagnostic {
+	const summary = "Unable to Load Kubeconfig"
+	attempted, cause := "The provider found no usable cluster configuration.", err
+	var loadErr *kube.LoadError
+	if errors.As(err, &loadErr) {
+		cause = loadErr.Err
+		attempted = "The provider found no usable cluster configuration. It looked at:\n  - " +
+			strings.Join(loadErr.Tried, "\n  - ")
+		if loadErr.Context != "" {
+			attempted += "\nfor context " + strconv.Quote(loadErr.Context) + "."
+		}
+	}
+	detail := attempted + "\n\n" +
+		"Set kubeconfig to a readable kubeconfig file (or $KUBECONFIG, or create ~/.kube/config), and context to one " +
+		"of its contexts, or give the connection with host and credentials. The provider looks, in order, at the " +
+		"kubeconfig argument, the files of $KUBECONFIG, ~/.kube/config and the service account of the pod it runs " +
+		"in; it never falls back to localhost.\n\n" +
+		cause.Error()
+	var unknownContext *kube.UnknownContextError
+	switch {
+	case errors.As(err, &unknownContext):
+		return diag.NewAttributeErrorDiagnostic(path.Root("context"), summary, detail)
+	case cfg.Kubeconfig.ValueString() != "":
+		return diag.NewAttributeErrorDiagnostic(path.Root("kubeconfig"), summary, detail)
+	default:
+		return diag.NewErrorDiagnostic(summary, detail)
+	}
+}
+
+func invalidCredentialsDiagnostic(err error) diag.Diagnostic {
+	return diag.NewErrorDiagnostic("Invalid Provider Credentials",
+		"The provider could not use the connection given by its arguments.\n\n"+
+			"Check host, the PEM certificates and keys, proxy_url and the exec block.\n\n"+err.Error())
+}
+
+func clientDiagnostic(source string, err error) diag.Diagnostic {
+	return diag.NewErrorDiagnostic("Unable to Create Kubernetes Client",
+		"The provider loaded its configuration from "+source+" but could not build a client from it.\n\n"+
+			"Check the certificates and credentials of that configuration.\n\n"+err.Error())
+}
+
+func unexpectedProviderDataDiagnostic(providerData any) diag.Diagnostic {
+	return diag.NewErrorDiagnostic("Unexpected Provider Data",
+		fmt.Sprintf("Expected *kube.Client, got %T. This is a bug in the provider; please report it.", providerData))
+}
+
+// stateBugDiagnostic reports a state the provider could not build or encode.
+func stateBugDiagnostic(err error) diag.Diagnostic {
+	return diag.NewErrorDiagnostic("Unable to Build State",
+		"Building the state of the read failed. This is a bug in the provider; please report it.\n\n"+err.Error())
 }

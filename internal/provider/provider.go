@@ -5,12 +5,9 @@ package provider
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 	"sync/atomic"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/providervalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/function"
@@ -51,6 +48,19 @@ func (p *k8sProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 	resp.Schema = providerSchema()
 }
 
+func (p *k8sProvider) ConfigValidators(context.Context) []provider.ConfigValidator {
+	return []provider.ConfigValidator{
+		providervalidator.Conflicting(path.MatchRoot("host"), path.MatchRoot("kubeconfig")),
+		providervalidator.Conflicting(path.MatchRoot("host"), path.MatchRoot("context")),
+		providervalidator.Conflicting(path.MatchRoot("token"), path.MatchRoot("client_certificate")),
+		providervalidator.Conflicting(path.MatchRoot("token"), path.MatchRoot("exec")),
+		providervalidator.Conflicting(path.MatchRoot("client_certificate"), path.MatchRoot("exec")),
+		providervalidator.Conflicting(path.MatchRoot("insecure"), path.MatchRoot("cluster_ca_certificate")),
+		providervalidator.RequiredTogether(path.MatchRoot("client_certificate"), path.MatchRoot("client_key")),
+		insecureWarning{},
+	}
+}
+
 func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
 	if !req.Config.Raw.IsFullyKnown() {
 		// Some argument comes from a resource not created yet. Contacting a
@@ -77,9 +87,7 @@ func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureReque
 		}
 		loaded, err = inline.Load()
 		if err != nil {
-			resp.Diagnostics.AddError("Invalid Provider Credentials",
-				"The provider could not use the connection given by its arguments.\n\n"+
-					"Check host, the PEM certificates and keys, proxy_url and the exec block.\n\n"+err.Error())
+			resp.Diagnostics.Append(invalidCredentialsDiagnostic(err))
 			return
 		}
 	} else {
@@ -91,43 +99,12 @@ func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureReque
 	}
 	client, err := kube.NewClient(loaded.Rest, cfg.clientOptions(p.version))
 	if err != nil {
-		resp.Diagnostics.AddError("Unable to Create Kubernetes Client",
-			"The provider loaded its configuration from "+loaded.Source+" but could not build a client from it.\n\n"+
-				"Check the certificates and credentials of that configuration.\n\n"+err.Error())
+		resp.Diagnostics.Append(clientDiagnostic(loaded.Source, err))
 		return
 	}
 	tflog.Info(ctx, "cluster configuration loaded", map[string]any{"source": loaded.Source, "host": loaded.Rest.Host})
 	resp.DataSourceData = client
 	p.client.Store(client)
-}
-
-func loadDiagnostic(cfg providerModel, err error) diag.Diagnostic {
-	const summary = "Unable to Load Kubeconfig"
-	attempted, cause := "The provider found no usable cluster configuration.", err
-	var loadErr *kube.LoadError
-	if errors.As(err, &loadErr) {
-		cause = loadErr.Err
-		attempted = "The provider found no usable cluster configuration. It looked at:\n  - " +
-			strings.Join(loadErr.Tried, "\n  - ")
-		if loadErr.Context != "" {
-			attempted += "\nfor context " + strconv.Quote(loadErr.Context) + "."
-		}
-	}
-	detail := attempted + "\n\n" +
-		"Set kubeconfig to a readable kubeconfig file (or $KUBECONFIG, or create ~/.kube/config), and context to one " +
-		"of its contexts, or give the connection with host and credentials. The provider looks, in order, at the " +
-		"kubeconfig argument, the files of $KUBECONFIG, ~/.kube/config and the service account of the pod it runs " +
-		"in; it never falls back to localhost.\n\n" +
-		cause.Error()
-	var unknownContext *kube.UnknownContextError
-	switch {
-	case errors.As(err, &unknownContext):
-		return diag.NewAttributeErrorDiagnostic(path.Root("context"), summary, detail)
-	case cfg.Kubeconfig.ValueString() != "":
-		return diag.NewAttributeErrorDiagnostic(path.Root("kubeconfig"), summary, detail)
-	default:
-		return diag.NewErrorDiagnostic(summary, detail)
-	}
 }
 
 func (p *k8sProvider) DataSources(context.Context) []func() datasource.DataSource {
@@ -151,8 +128,7 @@ func configuredClient(providerData any, diags *diag.Diagnostics) *kube.Client {
 	}
 	client, ok := providerData.(*kube.Client)
 	if !ok {
-		diags.AddError("Unexpected Provider Data",
-			fmt.Sprintf("Expected *kube.Client, got %T. This is a bug in the provider; please report it.", providerData))
+		diags.Append(unexpectedProviderDataDiagnostic(providerData))
 	}
 	return client
 }

@@ -8,11 +8,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/providervalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
-	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -117,7 +115,7 @@ func providerSchema() schema.Schema {
 				Optional: true,
 				MarkdownDescription: "PEM certificate of the CA that signed the API server's certificate. Unset, the " +
 					"system's CAs are trusted. Needs `host`.",
-				Validators: append([]validator.String{certificatePEM{}}, needsHost...),
+				Validators: append([]validator.String{certificatePEM()}, needsHost...),
 			},
 			"token": schema.StringAttribute{
 				Optional:            true,
@@ -129,7 +127,7 @@ func providerSchema() schema.Schema {
 				Optional: true,
 				MarkdownDescription: "PEM client certificate to authenticate with, with `client_key`. Needs `host`; " +
 					"conflicts with `token` and `exec`.",
-				Validators: append([]validator.String{certificatePEM{}}, needsHost...),
+				Validators: append([]validator.String{certificatePEM()}, needsHost...),
 			},
 			"client_key": schema.StringAttribute{
 				Optional:            true,
@@ -209,18 +207,5 @@ func providerSchema() schema.Schema {
 				},
 			},
 		},
-	}
-}
-
-func (p *k8sProvider) ConfigValidators(context.Context) []provider.ConfigValidator {
-	return []provider.ConfigValidator{
-		providervalidator.Conflicting(path.MatchRoot("host"), path.MatchRoot("kubeconfig")),
-		providervalidator.Conflicting(path.MatchRoot("host"), path.MatchRoot("context")),
-		providervalidator.Conflicting(path.MatchRoot("token"), path.MatchRoot("client_certificate")),
-		providervalidator.Conflicting(path.MatchRoot("token"), path.MatchRoot("exec")),
-		providervalidator.Conflicting(path.MatchRoot("client_certificate"), path.MatchRoot("exec")),
-		providervalidator.Conflicting(path.MatchRoot("insecure"), path.MatchRoot("cluster_ca_certificate")),
-		providervalidator.RequiredTogether(path.MatchRoot("client_certificate"), path.MatchRoot("client_key")),
-		insecureWarning{},
 	}
 }

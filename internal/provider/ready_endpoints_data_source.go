@@ -121,7 +121,7 @@ func (d *readyEndpointsDataSource) Read(ctx context.Context, req datasource.Read
 	})
 	raw, err := stateFromConfig(req.Config.Raw, state.stateValues(res))
 	if err != nil {
-		resp.Diagnostics.AddError("Unable to Build State", "Building the state of the read failed. This is a bug in the provider; please report it.\n\n"+err.Error())
+		resp.Diagnostics.Append(stateBugDiagnostic(err))
 		return
 	}
 	resp.State.Raw = raw

@@ -97,7 +97,7 @@ func (s *directReads) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDat
 	if !diags.HasError() {
 		state, err := tfprotov6.NewDynamicValue(typ, read.State.Raw)
 		if err != nil {
-			diags.AddError("Unable to Encode State", "The state of the read could not be encoded. This is a bug in the provider; please report it.\n\n"+err.Error())
+			diags.Append(stateBugDiagnostic(err))
 		} else {
 			resp.State = &state
 		}

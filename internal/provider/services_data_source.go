@@ -162,7 +162,7 @@ func (d *servicesDataSource) Read(ctx context.Context, req datasource.ReadReques
 	tflog.Debug(ctx, "read services", map[string]any{"services": len(res.Pools), "skipped": len(res.Skipped)})
 	raw, err := stateFromConfig(req.Config.Raw, state.stateValues(request.namespaces, res))
 	if err != nil {
-		resp.Diagnostics.AddError("Unable to Build State", "Building the state of the read failed. This is a bug in the provider; please report it.\n\n"+err.Error())
+		resp.Diagnostics.Append(stateBugDiagnostic(err))
 		return
 	}
 	resp.State.Raw = raw

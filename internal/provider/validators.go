@@ -25,6 +25,9 @@ import (
 type stringRule struct {
 	description string
 	check       func(string) (ok bool, why string)
+	// withoutValue leaves the value out of the error, for values too long
+	// to quote (a certificate).
+	withoutValue bool
 }
 
 var _ validator.String = stringRule{}
@@ -42,6 +45,10 @@ func (r stringRule) ValidateString(_ context.Context, req validator.StringReques
 		description := r.description
 		if why != "" {
 			description += " (" + why + ")"
+		}
+		if r.withoutValue {
+			resp.Diagnostics.AddAttributeError(req.Path, "Invalid Attribute Value", fmt.Sprintf("Attribute %s %s.", req.Path, description))
+			return
 		}
 		resp.Diagnostics.Append(validatordiag.InvalidAttributeValueDiagnostic(req.Path, description, strconv.Quote(value)))
 	}
@@ -107,24 +114,18 @@ func enumList[T ~string](values []T) string {
 	return "`" + strings.Join(enumStrings(values), "`, `") + "`"
 }
 
-// certificatePEM checks a PEM certificate at validate time, when it is known.
-type certificatePEM struct{}
-
-var _ validator.String = certificatePEM{}
-
-func (certificatePEM) Description(context.Context) string {
-	return "must be a PEM certificate (-----BEGIN CERTIFICATE-----); decode base64 outputs with base64decode()"
-}
-
-func (v certificatePEM) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (v certificatePEM) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if err := kube.ValidateCertificatePEM(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Attribute Value",
-			fmt.Sprintf("Attribute %s %s: %v.", req.Path, v.Description(ctx), err))
+// certificatePEM checks a PEM certificate at validate time, as the client
+// will read it.
+func certificatePEM() stringRule {
+	return stringRule{
+		description:  "must be a PEM certificate (-----BEGIN CERTIFICATE-----); decode base64 outputs with base64decode()",
+		withoutValue: true,
+		check: func(v string) (bool, string) {
+			if err := kube.ValidateCertificatePEM(v); err != nil {
+				return false, err.Error()
+			}
+			return true, ""
+		},
 	}
 }
 
