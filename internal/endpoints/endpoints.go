@@ -247,13 +247,16 @@ type portRule struct {
 	byName      bool
 	name        string
 	defaultPort int32
+	// service is the Service port chosen, nil when none is (several ports
+	// and no PortName): node pools take its nodePort.
+	service *corev1.ServicePort
 }
 
 func choosePort(svc *corev1.Service, q Query) (portRule, error) {
 	if q.PortName != "" {
-		for _, p := range svc.Spec.Ports {
+		for i, p := range svc.Spec.Ports {
 			if p.Name == q.PortName {
-				return portRule{byName: true, name: p.Name, defaultPort: q.DefaultPort}, nil
+				return portRule{byName: true, name: p.Name, defaultPort: q.DefaultPort, service: &svc.Spec.Ports[i]}, nil
 			}
 		}
 		available := make([]string, 0, len(svc.Spec.Ports))
@@ -263,7 +266,7 @@ func choosePort(svc *corev1.Service, q Query) (portRule, error) {
 		return portRule{}, &PortNotFoundError{Namespace: svc.Namespace, Service: svc.Name, PortName: q.PortName, Available: available}
 	}
 	if len(svc.Spec.Ports) == 1 {
-		return portRule{byName: true, name: svc.Spec.Ports[0].Name, defaultPort: q.DefaultPort}, nil
+		return portRule{byName: true, name: svc.Spec.Ports[0].Name, defaultPort: q.DefaultPort, service: &svc.Spec.Ports[0]}, nil
 	}
 	return portRule{defaultPort: q.DefaultPort}, nil
 }

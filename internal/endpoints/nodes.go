@@ -194,22 +194,13 @@ func NodePort(svc *corev1.Service, q Query) (int32, error) {
 }
 
 func chooseNodePort(svc *corev1.Service, q Query) (int32, error) {
-	if _, err := choosePort(svc, q); err != nil {
+	rule, err := choosePort(svc, q)
+	if err != nil {
 		return 0, err
 	}
-	noPort := &NoNodePortError{Namespace: svc.Namespace, Service: svc.Name, Type: serviceType(svc), Ports: len(svc.Spec.Ports)}
-	var chosen *corev1.ServicePort
-	switch {
-	case q.PortName != "":
-		for i := range svc.Spec.Ports {
-			if svc.Spec.Ports[i].Name == q.PortName {
-				chosen = &svc.Spec.Ports[i]
-				break
-			}
-		}
-	case len(svc.Spec.Ports) == 1:
-		chosen = &svc.Spec.Ports[0]
-	default:
+	noPort := &NoNodePortError{Namespace: svc.Namespace, Service: svc.Name, Type: ServiceType(svc), Ports: len(svc.Spec.Ports)}
+	chosen := rule.service
+	if chosen == nil {
 		return 0, noPort
 	}
 	noPort.PortName, noPort.Port = chosen.Name, chosen.Port
@@ -219,7 +210,9 @@ func chooseNodePort(svc *corev1.Service, q Query) (int32, error) {
 	return chosen.NodePort, nil
 }
 
-func serviceType(svc *corev1.Service) corev1.ServiceType {
+// ServiceType is the Service's type, ClusterIP when the object leaves it out,
+// as the API server defaults it.
+func ServiceType(svc *corev1.Service) corev1.ServiceType {
 	return cmp.Or(svc.Spec.Type, corev1.ServiceTypeClusterIP)
 }
 

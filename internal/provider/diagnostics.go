@@ -170,6 +170,16 @@ func portLabel(e *endpoints.NoNodePortError) string {
 	return fmt.Sprintf("%d (unnamed)", e.Port)
 }
 
+// expiryWarnings are the rules' warnings about slices whose expiry
+// annotation could not be read.
+func expiryWarnings(warnings []string) diag.Diagnostics {
+	var diags diag.Diagnostics
+	for _, w := range warnings {
+		diags.AddWarning("Unreadable Expiry Annotation", w)
+	}
+	return diags
+}
+
 func rulesDiagnostic(err error) diag.Diagnostic {
 	var noNodePort *endpoints.NoNodePortError
 	if errors.As(err, &noNodePort) {

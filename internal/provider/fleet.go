@@ -99,9 +99,7 @@ func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoi
 		}
 	}
 	for _, p := range res.Pools {
-		for _, w := range p.Warnings {
-			diags.AddWarning("Unreadable Expiry Annotation", w)
-		}
+		diags.Append(expiryWarnings(p.Warnings)...)
 	}
 	if len(res.Pools) < r.minServices {
 		diags.Append(tooFewServicesDiagnostic(r, len(res.Pools), waited))

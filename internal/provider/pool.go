@@ -108,9 +108,7 @@ func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoint
 			diags.Append(watchDiagnostic(r, err))
 		}
 	}
-	for _, w := range res.Warnings {
-		diags.AddWarning("Unreadable Expiry Annotation", w)
-	}
+	diags.Append(expiryWarnings(res.Warnings)...)
 	if len(res.Endpoints) < r.minReady {
 		diags.Append(tooFewDiagnostic(r, len(res.Endpoints), waited))
 	}

@@ -176,7 +176,7 @@ func serviceValue(p endpoints.ServicePool) tftypes.Value {
 		"name":                     tftypes.NewValue(tftypes.String, svc.Name),
 		"labels":                   stringMapValue(svc.Labels, ""),
 		"annotations":              stringMapValue(svc.Annotations, lastAppliedAnnotation),
-		"type":                     tftypes.NewValue(tftypes.String, string(serviceTypeOf(svc))),
+		"type":                     tftypes.NewValue(tftypes.String, string(endpoints.ServiceType(svc))),
 		"cluster_ips":              clusterIPsValue(svc),
 		"external_traffic_policy":  stringOrNullValue(string(svc.Spec.ExternalTrafficPolicy)),
 		"ports":                    tftypes.NewValue(tftypes.List{ElementType: servicePortType}, ports),
@@ -184,15 +184,6 @@ func serviceValue(p endpoints.ServicePool) tftypes.Value {
 		"last_change_trigger_time": lastChangeValue(p.LastChangeTriggerTime),
 		"endpoints":                endpointsValue(p.Endpoints),
 	})
-}
-
-// serviceTypeOf is the Service's type, ClusterIP when the object leaves it
-// out as the API server defaults it.
-func serviceTypeOf(svc *corev1.Service) corev1.ServiceType {
-	if svc.Spec.Type == "" {
-		return corev1.ServiceTypeClusterIP
-	}
-	return svc.Spec.Type
 }
 
 // clusterIPsValue lists the cluster IPs, none for a headless Service.
