@@ -5,7 +5,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
@@ -57,8 +56,8 @@ func (p poolArgumentsModel) query(ctx context.Context) (endpoints.Query, nodeTar
 }
 
 // withStateValues adds the computed arguments to a data source's computed values.
-func (p poolArgumentsModel) withStateValues(values map[string]tftypes.Value) map[string]tftypes.Value {
-	values["default_port"] = tftypes.NewValue(tftypes.Number, p.DefaultPort.ValueInt64())
-	values["terminating_endpoints"] = tftypes.NewValue(tftypes.String, p.TerminatingEndpoints.ValueString())
+func (p poolArgumentsModel) withStateValues(values computedValues) computedValues {
+	values["default_port"] = func(w *msgpackWriter) { w.int(p.DefaultPort.ValueInt64()) }
+	values["terminating_endpoints"] = func(w *msgpackWriter) { w.str(p.TerminatingEndpoints.ValueString()) }
 	return values
 }

@@ -1,9 +1,12 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
@@ -30,6 +33,40 @@ func BenchmarkReadDataSource(b *testing.B) {
 			for b.Loop() {
 				_, diags := p.read(b, "k8s_ready_endpoints", args)
 				failOnDiagnostics(b, "ReadDataSource", diags)
+			}
+		})
+	}
+}
+
+// BenchmarkValidateDataResourceConfig is the provider's cost of one
+// validation of a data source's configuration, as Terraform asks for it
+// twice per data source in a plan, through the direct validation and
+// through the framework's, for comparison.
+func BenchmarkValidateDataResourceConfig(b *testing.B) {
+	ctx := context.Background()
+	for _, server := range []struct {
+		name      string
+		newServer func() (tfprotov6.ProviderServer, error)
+	}{
+		{"direct", NewServer("bench")},
+		{"framework", providerserver.NewProtocol6WithError(New("bench")())},
+	} {
+		b.Run(server.name, func(b *testing.B) {
+			p := unconfiguredServer(b, server.newServer)
+			req := &tfprotov6.ValidateDataResourceConfigRequest{
+				TypeName: "k8s_ready_endpoints",
+				Config: dynamicValue(b, configValue(p.schemas["k8s_ready_endpoints"], map[string]tftypes.Value{
+					"service":   tftypes.NewValue(tftypes.String, "api"),
+					"namespace": tftypes.NewValue(tftypes.String, "shop"),
+					"port_name": tftypes.NewValue(tftypes.String, "http"),
+				})),
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := p.server.ValidateDataResourceConfig(ctx, req)
+				if err != nil || len(resp.Diagnostics) != 0 {
+					b.Fatalf("%v %v", err, resp.Diagnostics)
+				}
 			}
 		})
 	}

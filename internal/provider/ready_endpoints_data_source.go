@@ -8,7 +8,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
@@ -91,38 +93,44 @@ func (d *readyEndpointsDataSource) Configure(_ context.Context, req datasource.C
 }
 
 func (d *readyEndpointsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	readForFramework(ctx, d, req, resp)
+}
+
+// readState is the read with its state encoded, nil on an error;
+// directReads sends it as it is.
+func (d *readyEndpointsDataSource) readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics) {
 	var cfg readyEndpointsModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
-	if resp.Diagnostics.HasError() {
-		return
+	diags := getConfig(ctx, config, &cfg)
+	if diags.HasError() {
+		return nil, diags
 	}
 	if d.client == nil {
-		resp.Diagnostics.Append(notConfiguredDiagnostic())
-		return
+		diags.Append(notConfiguredDiagnostic())
+		return nil, diags
 	}
 	state := cfg.withDefaults()
-	request, diags := state.request(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
+	request, d2 := state.request(ctx)
+	diags.Append(d2...)
+	if diags.HasError() {
+		return nil, diags
 	}
 	if request.wait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, request.wait)
 		defer cancel()
 	}
-	res, diags := readPool(ctx, d.client, request)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
+	res, d2 := readPool(ctx, d.client, request)
+	diags.Append(d2...)
+	if diags.HasError() {
+		return nil, diags
 	}
 	tflog.Debug(ctx, "read ready endpoints", map[string]any{
 		"namespace": request.namespace, "service": request.service, "endpoints": len(res.Endpoints),
 	})
-	raw, err := stateFromConfig(req.Config.Raw, state.stateValues(res))
+	raw, err := stateFromConfig(config.Raw, state.stateValues(res))
 	if err != nil {
-		resp.Diagnostics.Append(stateBugDiagnostic(err))
-		return
+		diags.Append(stateBugDiagnostic(err))
+		return nil, diags
 	}
-	resp.State.Raw = raw
+	return raw, diags
 }

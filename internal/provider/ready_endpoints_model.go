@@ -6,7 +6,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/datasource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
@@ -62,12 +61,12 @@ func (m readyEndpointsModel) request(ctx context.Context) (poolRequest, diag.Dia
 
 // stateValues are the computed attributes of state: the defaults the read
 // used, and what it found.
-func (m readyEndpointsModel) stateValues(res endpoints.Result) map[string]tftypes.Value {
-	return m.withStateValues(map[string]tftypes.Value{
-		"id":                       tftypes.NewValue(tftypes.String, m.ID.ValueString()),
-		"namespace":                tftypes.NewValue(tftypes.String, m.Namespace.ValueString()),
-		"min_ready":                tftypes.NewValue(tftypes.Number, m.MinReady.ValueInt64()),
-		"last_change_trigger_time": lastChangeValue(res.LastChangeTriggerTime),
-		"endpoints":                endpointsValue(res.Endpoints),
+func (m readyEndpointsModel) stateValues(res endpoints.Result) computedValues {
+	return m.withStateValues(computedValues{
+		"id":                       func(w *msgpackWriter) { w.str(m.ID.ValueString()) },
+		"namespace":                func(w *msgpackWriter) { w.str(m.Namespace.ValueString()) },
+		"min_ready":                func(w *msgpackWriter) { w.int(m.MinReady.ValueInt64()) },
+		"last_change_trigger_time": func(w *msgpackWriter) { writeLastChange(w, res.LastChangeTriggerTime) },
+		"endpoints":                func(w *msgpackWriter) { writeEndpoints(w, res.Endpoints) },
 	})
 }

@@ -48,6 +48,12 @@ type directReads struct {
 	dataSources map[string]*directDataSource
 }
 
+// stateReader is a data source that reads its state encoded, as the
+// protocol carries it.
+type stateReader interface {
+	readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics)
+}
+
 type directDataSource struct {
 	factory func() datasource.DataSource
 	schema  func() (schema.Schema, tftypes.Type)
@@ -56,6 +62,9 @@ type directDataSource struct {
 func newDirectReads(framework tfprotov6.ProviderServer, p *k8sProvider) *directReads {
 	s := &directReads{ProviderServer: framework, provider: p, dataSources: map[string]*directDataSource{}}
 	for _, factory := range p.DataSources(context.Background()) {
+		if _, ok := factory().(stateReader); !ok {
+			continue // the framework reads it
+		}
 		var meta datasource.MetadataResponse
 		factory().Metadata(context.Background(), datasource.MetadataRequest{ProviderTypeName: "k8s"}, &meta)
 		s.dataSources[meta.TypeName] = &directDataSource{
@@ -88,18 +97,13 @@ func (s *directReads) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDat
 		configurable.Configure(ctx, datasource.ConfigureRequest{ProviderData: client}, &configured)
 		diags.Append(configured.Diagnostics...)
 	}
-	read := datasource.ReadResponse{State: tfsdk.State{Raw: config, Schema: sch}}
-	if !diags.HasError() {
-		dataSource.Read(ctx, datasource.ReadRequest{Config: tfsdk.Config{Raw: config, Schema: sch}}, &read)
-		diags.Append(read.Diagnostics...)
-	}
 	resp := &tfprotov6.ReadDataSourceResponse{}
 	if !diags.HasError() {
-		state, err := tfprotov6.NewDynamicValue(typ, read.State.Raw)
-		if err != nil {
-			diags.Append(stateBugDiagnostic(err))
-		} else {
-			resp.State = &state
+		//nolint:forcetypeassert // newDirectReads takes only stateReaders
+		state, d := dataSource.(stateReader).readState(ctx, tfsdk.Config{Raw: config, Schema: sch})
+		diags.Append(d...)
+		if state != nil && !diags.HasError() {
+			resp.State = &tfprotov6.DynamicValue{MsgPack: state}
 		}
 	}
 	resp.Diagnostics = protocolDiagnostics(diags)
@@ -122,8 +126,7 @@ func protocolDiagnostics(diags diag.Diagnostics) []*tfprotov6.Diagnostic {
 	return out
 }
 
-// attributePath is p as the protocol carries it: attribute names and element
-// keys (the diagnostics of these data sources name root attributes).
+// attributePath is p as the protocol carries it.
 func attributePath(p path.Path) *tftypes.AttributePath {
 	out := tftypes.NewAttributePath()
 	for _, step := range p.Steps() {
@@ -134,6 +137,13 @@ func attributePath(p path.Path) *tftypes.AttributePath {
 			out = out.WithElementKeyInt(int(s))
 		case path.PathStepElementKeyString:
 			out = out.WithElementKeyString(string(s))
+		case path.PathStepElementKeyValue:
+			// A set's element, as the framework names it (validators of sets).
+			v, err := s.ToTerraformValue(context.Background())
+			if err != nil {
+				return out
+			}
+			out = out.WithElementKeyValue(v)
 		default:
 			return out
 		}

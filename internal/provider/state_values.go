@@ -1,91 +1,160 @@
 package provider
 
 import (
-	"fmt"
-	"maps"
+	"slices"
+	"strings"
+	"time"
 
-	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
 
-// Reads build their state as Terraform values directly. The framework's
-// State.Set would walk a slice of structs by reflection, compiling a regexp
-// for every field of every endpoint: most of the provider's CPU per read, and
-// nearly all of it for a Service with thousands of endpoints. A test checks
-// that these types are the schema's.
+// The computed values of state, written as MessagePack (msgpack.go). Each
+// object's attributes are written in order of name, as tftypes writes them;
+// TestStateIsWhatTftypesWrites checks every writer against the same state
+// built as tftypes values of the schema's types.
 
-// endpointType is the type of one element of `endpoints`.
-var endpointType = tftypes.Object{AttributeTypes: map[string]tftypes.Type{
-	"address":      tftypes.String,
-	"port":         tftypes.Number,
-	"address_type": tftypes.String,
-	"pod":          tftypes.String,
-	"node_name":    tftypes.String,
-	"zone":         tftypes.String,
-	"hostname":     tftypes.String,
-	"ready":        tftypes.Bool,
-	"serving":      tftypes.Bool,
-	"terminating":  tftypes.Bool,
-	// local_endpoints: null for a pod, a count for a node.
-	"local_endpoints": tftypes.Number,
-}}
-
-var endpointListType = tftypes.List{ElementType: endpointType}
-
-// endpointsValue is the `endpoints` list of state: never null, an empty list
-// when there is no endpoint.
-func endpointsValue(eps []endpoints.Endpoint) tftypes.Value {
-	elems := make([]tftypes.Value, len(eps))
-	for i, e := range eps {
-		local := tftypes.NewValue(tftypes.Number, nil)
-		if e.LocalEndpoints != nil {
-			local = tftypes.NewValue(tftypes.Number, int64(*e.LocalEndpoints))
-		}
-		elems[i] = tftypes.NewValue(endpointType, map[string]tftypes.Value{
-			"address":         tftypes.NewValue(tftypes.String, e.Address),
-			"port":            tftypes.NewValue(tftypes.Number, int64(e.Port)),
-			"address_type":    tftypes.NewValue(tftypes.String, string(e.AddressType)),
-			"pod":             stringOrNullValue(e.Pod),
-			"node_name":       stringOrNullValue(e.NodeName),
-			"zone":            stringOrNullValue(e.Zone),
-			"hostname":        stringOrNullValue(e.Hostname),
-			"ready":           tftypes.NewValue(tftypes.Bool, e.Ready),
-			"serving":         tftypes.NewValue(tftypes.Bool, e.Serving),
-			"terminating":     tftypes.NewValue(tftypes.Bool, e.Terminating),
-			"local_endpoints": local,
-		})
+// writeEndpoints writes the `endpoints` list of state: never null, an empty
+// list when there is no endpoint.
+func writeEndpoints(w *msgpackWriter, eps []endpoints.Endpoint) {
+	w.arrayLen(len(eps))
+	for i := range eps {
+		e := &eps[i]
+		w.mapLen(11)
+		w.str("address")
+		w.str(e.Address)
+		w.str("address_type")
+		w.str(string(e.AddressType))
+		w.str("hostname")
+		w.strOrNull(e.Hostname)
+		// local_endpoints: null for a pod, a count for a node.
+		w.str("local_endpoints")
+		w.intOrNull(e.LocalEndpoints)
+		w.str("node_name")
+		w.strOrNull(e.NodeName)
+		w.str("pod")
+		w.strOrNull(e.Pod)
+		w.str("port")
+		w.int(int64(e.Port))
+		w.str("ready")
+		w.bool(e.Ready)
+		w.str("serving")
+		w.bool(e.Serving)
+		w.str("terminating")
+		w.bool(e.Terminating)
+		w.str("zone")
+		w.strOrNull(e.Zone)
 	}
-	return tftypes.NewValue(endpointListType, elems)
 }
 
-// stringOrNullValue is s, or null when s is empty: the API gives no value.
-func stringOrNullValue(s string) tftypes.Value {
-	if s == "" {
-		return tftypes.NewValue(tftypes.String, nil)
+// writeLastChange writes a trigger time in RFC 3339, or null when zero.
+func writeLastChange(w *msgpackWriter, t time.Time) {
+	if t.IsZero() {
+		w.null()
+		return
 	}
-	return tftypes.NewValue(tftypes.String, s)
+	w.str(t.UTC().Format(time.RFC3339Nano))
 }
 
-// stateFromConfig is the state of a data source: its configuration as given,
-// with the computed attributes set. Every computed attribute must be given,
-// so that no unknown value from the configuration is left in state.
-func stateFromConfig(config tftypes.Value, computed map[string]tftypes.Value) (tftypes.Value, error) {
-	var given map[string]tftypes.Value
-	if err := config.As(&given); err != nil {
-		return tftypes.Value{}, fmt.Errorf("reading the configuration: %w", err)
+// lastAppliedAnnotation is kubectl's copy of the whole object: left out.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// writeServices writes the `services` map of k8s_services, keyed
+// namespace/name, keys in order.
+func writeServices(w *msgpackWriter, pools []endpoints.ServicePool) {
+	keyed := make([]int, len(pools))
+	keys := make([]string, len(pools))
+	for i, p := range pools {
+		keyed[i] = i
+		keys[i] = p.Service.Namespace + "/" + p.Service.Name
 	}
-	// As hands out the configuration's own map: write to a copy, or the
-	// request's configuration would change under the framework.
-	attrs := maps.Clone(given)
-	for name, v := range computed {
-		if _, ok := attrs[name]; !ok {
-			return tftypes.Value{}, fmt.Errorf("the schema has no attribute %q", name)
+	// The rules give the pools in order of namespace and name, which is not
+	// always the order of the keys ("a-b/x" < "a/x" while "a" < "a-b").
+	slices.SortFunc(keyed, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+	w.mapLen(len(pools))
+	for _, i := range keyed {
+		w.str(keys[i])
+		writeService(w, pools[i])
+	}
+}
+
+func writeService(w *msgpackWriter, p endpoints.ServicePool) {
+	svc := p.Service
+	w.mapLen(11)
+	w.str("annotations")
+	w.stringMap(svc.Annotations, lastAppliedAnnotation)
+	w.str("cluster_ips")
+	w.strings(clusterIPs(svc))
+	w.str("endpoints")
+	writeEndpoints(w, p.Endpoints)
+	w.str("external_traffic_policy")
+	w.strOrNull(string(svc.Spec.ExternalTrafficPolicy))
+	w.str("labels")
+	w.stringMap(svc.Labels, "")
+	w.str("last_change_trigger_time")
+	writeLastChange(w, p.LastChangeTriggerTime)
+	w.str("load_balancer_ingress")
+	w.arrayLen(len(svc.Status.LoadBalancer.Ingress))
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		w.mapLen(2)
+		w.str("hostname")
+		w.strOrNull(in.Hostname)
+		w.str("ip")
+		w.strOrNull(in.IP)
+	}
+	w.str("name")
+	w.str(svc.Name)
+	w.str("namespace")
+	w.str(svc.Namespace)
+	w.str("ports")
+	w.arrayLen(len(svc.Spec.Ports))
+	for _, port := range svc.Spec.Ports {
+		w.mapLen(5)
+		w.str("name")
+		w.strOrNull(port.Name)
+		w.str("node_port")
+		if port.NodePort != 0 {
+			w.int(int64(port.NodePort))
+		} else {
+			w.null()
 		}
-		attrs[name] = v
+		w.str("port")
+		w.int(int64(port.Port))
+		w.str("protocol")
+		w.strOrNull(string(port.Protocol))
+		w.str("target_port")
+		w.strOrNull(port.TargetPort.String())
 	}
-	if err := tftypes.ValidateValue(config.Type(), attrs); err != nil {
-		return tftypes.Value{}, err
+	w.str("type")
+	w.str(string(endpoints.ServiceType(svc)))
+}
+
+// clusterIPs lists the cluster IPs, none for a headless Service.
+func clusterIPs(svc *corev1.Service) []string {
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
 	}
-	return tftypes.NewValue(config.Type(), attrs), nil
+	out := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		if ip != "" && ip != corev1.ClusterIPNone {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// writeSkipped writes the `skipped` list of k8s_services.
+func writeSkipped(w *msgpackWriter, skipped []endpoints.SkippedService) {
+	w.arrayLen(len(skipped))
+	for _, s := range skipped {
+		w.mapLen(3)
+		w.str("name")
+		w.str(s.Name)
+		w.str("namespace")
+		w.str(s.Namespace)
+		w.str("reason")
+		w.str(s.Reason)
+	}
 }

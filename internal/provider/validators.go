@@ -10,10 +10,13 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/helpers/validatordiag"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -178,18 +181,34 @@ func (v nodeArgumentsNeedNodes) MarkdownDescription(ctx context.Context) string 
 }
 
 func (nodeArgumentsNeedNodes) ValidateDataSource(ctx context.Context, req datasource.ValidateConfigRequest, resp *datasource.ValidateConfigResponse) {
-	var target types.String
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("target"), &target)...)
+	target := configString(ctx, req.Config, "target", &resp.Diagnostics)
 	if target.IsUnknown() || target.ValueString() == targetNodes {
 		return
 	}
 	for _, name := range []string{"node_address_type", "node_selector"} {
-		var v types.String
-		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(name), &v)...)
-		if !v.IsNull() {
+		if v := configString(ctx, req.Config, name, &resp.Diagnostics); !v.IsNull() {
 			resp.Diagnostics.AddAttributeError(path.Root(name), "Node Argument Without Node Target",
 				fmt.Sprintf("%s chooses among nodes, and the pool is of pods: target is %q.\n\n"+
 					"Set target = \"nodes\" for a pool of nodes, or remove %s.", name, cmp.Or(target.ValueString(), targetPods), name))
 		}
 	}
+}
+
+// configString is the string attribute name of a configuration, as
+// config.GetAttribute gives it, without the framework's walk of the schema
+// and reflection (this validator runs twice per data source per plan).
+func configString(ctx context.Context, config tfsdk.Config, name string, diags *diag.Diagnostics) types.String {
+	var attrs map[string]tftypes.Value
+	if err := config.Raw.As(&attrs); err == nil {
+		if raw, ok := attrs[name]; ok && raw.Type().Is(tftypes.String) {
+			if v, err := types.StringType.ValueFromTerraform(ctx, raw); err == nil {
+				if s, ok := v.(types.String); ok {
+					return s
+				}
+			}
+		}
+	}
+	var s types.String
+	diags.Append(config.GetAttribute(ctx, path.Root(name), &s)...)
+	return s
 }

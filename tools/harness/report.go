@@ -206,8 +206,8 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 
 	p("## Commands (wall time and provider CPU; medians of %d)", runs)
 	p("")
-	p("| command | wall, s | min–max, s | provider CPU, s | CPU per data source, ms | provider processes | peak RSS, MiB |")
-	p("|---|---:|---:|---:|---:|---:|---:|")
+	p("| command | wall, s | min–max, s | provider CPU, s | CPU per data source, ms | provider processes | peak RSS, MiB | control plane CPU, s |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, m := range b.ms {
 		cpu, perRead, starts, rss := "—", "—", "—", "—"
 		if len(m.cpu) > 0 {
@@ -218,7 +218,7 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 				perRead = fmt.Sprintf("%.2f", median(m.cpu)/float64(m.perRead)*1000)
 			}
 		}
-		p("| %s | %.3f | %s | %s | %s | %s | %s |", m.title, median(m.wall), minMax(m.wall, "%.3f"), cpu, perRead, starts, rss)
+		p("| %s | %.3f | %s | %s | %s | %s | %s | %.2f |", m.title, median(m.wall), minMax(m.wall, "%.3f"), cpu, perRead, starts, rss, median(m.server))
 	}
 	p("")
 	if b.opts.incumbent != "" {
@@ -284,9 +284,9 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 		p("")
 	}
 	if profileTop != "" {
-		p("## CPU profile of the provider process that read, plan of 100 (PROFILE=1)")
+		p("## CPU profile of the provider, %d plans of 100 reads (PROFILE=1)", profiledPlans)
 		p("")
-		p("Kept as bench/cpu-plan-100.pprof (not committed); `go tool pprof -http=: bench/cpu-plan-100.pprof` to explore it.")
+		p("Every provider process of those plans (schema, validation, reads), merged; by own time, then by cumulative time. Kept as bench/cpu-plan-100.pprof (not committed); `go tool pprof -http=: bench/cpu-plan-100.pprof` to explore it.")
 		p("")
 		p("```")
 		r.WriteString(profileTop)

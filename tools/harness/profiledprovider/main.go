@@ -5,14 +5,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
 	"github.com/vigie/terraform-provider-k8s/internal/provider"
 )
@@ -31,11 +28,7 @@ func main() {
 			_ = f.Close()
 		}()
 	}
-	err := providerserver.Serve(context.Background(), provider.New("profile"), providerserver.ServeOpts{
-		// Only debug mode uses the address; it must have a hostname.
-		Address: "local.invalid/vigie/k8s",
-	})
-	if err != nil {
+	if err := provider.Serve("profile", false); err != nil {
 		log.Print(err)
 	}
 }

@@ -1,11 +1,11 @@
-package main
+package provider
 
 import (
 	"maps"
 	"testing"
 )
 
-func TestQuietLogs(t *testing.T) {
+func TestQuietLogsTurnLogsOffOnlyWhenNoneWasAskedFor(t *testing.T) {
 	off := map[string]string{
 		"TF_LOG_SDK": "off", "TF_LOG_SDK_PROTO": "off", "TF_LOG_SDK_FRAMEWORK": "off", "TF_LOG_PROVIDER_K8S": "off",
 	}
@@ -23,9 +23,20 @@ func TestQuietLogs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := quietLogs(tt.environ); !maps.Equal(got, tt.want) {
-				t.Errorf("quietLogs(%q) = %v, want %v", tt.environ, got, tt.want)
+			if got := QuietLogs(tt.environ); !maps.Equal(got, tt.want) {
+				t.Errorf("QuietLogs(%q) = %v, want %v", tt.environ, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestTheProviderCollectsGarbageHalfAsOftenUnlessTheUserSetGOGC(t *testing.T) {
+	if percent, set := gcPercent(""); !set || percent != 200 {
+		t.Errorf("without GOGC: %d, %v; want 200, true", percent, set)
+	}
+	for _, gogc := range []string{"100", "off", "50"} {
+		if _, set := gcPercent(gogc); set {
+			t.Errorf("GOGC=%s was overridden", gogc)
+		}
 	}
 }

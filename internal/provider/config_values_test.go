@@ -1,0 +1,82 @@
+package provider
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+// getConfig must fill a model exactly as the framework's Config.Get does,
+// for every kind of value a configuration can hold: null, known, unknown,
+// sets, numbers, booleans and the timeouts block.
+func TestGetConfigFillsModelsAsTheFrameworkDoes(t *testing.T) {
+	ctx := context.Background()
+	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
+	num := func(n int) tftypes.Value { return tftypes.NewValue(tftypes.Number, n) }
+	unknownString := tftypes.NewValue(tftypes.String, tftypes.UnknownValue)
+	readTimeout := func(s string) tftypes.Value {
+		return tftypes.NewValue(tftypes.Object{AttributeTypes: map[string]tftypes.Type{"read": tftypes.String}},
+			map[string]tftypes.Value{"read": str(s)})
+	}
+	tests := []struct {
+		name   string
+		source datasource.DataSource
+		model  func() any
+		args   map[string]tftypes.Value
+	}{
+		{"a pool with nothing set but its Service", newReadyEndpointsDataSource(), func() any { return &readyEndpointsModel{} },
+			map[string]tftypes.Value{"service": str("api")}},
+		{"a pool with every argument set", newReadyEndpointsDataSource(), func() any { return &readyEndpointsModel{} },
+			map[string]tftypes.Value{
+				"service": str("api"), "namespace": str("shop"), "port_name": str("http"), "default_port": num(8080),
+				"terminating_endpoints": str("include"), "address_type": str("IPv6"), "zones": stringSet("a", "b"),
+				"target": str("nodes"), "node_address_type": str("ExternalIP"), "node_selector": str("pool=edge"),
+				"expiry_annotation": str("example.com/expires"), "min_ready": num(2), "timeouts": readTimeout("30s"),
+			}},
+		{"a pool with unknown arguments", newReadyEndpointsDataSource(), func() any { return &readyEndpointsModel{} },
+			map[string]tftypes.Value{"service": unknownString, "zones": tftypes.NewValue(tftypes.Set{ElementType: tftypes.String}, tftypes.UnknownValue)}},
+		{"a fleet with nothing set", newServicesDataSource(), func() any { return &servicesModel{} }, nil},
+		{"a fleet with every argument set", newServicesDataSource(), func() any { return &servicesModel{} },
+			map[string]tftypes.Value{
+				"namespaces": stringSet("shop", "blog"), "all_namespaces": tftypes.NewValue(tftypes.Bool, false),
+				"label_selector": str("tier=front"), "names": stringSet("api"), "port_name": str("http"),
+				"min_ready": num(1), "min_services": num(3), "timeouts": readTimeout("1m"),
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var resp datasource.SchemaResponse
+			tt.source.Schema(ctx, datasource.SchemaRequest{}, &resp)
+			config := tfsdk.Config{Raw: configValue(resp.Schema.Type().TerraformType(ctx), tt.args), Schema: resp.Schema}
+			got, want := tt.model(), tt.model()
+			if !fillModel(ctx, config, got) {
+				t.Fatalf("getConfig left this configuration to the framework")
+			}
+			if diags := config.Get(ctx, want); diags.HasError() {
+				t.Fatalf("the framework's Get: %v", diags)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("getConfig gives\n%#v\nthe framework gives\n%#v", got, want)
+			}
+		})
+	}
+}
+
+// A model that does not match the schema is the framework's to report.
+func TestGetConfigLeavesAMismatchedModelToTheFramework(t *testing.T) {
+	ctx := context.Background()
+	var resp datasource.SchemaResponse
+	newReadyEndpointsDataSource().Schema(ctx, datasource.SchemaRequest{}, &resp)
+	config := tfsdk.Config{Raw: configValue(resp.Schema.Type().TerraformType(ctx), nil), Schema: resp.Schema}
+	var wrong servicesModel
+	if fillModel(ctx, config, &wrong) {
+		t.Fatal("getConfig filled a fleet's model from a pool's configuration")
+	}
+	if diags := getConfig(ctx, config, &wrong); !diags.HasError() {
+		t.Error("no error for a model that does not match the schema")
+	}
+}

@@ -1,0 +1,166 @@
+package provider
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+// The provider's own validation must give, for every configuration, the
+// diagnostics the framework's gives (in some order: the framework visits
+// attributes in map order), before and after the provider is configured.
+func TestDirectValidationGivesWhatTheFrameworkGives(t *testing.T) {
+	ctx := context.Background()
+	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
+	num := func(n int) tftypes.Value { return tftypes.NewValue(tftypes.Number, n) }
+	boolean := func(b bool) tftypes.Value { return tftypes.NewValue(tftypes.Bool, b) }
+	unknown := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, tftypes.UnknownValue) }
+	timeouts := func(read tftypes.Value) tftypes.Value {
+		return tftypes.NewValue(tftypes.Object{AttributeTypes: map[string]tftypes.Type{"read": tftypes.String}},
+			map[string]tftypes.Value{"read": read})
+	}
+	pool := "k8s_ready_endpoints"
+	fleet := "k8s_services"
+	tests := []struct {
+		name, typeName string
+		args           map[string]tftypes.Value
+	}{
+		{"a Service", pool, map[string]tftypes.Value{"service": str("api")}},
+		{"no Service", pool, nil},
+		{"every argument valid", pool, map[string]tftypes.Value{
+			"service": str("api"), "namespace": str("shop"), "port_name": str("http"), "default_port": num(8080),
+			"terminating_endpoints": str("include"), "address_type": str("IPv6"), "zones": stringSet("a", "b"),
+			"target": str("nodes"), "node_address_type": str("ExternalIP"), "node_selector": str("pool=edge"),
+			"expiry_annotation": str("example.com/expires"), "min_ready": num(2), "timeouts": timeouts(str("30s")),
+		}},
+		{"every argument wrong", pool, map[string]tftypes.Value{
+			"service": str("Not_A_Name"), "namespace": str("-shop"), "port_name": str("HTTP!"), "default_port": num(70000),
+			"terminating_endpoints": str("sometimes"), "address_type": str("IPv5"), "zones": stringSet(""),
+			"target": str("vms"), "node_address_type": str("Internal"), "node_selector": str("a b c"),
+			"expiry_annotation": str("not a key!"), "min_ready": num(-1), "timeouts": timeouts(str("soon")),
+		}},
+		{"node arguments without target nodes", pool, map[string]tftypes.Value{
+			"service": str("api"), "node_address_type": str("ExternalIP"), "node_selector": str("pool=edge")}},
+		{"an empty Service name and a zero port", pool, map[string]tftypes.Value{"service": str(""), "default_port": num(0)}},
+		{"a read-only attribute set", pool, map[string]tftypes.Value{"service": str("api"), "id": str("shop/api")}},
+		{"unknown arguments", pool, map[string]tftypes.Value{
+			"service": unknown(tftypes.String), "zones": unknown(tftypes.Set{ElementType: tftypes.String}),
+			"target": unknown(tftypes.String), "node_selector": str("pool=edge"), "timeouts": timeouts(unknown(tftypes.String)),
+		}},
+		{"a fleet of the default namespace", fleet, nil},
+		{"a fleet with every argument valid", fleet, map[string]tftypes.Value{
+			"namespaces": stringSet("shop", "blog"), "label_selector": str("tier=front"), "names": stringSet("api"),
+			"port_name": str("http"), "min_ready": num(1), "min_services": num(3), "timeouts": timeouts(str("1m")),
+		}},
+		{"a fleet with every argument wrong", fleet, map[string]tftypes.Value{
+			"namespace": str("shop"), "namespaces": stringSet("Shop"), "all_namespaces": boolean(true),
+			"label_selector": str("a b c"), "names": stringSet("", "x"), "min_ready": num(-2), "min_services": num(-1),
+			"terminating_endpoints": str("never"), "timeouts": timeouts(str("1 minute")),
+		}},
+		{"a fleet with read-only attributes set", fleet, map[string]tftypes.Value{
+			"services": unknown(servicesMapType), "skipped": unknown(skippedListType)}},
+	}
+	// Computed nested attributes set in the configuration (Terraform itself
+	// refuses that) are the framework's to walk.
+	leftToFramework := map[string]bool{"a fleet with read-only attributes set": true}
+	api := fleetFixture(t)
+	kubeconfig := writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL})
+	for _, configured := range []bool{false, true} {
+		direct, framework := unconfiguredServer(t, NewServer("test")), unconfiguredServer(t, providerserver.NewProtocol6WithError(New("test")()))
+		if configured {
+			direct = newProtocolProviderOf(t, NewServer("test"), kubeconfig)
+			framework = newProtocolProviderOf(t, providerserver.NewProtocol6WithError(New("test")()), kubeconfig)
+		}
+		for _, tt := range tests {
+			name := tt.name
+			if configured {
+				name += ", provider configured"
+			}
+			t.Run(name, func(t *testing.T) {
+				typ := direct.schemas[tt.typeName]
+				config := configValue(typ, tt.args)
+				source := newReadyEndpointsDataSource()
+				if tt.typeName == fleet {
+					source = newServicesDataSource()
+				}
+				var sch datasource.SchemaResponse
+				source.Schema(ctx, datasource.SchemaRequest{}, &sch)
+				if _, ok := validateDataSourceConfig(ctx, source, nil, tfsdk.Config{Raw: config, Schema: sch.Schema}, sch.Schema); ok == leftToFramework[tt.name] {
+					t.Fatalf("validated directly: %v, want %v", ok, !leftToFramework[tt.name])
+				}
+				req := &tfprotov6.ValidateDataResourceConfigRequest{TypeName: tt.typeName, Config: dynamicValue(t, config)}
+				got, err := direct.server.ValidateDataResourceConfig(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := framework.server.ValidateDataResourceConfig(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g, w := sortedDiagnostics(got.Diagnostics), sortedDiagnostics(want.Diagnostics); !slices.Equal(g, w) {
+					t.Errorf("diagnostics\n got  %q\n want %q", g, w)
+				}
+			})
+		}
+	}
+}
+
+// unconfiguredServer is a server as Terraform has it before it configures
+// the provider: schemas read, nothing else.
+func unconfiguredServer(tb testing.TB, newServer func() (tfprotov6.ProviderServer, error)) *protocolProvider {
+	tb.Helper()
+	server, err := newServer()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	schema, err := server.GetProviderSchema(context.Background(), &tfprotov6.GetProviderSchemaRequest{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &protocolProvider{server: server, schemas: map[string]tftypes.Type{}}
+	for name, s := range schema.DataSourceSchemas {
+		p.schemas[name] = s.ValueType()
+	}
+	return p
+}
+
+func sortedDiagnostics(diags []*tfprotov6.Diagnostic) []string {
+	out := make([]string, 0, len(diags))
+	for _, d := range diags {
+		out = append(out, describeDiagnostics([]*tfprotov6.Diagnostic{d}))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// configString reads a string attribute as the framework's GetAttribute does.
+func TestConfigStringReadsWhatGetAttributeReads(t *testing.T) {
+	ctx := context.Background()
+	var sch datasource.SchemaResponse
+	newReadyEndpointsDataSource().Schema(ctx, datasource.SchemaRequest{}, &sch)
+	typ := sch.Schema.Type().TerraformType(ctx)
+	for _, target := range []tftypes.Value{
+		tftypes.NewValue(tftypes.String, nil),
+		tftypes.NewValue(tftypes.String, tftypes.UnknownValue),
+		tftypes.NewValue(tftypes.String, "nodes"),
+		tftypes.NewValue(tftypes.String, ""),
+	} {
+		config := tfsdk.Config{Raw: configValue(typ, map[string]tftypes.Value{"target": target}), Schema: sch.Schema}
+		var diags diag.Diagnostics
+		got := configString(ctx, config, "target", &diags)
+		var want types.String
+		wantDiags := config.GetAttribute(ctx, path.Root("target"), &want)
+		if !got.Equal(want) || diags.HasError() || wantDiags.HasError() {
+			t.Errorf("target %s: configString gives %s (%v), GetAttribute %s (%v)", target, got, diags, want, wantDiags)
+		}
+	}
+}
