@@ -62,11 +62,12 @@ type directDataSource struct {
 func newDirectReads(framework tfprotov6.ProviderServer, p *k8sProvider) *directReads {
 	s := &directReads{ProviderServer: framework, provider: p, dataSources: map[string]*directDataSource{}}
 	for _, factory := range p.DataSources(context.Background()) {
-		if _, ok := factory().(stateReader); !ok {
+		ds := factory()
+		if _, ok := ds.(stateReader); !ok {
 			continue // the framework reads it
 		}
 		var meta datasource.MetadataResponse
-		factory().Metadata(context.Background(), datasource.MetadataRequest{ProviderTypeName: "k8s"}, &meta)
+		ds.Metadata(context.Background(), datasource.MetadataRequest{ProviderTypeName: "k8s"}, &meta)
 		s.dataSources[meta.TypeName] = &directDataSource{
 			factory: factory,
 			schema: sync.OnceValues(func() (schema.Schema, tftypes.Type) {

@@ -142,8 +142,8 @@ func sortedDiagnostics(diags []*tfprotov6.Diagnostic) []string {
 	return out
 }
 
-// configString reads a string attribute as the framework's GetAttribute does.
-func TestConfigStringReadsWhatGetAttributeReads(t *testing.T) {
+// configStrings reads string attributes as the framework's GetAttribute does.
+func TestConfigStringsReadWhatGetAttributeReads(t *testing.T) {
 	ctx := context.Background()
 	var sch datasource.SchemaResponse
 	newReadyEndpointsDataSource().Schema(ctx, datasource.SchemaRequest{}, &sch)
@@ -156,11 +156,14 @@ func TestConfigStringReadsWhatGetAttributeReads(t *testing.T) {
 	} {
 		config := tfsdk.Config{Raw: configValue(typ, map[string]tftypes.Value{"target": target}), Schema: sch.Schema}
 		var diags diag.Diagnostics
-		got := configString(ctx, config, "target", &diags)
-		var want types.String
-		wantDiags := config.GetAttribute(ctx, path.Root("target"), &want)
-		if !got.Equal(want) || diags.HasError() || wantDiags.HasError() {
-			t.Errorf("target %s: configString gives %s (%v), GetAttribute %s (%v)", target, got, diags, want, wantDiags)
+		names := []string{"target", "node_selector"}
+		got := configStrings(ctx, config, names, &diags)
+		for i, name := range names {
+			var want types.String
+			wantDiags := config.GetAttribute(ctx, path.Root(name), &want)
+			if !got[i].Equal(want) || diags.HasError() || wantDiags.HasError() {
+				t.Errorf("target %s: configStrings gives %s %s (%v), GetAttribute %s (%v)", target, name, got[i], diags, want, wantDiags)
+			}
 		}
 	}
 }

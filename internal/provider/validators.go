@@ -181,12 +181,14 @@ func (v nodeArgumentsNeedNodes) MarkdownDescription(ctx context.Context) string 
 }
 
 func (nodeArgumentsNeedNodes) ValidateDataSource(ctx context.Context, req datasource.ValidateConfigRequest, resp *datasource.ValidateConfigResponse) {
-	target := configString(ctx, req.Config, "target", &resp.Diagnostics)
+	names := []string{"target", "node_address_type", "node_selector"}
+	values := configStrings(ctx, req.Config, names, &resp.Diagnostics)
+	target := values[0]
 	if target.IsUnknown() || target.ValueString() == targetNodes {
 		return
 	}
-	for _, name := range []string{"node_address_type", "node_selector"} {
-		if v := configString(ctx, req.Config, name, &resp.Diagnostics); !v.IsNull() {
+	for i, name := range names[1:] {
+		if !values[1+i].IsNull() {
 			resp.Diagnostics.AddAttributeError(path.Root(name), "Node Argument Without Node Target",
 				fmt.Sprintf("%s chooses among nodes, and the pool is of pods: target is %q.\n\n"+
 					"Set target = \"nodes\" for a pool of nodes, or remove %s.", name, cmp.Or(target.ValueString(), targetPods), name))
@@ -194,21 +196,26 @@ func (nodeArgumentsNeedNodes) ValidateDataSource(ctx context.Context, req dataso
 	}
 }
 
-// configString is the string attribute name of a configuration, as
-// config.GetAttribute gives it, without the framework's walk of the schema
-// and reflection (this validator runs twice per data source per plan).
-func configString(ctx context.Context, config tfsdk.Config, name string, diags *diag.Diagnostics) types.String {
+// configStrings are the string attributes names of a configuration, as
+// config.GetAttribute gives each, without the framework's walk of the schema
+// and reflection (this validator runs twice per data source per plan), from
+// one decoding of the configuration.
+func configStrings(ctx context.Context, config tfsdk.Config, names []string, diags *diag.Diagnostics) []types.String {
 	var attrs map[string]tftypes.Value
-	if err := config.Raw.As(&attrs); err == nil {
+	if err := config.Raw.As(&attrs); err != nil {
+		attrs = nil
+	}
+	out := make([]types.String, len(names))
+	for i, name := range names {
 		if raw, ok := attrs[name]; ok && raw.Type().Is(tftypes.String) {
 			if v, err := types.StringType.ValueFromTerraform(ctx, raw); err == nil {
 				if s, ok := v.(types.String); ok {
-					return s
+					out[i] = s
+					continue
 				}
 			}
 		}
+		diags.Append(config.GetAttribute(ctx, path.Root(name), &out[i])...)
 	}
-	var s types.String
-	diags.Append(config.GetAttribute(ctx, path.Root(name), &s)...)
-	return s
+	return out
 }
