@@ -15,13 +15,7 @@ import (
 // sets, numbers, booleans and the timeouts block.
 func TestGetConfigFillsModelsAsTheFrameworkDoes(t *testing.T) {
 	ctx := context.Background()
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	num := func(n int) tftypes.Value { return tftypes.NewValue(tftypes.Number, n) }
 	unknownString := tftypes.NewValue(tftypes.String, tftypes.UnknownValue)
-	readTimeout := func(s string) tftypes.Value {
-		return tftypes.NewValue(tftypes.Object{AttributeTypes: map[string]tftypes.Type{"read": tftypes.String}},
-			map[string]tftypes.Value{"read": str(s)})
-	}
 	tests := []struct {
 		name   string
 		source datasource.DataSource
@@ -29,13 +23,13 @@ func TestGetConfigFillsModelsAsTheFrameworkDoes(t *testing.T) {
 		args   map[string]tftypes.Value
 	}{
 		{"a pool with nothing set but its Service", newReadyEndpointsDataSource(), func() any { return &readyEndpointsModel{} },
-			map[string]tftypes.Value{"service": str("api")}},
+			map[string]tftypes.Value{"service": tfString("api")}},
 		{"a pool with every argument set", newReadyEndpointsDataSource(), func() any { return &readyEndpointsModel{} },
 			map[string]tftypes.Value{
-				"service": str("api"), "namespace": str("shop"), "port_name": str("http"), "default_port": num(8080),
-				"terminating_endpoints": str("include"), "address_type": str("IPv6"), "zones": stringSet("a", "b"),
-				"target": str("nodes"), "node_address_type": str("ExternalIP"), "node_selector": str("pool=edge"),
-				"expiry_annotation": str("example.com/expires"), "min_ready": num(2), "timeouts": readTimeout("30s"),
+				"service": tfString("api"), "namespace": tfString("shop"), "port_name": tfString("http"), "default_port": tfNumber(8080),
+				"terminating_endpoints": tfString("include"), "address_type": tfString("IPv6"), "zones": stringSet("a", "b"),
+				"target": tfString("nodes"), "node_address_type": tfString("ExternalIP"), "node_selector": tfString("pool=edge"),
+				"expiry_annotation": tfString("example.com/expires"), "min_ready": tfNumber(2), "timeouts": readTimeouts(tfString("30s")),
 			}},
 		{"a pool with unknown arguments", newReadyEndpointsDataSource(), func() any { return &readyEndpointsModel{} },
 			map[string]tftypes.Value{"service": unknownString, "zones": tftypes.NewValue(tftypes.Set{ElementType: tftypes.String}, tftypes.UnknownValue)}},
@@ -43,8 +37,8 @@ func TestGetConfigFillsModelsAsTheFrameworkDoes(t *testing.T) {
 		{"a fleet with every argument set", newServicesDataSource(), func() any { return &servicesModel{} },
 			map[string]tftypes.Value{
 				"namespaces": stringSet("shop", "blog"), "all_namespaces": tftypes.NewValue(tftypes.Bool, false),
-				"label_selector": str("tier=front"), "names": stringSet("api"), "port_name": str("http"),
-				"min_ready": num(1), "min_services": num(3), "timeouts": readTimeout("1m"),
+				"label_selector": tfString("tier=front"), "names": stringSet("api"), "port_name": tfString("http"),
+				"min_ready": tfNumber(1), "min_services": tfNumber(3), "timeouts": readTimeouts(tfString("1m")),
 			}},
 	}
 	for _, tt := range tests {

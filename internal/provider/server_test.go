@@ -23,21 +23,19 @@ func TestDirectReadsGiveWhatTheFrameworkGives(t *testing.T) {
 	if _, ok := direct.server.(*directReads); !ok {
 		t.Fatalf("NewServer gives a %T, not the direct reads", direct.server)
 	}
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	num := func(n int) tftypes.Value { return tftypes.NewValue(tftypes.Number, n) }
 	tests := []struct {
 		name, typeName string
 		args           map[string]tftypes.Value
 	}{
-		{"a Service with 2,000 endpoints", "k8s_ready_endpoints", map[string]tftypes.Value{"service": str("big")}},
+		{"a Service with 2,000 endpoints", "k8s_ready_endpoints", map[string]tftypes.Value{"service": tfString("big")}},
 		{"draining endpoints and a default port", "k8s_ready_endpoints", map[string]tftypes.Value{
-			"service": str("big"), "terminating_endpoints": str("include"), "default_port": num(9000)}},
-		{"a port the Service does not have", "k8s_ready_endpoints", map[string]tftypes.Value{"service": str("big"), "port_name": str("grpc")}},
-		{"a Service that does not exist", "k8s_ready_endpoints", map[string]tftypes.Value{"namespace": str("shop"), "service": str("nope")}},
-		{"too few endpoints", "k8s_ready_endpoints", map[string]tftypes.Value{"namespace": str("shop"), "service": str("api"), "min_ready": num(3)}},
-		{"a fleet of two namespaces", "k8s_services", map[string]tftypes.Value{"namespaces": stringSet("shop", "blog"), "port_name": str("http")}},
-		{"a fleet of every namespace with a selector", "k8s_services", map[string]tftypes.Value{"all_namespaces": tftypes.NewValue(tftypes.Bool, true), "label_selector": str("tier=front")}},
-		{"a fleet short of its guards", "k8s_services", map[string]tftypes.Value{"namespace": str("shop"), "min_services": num(9), "min_ready": num(2)}},
+			"service": tfString("big"), "terminating_endpoints": tfString("include"), "default_port": tfNumber(9000)}},
+		{"a port the Service does not have", "k8s_ready_endpoints", map[string]tftypes.Value{"service": tfString("big"), "port_name": tfString("grpc")}},
+		{"a Service that does not exist", "k8s_ready_endpoints", map[string]tftypes.Value{"namespace": tfString("shop"), "service": tfString("nope")}},
+		{"too few endpoints", "k8s_ready_endpoints", map[string]tftypes.Value{"namespace": tfString("shop"), "service": tfString("api"), "min_ready": tfNumber(3)}},
+		{"a fleet of two namespaces", "k8s_services", map[string]tftypes.Value{"namespaces": stringSet("shop", "blog"), "port_name": tfString("http")}},
+		{"a fleet of every namespace with a selector", "k8s_services", map[string]tftypes.Value{"all_namespaces": tftypes.NewValue(tftypes.Bool, true), "label_selector": tfString("tier=front")}},
+		{"a fleet short of its guards", "k8s_services", map[string]tftypes.Value{"namespace": tfString("shop"), "min_services": tfNumber(9), "min_ready": tfNumber(2)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -83,6 +83,18 @@ func fleetFixture(t testing.TB) *standInAPIServer {
 	return api
 }
 
+// tfString, tfNumber, stringSet and readTimeouts are configuration values
+// of the tests.
+func tfString(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
+
+func tfNumber(n int) tftypes.Value { return tftypes.NewValue(tftypes.Number, n) }
+
+// readTimeouts is a timeouts block with read set to read.
+func readTimeouts(read tftypes.Value) tftypes.Value {
+	return tftypes.NewValue(tftypes.Object{AttributeTypes: map[string]tftypes.Type{"read": tftypes.String}},
+		map[string]tftypes.Value{"read": read})
+}
+
 func stringSet(values ...string) tftypes.Value {
 	elems := make([]tftypes.Value, len(values))
 	for i, v := range values {

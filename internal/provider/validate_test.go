@@ -20,51 +20,45 @@ import (
 // attributes in map order), before and after the provider is configured.
 func TestDirectValidationGivesWhatTheFrameworkGives(t *testing.T) {
 	ctx := context.Background()
-	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-	num := func(n int) tftypes.Value { return tftypes.NewValue(tftypes.Number, n) }
 	boolean := func(b bool) tftypes.Value { return tftypes.NewValue(tftypes.Bool, b) }
 	unknown := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, tftypes.UnknownValue) }
-	timeouts := func(read tftypes.Value) tftypes.Value {
-		return tftypes.NewValue(tftypes.Object{AttributeTypes: map[string]tftypes.Type{"read": tftypes.String}},
-			map[string]tftypes.Value{"read": read})
-	}
 	pool := "k8s_ready_endpoints"
 	fleet := "k8s_services"
 	tests := []struct {
 		name, typeName string
 		args           map[string]tftypes.Value
 	}{
-		{"a Service", pool, map[string]tftypes.Value{"service": str("api")}},
+		{"a Service", pool, map[string]tftypes.Value{"service": tfString("api")}},
 		{"no Service", pool, nil},
 		{"every argument valid", pool, map[string]tftypes.Value{
-			"service": str("api"), "namespace": str("shop"), "port_name": str("http"), "default_port": num(8080),
-			"terminating_endpoints": str("include"), "address_type": str("IPv6"), "zones": stringSet("a", "b"),
-			"target": str("nodes"), "node_address_type": str("ExternalIP"), "node_selector": str("pool=edge"),
-			"expiry_annotation": str("example.com/expires"), "min_ready": num(2), "timeouts": timeouts(str("30s")),
+			"service": tfString("api"), "namespace": tfString("shop"), "port_name": tfString("http"), "default_port": tfNumber(8080),
+			"terminating_endpoints": tfString("include"), "address_type": tfString("IPv6"), "zones": stringSet("a", "b"),
+			"target": tfString("nodes"), "node_address_type": tfString("ExternalIP"), "node_selector": tfString("pool=edge"),
+			"expiry_annotation": tfString("example.com/expires"), "min_ready": tfNumber(2), "timeouts": readTimeouts(tfString("30s")),
 		}},
 		{"every argument wrong", pool, map[string]tftypes.Value{
-			"service": str("Not_A_Name"), "namespace": str("-shop"), "port_name": str("HTTP!"), "default_port": num(70000),
-			"terminating_endpoints": str("sometimes"), "address_type": str("IPv5"), "zones": stringSet(""),
-			"target": str("vms"), "node_address_type": str("Internal"), "node_selector": str("a b c"),
-			"expiry_annotation": str("not a key!"), "min_ready": num(-1), "timeouts": timeouts(str("soon")),
+			"service": tfString("Not_A_Name"), "namespace": tfString("-shop"), "port_name": tfString("HTTP!"), "default_port": tfNumber(70000),
+			"terminating_endpoints": tfString("sometimes"), "address_type": tfString("IPv5"), "zones": stringSet(""),
+			"target": tfString("vms"), "node_address_type": tfString("Internal"), "node_selector": tfString("a b c"),
+			"expiry_annotation": tfString("not a key!"), "min_ready": tfNumber(-1), "timeouts": readTimeouts(tfString("soon")),
 		}},
 		{"node arguments without target nodes", pool, map[string]tftypes.Value{
-			"service": str("api"), "node_address_type": str("ExternalIP"), "node_selector": str("pool=edge")}},
-		{"an empty Service name and a zero port", pool, map[string]tftypes.Value{"service": str(""), "default_port": num(0)}},
-		{"a read-only attribute set", pool, map[string]tftypes.Value{"service": str("api"), "id": str("shop/api")}},
+			"service": tfString("api"), "node_address_type": tfString("ExternalIP"), "node_selector": tfString("pool=edge")}},
+		{"an empty Service name and a zero port", pool, map[string]tftypes.Value{"service": tfString(""), "default_port": tfNumber(0)}},
+		{"a read-only attribute set", pool, map[string]tftypes.Value{"service": tfString("api"), "id": tfString("shop/api")}},
 		{"unknown arguments", pool, map[string]tftypes.Value{
 			"service": unknown(tftypes.String), "zones": unknown(tftypes.Set{ElementType: tftypes.String}),
-			"target": unknown(tftypes.String), "node_selector": str("pool=edge"), "timeouts": timeouts(unknown(tftypes.String)),
+			"target": unknown(tftypes.String), "node_selector": tfString("pool=edge"), "timeouts": readTimeouts(unknown(tftypes.String)),
 		}},
 		{"a fleet of the default namespace", fleet, nil},
 		{"a fleet with every argument valid", fleet, map[string]tftypes.Value{
-			"namespaces": stringSet("shop", "blog"), "label_selector": str("tier=front"), "names": stringSet("api"),
-			"port_name": str("http"), "min_ready": num(1), "min_services": num(3), "timeouts": timeouts(str("1m")),
+			"namespaces": stringSet("shop", "blog"), "label_selector": tfString("tier=front"), "names": stringSet("api"),
+			"port_name": tfString("http"), "min_ready": tfNumber(1), "min_services": tfNumber(3), "timeouts": readTimeouts(tfString("1m")),
 		}},
 		{"a fleet with every argument wrong", fleet, map[string]tftypes.Value{
-			"namespace": str("shop"), "namespaces": stringSet("Shop"), "all_namespaces": boolean(true),
-			"label_selector": str("a b c"), "names": stringSet("", "x"), "min_ready": num(-2), "min_services": num(-1),
-			"terminating_endpoints": str("never"), "timeouts": timeouts(str("1 minute")),
+			"namespace": tfString("shop"), "namespaces": stringSet("Shop"), "all_namespaces": boolean(true),
+			"label_selector": tfString("a b c"), "names": stringSet("", "x"), "min_ready": tfNumber(-2), "min_services": tfNumber(-1),
+			"terminating_endpoints": tfString("never"), "timeouts": readTimeouts(tfString("1 minute")),
 		}},
 		{"a fleet with read-only attributes set", fleet, map[string]tftypes.Value{
 			"services": unknown(servicesMapType), "skipped": unknown(skippedListType)}},
