@@ -17,11 +17,7 @@ import (
 func TestAccFunctionsOnARealRead(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc := webServiceSpec(ns, httpPort)
-	svc.Spec.IPFamilyPolicy = &policy
-	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
-	c.createService(t, svc)
+	c.createService(t, dualStackWebServiceSpec(ns, corev1.IPv4Protocol, corev1.IPv6Protocol))
 	c.runPod(t, ns, podSpec{name: "web-a", labels: webLabels, ips: []string{"10.244.7.2", "fd00:10:244:7::2"}, ready: true})
 	c.runPod(t, ns, podSpec{name: "web-b", labels: webLabels, ips: []string{"10.244.7.10", "fd00:10:244:7::10"}, ready: true})
 	c.runPod(t, ns, podSpec{name: "web-c", labels: webLabels, ips: []string{"10.244.7.3", "fd00:10:244:7::3"}, ready: true})

@@ -35,6 +35,16 @@ func webServiceSpec(namespace string, ports ...corev1.ServicePort) *corev1.Servi
 	}
 }
 
+// dualStackWebServiceSpec is webServiceSpec on httpPort, dual-stack, with
+// families in the order given (the first is the primary).
+func dualStackWebServiceSpec(namespace string, families ...corev1.IPFamily) *corev1.Service {
+	policy := corev1.IPFamilyPolicyRequireDualStack
+	svc := webServiceSpec(namespace, httpPort)
+	svc.Spec.IPFamilyPolicy = &policy
+	svc.Spec.IPFamilies = families
+	return svc
+}
+
 func dataSource(namespace string, extra string) string {
 	return fmt.Sprintf(`
 data "k8s_ready_endpoints" "web" {
@@ -100,11 +110,7 @@ func TestAccReadyNotReadyAndTerminatingPods(t *testing.T) {
 func TestAccDualStackServiceGivesEachPodOncePerFamily(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc := webServiceSpec(ns, httpPort)
-	svc.Spec.IPFamilyPolicy = &policy
-	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
-	c.createService(t, svc)
+	c.createService(t, dualStackWebServiceSpec(ns, corev1.IPv6Protocol, corev1.IPv4Protocol))
 	c.runPod(t, ns, podSpec{name: "web-a", labels: webLabels, ips: []string{"10.244.1.2", "fd00:10:244::2"}, ready: true})
 	c.runPod(t, ns, podSpec{name: "web-b", labels: webLabels, ips: []string{"10.244.1.1", "fd00:10:244::1"}, ready: true})
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))

@@ -63,11 +63,7 @@ func TestAccTerminatingEndpointsPolicies(t *testing.T) {
 func TestAccAddressFamilyAndZoneFilters(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc := webServiceSpec(ns, httpPort)
-	svc.Spec.IPFamilyPolicy = &policy
-	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
-	c.createService(t, svc)
+	c.createService(t, dualStackWebServiceSpec(ns, corev1.IPv4Protocol, corev1.IPv6Protocol))
 	c.runPod(t, ns, podSpec{name: "web-a", labels: webLabels, ips: []string{"10.244.8.1", "fd00:10:244::8:1"}, ready: true})
 	c.runPod(t, ns, podSpec{name: "web-b", labels: webLabels, ips: []string{"10.244.8.2", "fd00:10:244::8:2"}, ready: true, node: accNodeB})
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
