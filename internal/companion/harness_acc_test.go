@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -320,7 +321,11 @@ func startSync(t *testing.T, w *workdir, args ...string) *companion {
 			t.Logf("companion log:\n%s", c.log())
 		}
 	})
-	c.waitFor(t, 60*time.Second, "watching")
+	if slices.Contains(args, "-leader-elect") {
+		c.waitFor(t, 60*time.Second, "waiting for the Lease")
+	} else {
+		c.waitFor(t, 60*time.Second, "watching")
+	}
 	return c
 }
 

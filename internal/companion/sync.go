@@ -527,6 +527,7 @@ func (s *syncer) Run(ctx context.Context) error {
 		statePoll   = time.NewTicker(s.opts.StateInterval)
 		backoff     = s.newBackoff()
 		retryAt     time.Time
+		runStarted  time.Time
 		current     pending
 	)
 	fire.Stop()
@@ -605,7 +606,7 @@ func (s *syncer) Run(ctx context.Context) error {
 			if running {
 				s.log.Info("stopping: waiting for the running command, which got SIGINT", "bound", s.opts.StopTimeout.String())
 				r := <-runDone
-				s.log.Info("run ended", "result", r.result, "error", errText(r.err))
+				s.log.Info("run ended", "result", r.result, "duration", s.now().Sub(runStarted).Round(time.Millisecond).String(), "error", errText(r.err))
 			}
 			return nil
 		case <-s.kick:
@@ -637,7 +638,8 @@ func (s *syncer) Run(ctx context.Context) error {
 			s.metrics.settleDelay.Observe(s.now().Sub(windowStart).Seconds())
 			s.log.Info("run started", "data_sources", strings.Join(slices.Sorted(mapKeysOf(current.changes)), ","),
 				"settled", s.now().Sub(windowStart).Round(time.Millisecond).String())
-			started, snapshot, sig := s.now(), current, current.signature()
+			runStarted = s.now()
+			started, snapshot, sig := runStarted, current, current.signature()
 			go func() {
 				r := s.runOnce(ctx, snapshot)
 				s.metrics.runDuration.Observe(time.Since(started).Seconds())
@@ -648,6 +650,7 @@ func (s *syncer) Run(ctx context.Context) error {
 			running = false
 			s.metrics.runs.WithLabelValues(r.result).Inc()
 			s.metrics.lastRun.SetToCurrentTime()
+			s.log.Info("run ended", "result", r.result, "duration", s.now().Sub(runStarted).Round(time.Millisecond).String(), "error", errText(r.err))
 			switch r.result {
 			case resultFailed:
 				wait := backoff.Step()
@@ -659,7 +662,6 @@ func (s *syncer) Run(ctx context.Context) error {
 			default:
 				backoff = s.newBackoff()
 				retryAt = time.Time{}
-				s.log.Info("run ended", "result", r.result)
 			}
 			if ctx.Err() != nil {
 				return nil
