@@ -428,3 +428,17 @@ func removeFlag(args []string, flag string) []string {
 	}
 	return out
 }
+
+// firstTime is the time of the first line with message msg.
+func (c *companion) firstTime(msg string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.logs {
+		if e["msg"] == msg {
+			s, _ := e["time"].(string)
+			t, _ := time.Parse(time.RFC3339Nano, s)
+			return t
+		}
+	}
+	return time.Time{}
+}

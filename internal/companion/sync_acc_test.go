@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -429,3 +430,47 @@ func TestAccSyncRefusesToStartOnBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if _, err := acc.client.CoreV1().Services(ns).Create(testCtx(t), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const annotation = "example.com/expires"
+	expires := time.Now().Add(12 * time.Second).UTC()
+	for i, at := range []string{"", expires.Format(time.RFC3339)} {
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%d", i+1),
+				Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "sync-acc"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.244.0.%d", i+1)}}},
+		}
+		if at != "" {
+			slice.Annotations = map[string]string{annotation: at}
+		}
+		if _, err := acc.client.DiscoveryV1().EndpointSlices(ns).Create(testCtx(t), slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := strings.Replace(poolConfig(ns, ""), `port_name = "http"`, "port_name = \"http\"\n  expiry_annotation = \""+annotation+"\"", 1)
+	w := newWorkdir(t, config)
+	wantMembers(t, w, members(1, 2))
+	c := startSync(t, w)
+	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
+	if ran := c.count("run started", nil); ran != 1 {
+		t.Errorf("%d runs, want 1", ran)
+	}
+	started := c.firstTime("run started")
+	if started.Before(expires) {
+		t.Errorf("the run started at %s, before the expiry %s", started, expires)
+	}
+	wantMembers(t, w, members(1))
+}
+
+func ptr[T any](v T) *T { return &v }
