@@ -474,3 +474,30 @@ func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The daemon-free pattern of examples/sync/check-block: a refresh-only plan
+// warns once the pool is stale, and not before.
+func TestAccCheckBlockExampleWarnsWhenThePoolIsStale(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	example, err := os.ReadFile(filepath.Join("..", "..", "examples", "sync", "check-block", "main.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", acc.kubeconfig)
+	w := &workdir{dir: t.TempDir()}
+	w.write(t, string(example))
+	vars := []string{"-var", "namespace=" + ns, "-var", "service=web"}
+	w.terraform(t, append([]string{"apply", "-auto-approve", "-input=false", "-no-color"}, vars...)...)
+	const warning = "is stale: run terraform apply"
+	if out := w.terraform(t, append([]string{"plan", "-refresh-only", "-input=false", "-no-color"}, vars...)...); strings.Contains(out, warning) {
+		t.Fatalf("a current pool warned:\n%s", out)
+	}
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	waitForReady(t, ns, "web", 3, 3)
+	out := w.terraform(t, append([]string{"plan", "-refresh-only", "-input=false", "-no-color"}, vars...)...)
+	if !strings.Contains(out, warning) || !strings.Contains(out, "pool_is_current") {
+		t.Errorf("a stale pool did not warn:\n%s", out)
+	}
+}
