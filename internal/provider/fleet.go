@@ -27,7 +27,8 @@ type fleetRequest struct {
 	query endpoints.Query
 	// nodes, when enabled, makes each Service's pool of nodes.
 	nodes nodeTarget
-	// minReady is the fewest endpoints each pool may have, minServices the
+	// minReady is the fewest ready endpoints each pool may have (draining
+	// ones are not counted), minServices the
 	// fewest Services; 0 means no guard.
 	minReady, minServices int
 	// wait is how long to wait for the guards to hold; 0 means not at all.
@@ -128,11 +129,11 @@ func (r fleetRequest) guardsHold(res endpoints.FleetResult) bool {
 	return len(res.Pools) >= r.minServices && len(r.shortPools(res)) == 0
 }
 
-// shortPools are the pools with fewer than minReady endpoints.
+// shortPools are the pools with fewer than minReady ready endpoints.
 func (r fleetRequest) shortPools(res endpoints.FleetResult) []endpoints.ServicePool {
 	var short []endpoints.ServicePool
 	for _, p := range res.Pools {
-		if len(p.Endpoints) < r.minReady {
+		if endpoints.CountReady(p.Endpoints) < r.minReady {
 			short = append(short, p)
 		}
 	}
@@ -208,14 +209,15 @@ func (r fleetRequest) waitForGuards(ctx context.Context, client *kube.Client, st
 	return res, firstErr
 }
 
-// describeShort names the Services short of min_ready with their counts.
+// describeShort names the Services short of min_ready with their counts of
+// ready endpoints.
 func describeShort(short []endpoints.ServicePool) string {
 	var b []byte
 	for i, p := range short {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = fmt.Appendf(b, "%s/%s (%d)", p.Service.Namespace, p.Service.Name, len(p.Endpoints))
+		b = fmt.Appendf(b, "%s/%s (%d)", p.Service.Namespace, p.Service.Name, endpoints.CountReady(p.Endpoints))
 	}
 	return string(b)
 }

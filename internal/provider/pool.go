@@ -49,7 +49,8 @@ type poolRequest struct {
 	query              endpoints.Query
 	// nodes, when enabled, makes the pool of nodes.
 	nodes nodeTarget
-	// minReady is the fewest endpoints the pool may have; 0 means no guard.
+	// minReady is the fewest ready endpoints the pool may have (draining
+	// ones are not counted); 0 means no guard.
 	minReady int
 	// wait is how long to wait for minReady to hold; 0 means not at all.
 	wait time.Duration
@@ -96,21 +97,21 @@ func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoint
 	}
 
 	waited := false
-	if len(res.Endpoints) < r.minReady && r.wait > 0 {
+	if endpoints.CountReady(res.Endpoints) < r.minReady && r.wait > 0 {
 		waited = true
 		err := client.WatchEndpointSlices(ctx, r.namespace, r.service, list, func(items []discoveryv1.EndpointSlice) bool {
 			if next, err := apply(items); err == nil {
 				res = next
 			}
-			return len(res.Endpoints) >= r.minReady
+			return endpoints.CountReady(res.Endpoints) >= r.minReady
 		})
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			diags.Append(watchDiagnostic(r, err))
 		}
 	}
 	diags.Append(expiryWarnings(res.Warnings)...)
-	if len(res.Endpoints) < r.minReady {
-		diags.Append(tooFewDiagnostic(r, len(res.Endpoints), waited))
+	if ready := endpoints.CountReady(res.Endpoints); ready < r.minReady {
+		diags.Append(tooFewDiagnostic(r, ready, len(res.Endpoints)-ready, waited))
 	}
 	return res, diags
 }

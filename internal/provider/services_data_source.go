@@ -76,7 +76,8 @@ func (d *servicesDataSource) Schema(ctx context.Context, _ datasource.SchemaRequ
 		"min_ready": schema.Int64Attribute{
 			Optional: true,
 			Computed: true,
-			MarkdownDescription: "The fewest endpoints each Service's pool may have. With fewer in any of them, the read " +
+			MarkdownDescription: "The fewest ready endpoints (`ready` true; draining ones are not counted) each " +
+				"Service's pool may have. With fewer in any of them, the read " +
 				"fails with an error that names every Service short of it, so that an apply stops before it empties " +
 				"or shrinks a pool. With a `timeouts { read = ... }` block, the read first waits up to that long, by " +
 				"watching the EndpointSlices (this needs `watch` on `endpointslices`). `0`, the default, means no guard.",
