@@ -445,3 +445,78 @@ frontend pool
 %s`, backend[1], rendered))
 	return exec.Command(program, "-c", "-q", "-f", conf).CombinedOutput()
 }
+
+// The target group names of examples/pools/fleet-aws-target-groups, its
+// expression evaluated by terraform for keys that collide when cut at 32
+// characters, or whose cut ends in hyphens: unique, at most 32 letters,
+// digits and hyphens, never starting or ending with a hyphen, as AWS asks.
+func TestFleetTargetGroupNamesAreWhatAWSTakes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "pools", "fleet-aws-target-groups", "main.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile(`(?s)resource "aws_lb_target_group" "pool" \{(.*?)\n\}`).FindSubmatch(b)
+	if block == nil {
+		t.Fatal(`no resource "aws_lb_target_group" "pool" in the example`)
+	}
+	name := regexp.MustCompile(`(?m)^\s*name\s*=\s*(.+)$`).FindSubmatch(block[1])
+	if name == nil {
+		t.Fatal("no name in the example's aws_lb_target_group.pool")
+	}
+	keys := []string{
+		"team-a-production-eu/web-frontend-a", // the two cut at 32 are the same
+		"team-a-production-eu/web-frontend-b",
+		"team-a-production-europe-west-1/web", // cut at 32, ends in "-"
+		"team-a-production-euro/web",          // cut at 23, ends in "-"
+		"shop/web--------------------x",
+		"a/b-c", "a-b/c", // one "<namespace>-<name>" for two keys
+		"n123456789012345678901234567890123456789012345678901234567890123/s123456789012345678901234567890123456789012345678901234567890123",
+		"shop/web",
+	}
+	dir := t.TempDir()
+	quoted := make([]string, len(keys))
+	for i, k := range keys {
+		quoted[i] = fmt.Sprintf("%q", k)
+	}
+	writeText(t, filepath.Join(dir, "main.tf"), fmt.Sprintf(`
+resource "terraform_data" "name" {
+  for_each = toset([%s])
+  input    = %s
+}
+output "names" {
+  value = { for k, r in terraform_data.name : k => r.output }
+}
+`, strings.Join(quoted, ", "), name[1]))
+	run := func(args ...string) []byte {
+		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("terraform %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	run("apply", "-auto-approve", "-input=false", "-no-color")
+	var names map[string]string
+	if err := json.Unmarshal(run("output", "-json", "names"), &names); err != nil {
+		t.Fatal(err)
+	}
+	valid := regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`)
+	seen := map[string]string{}
+	for _, k := range keys {
+		n, ok := names[k]
+		switch {
+		case !ok:
+			t.Errorf("no name for %s", k)
+		case len(n) > 32 || !valid.MatchString(n):
+			t.Errorf("%s: name %q (%d characters) is not a target group name", k, n, len(n))
+		case seen[n] != "":
+			t.Errorf("%s and %s both get %q", seen[n], k, n)
+		}
+		seen[n] = k
+	}
+	if t.Failed() {
+		t.Logf("expression: %s", name[1])
+	}
+}
