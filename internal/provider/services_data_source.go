@@ -41,7 +41,7 @@ func (d *servicesDataSource) Schema(ctx context.Context, _ datasource.SchemaRequ
 	attributes := map[string]schema.Attribute{
 		"id": schema.StringAttribute{
 			Computed:            true,
-			MarkdownDescription: "The namespaces read, comma-separated, or `*` for all of them.",
+			MarkdownDescription: "The namespaces read, sorted and comma-separated (`namespaces = [\"b\", \"a\"]` gives `a,b`), or `*` for all of them.",
 		},
 		"namespace": schema.StringAttribute{
 			Optional: true,
@@ -68,10 +68,11 @@ func (d *servicesDataSource) Schema(ctx context.Context, _ datasource.SchemaRequ
 			Validators: []validator.String{labelSelector()},
 		},
 		"names": schema.SetAttribute{
-			Optional:            true,
-			ElementType:         types.StringType,
-			MarkdownDescription: "Keep only the Services of these names. When unset, every name.",
-			Validators:          []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(dns1123Label())},
+			Optional:    true,
+			ElementType: types.StringType,
+			MarkdownDescription: "Keep only the Services of these names. When unset, every name. Each entry must be a " +
+				"DNS-1123 label, as Service names are, else `terraform validate` fails naming it.",
+			Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(dns1123Label())},
 		},
 		"min_ready": schema.Int64Attribute{
 			Optional: true,
@@ -101,7 +102,8 @@ func (d *servicesDataSource) Schema(ctx context.Context, _ datasource.SchemaRequ
 		"skipped": schema.ListNestedAttribute{
 			Computed: true,
 			MarkdownDescription: "The selected Services left out of `services`, sorted by namespace and name, with " +
-				"the reason: a Service without the port `port_name` names.",
+				"the reason: a Service without the port `port_name` names; with `target = \"nodes\"`, also a Service " +
+				"whose port has no nodePort, or that has several ports when `port_name` is unset.",
 			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 				"namespace": schema.StringAttribute{Computed: true, MarkdownDescription: "Namespace of the Service."},
 				"name":      schema.StringAttribute{Computed: true, MarkdownDescription: "Name of the Service."},
