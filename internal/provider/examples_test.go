@@ -115,6 +115,11 @@ type lbExample struct {
 	// edits shorten what a test should not wait for: each old string must
 	// be in main.tf once.
 	edits map[string]string
+	// tree copies the example's subdirectories too, and run is the one of
+	// them to apply ("" for the example itself); vars are -var arguments.
+	tree bool
+	run  string
+	vars []string
 	// output is the output that holds the rendered configuration.
 	output  string
 	program string // "haproxy" or "nginx"
@@ -276,7 +281,8 @@ func applyExample(t *testing.T, ex lbExample, kubeconfig string) (map[string]str
 		moduleDir = filepath.Join(work, "module")
 		writeText(t, filepath.Join(work, "main.tf"), functionsConfigFor("vigie/k8s")+ex.root)
 	}
-	copyExample(t, filepath.Join("..", "..", "examples", ex.dir), moduleDir, ex.edits)
+	copyExample(t, filepath.Join("..", "..", "examples", ex.dir), moduleDir, ex.edits, ex.tree)
+	work = filepath.Join(work, ex.run)
 	rc := filepath.Join(t.TempDir(), "dev.tfrc")
 	writeText(t, rc, fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = %q\n  }\n  direct {}\n}\n", filepath.Dir(providerBinary(t))))
 	run := func(args ...string) ([]byte, error) {
@@ -293,7 +299,7 @@ func applyExample(t *testing.T, ex lbExample, kubeconfig string) (map[string]str
 			t.Fatalf("terraform get: %v\n%s", err, out)
 		}
 	}
-	applied, err := run("apply", "-auto-approve", "-input=false", "-no-color")
+	applied, err := run(append([]string{"apply", "-auto-approve", "-input=false", "-no-color"}, ex.vars...)...)
 	if err != nil {
 		return nil, string(applied), err
 	}
@@ -326,9 +332,9 @@ func functionsConfigFor(source string) string {
 	return fmt.Sprintf("terraform {\n  required_providers {\n    k8s = { source = %q }\n  }\n}\n", source)
 }
 
-// copyExample copies the files of an example directory (not its
-// subdirectories) into dst, applying edits to main.tf.
-func copyExample(t *testing.T, src, dst string, edits map[string]string) {
+// copyExample copies the files of an example directory (and, with tree, its
+// subdirectories) into dst, applying edits to its main.tf.
+func copyExample(t *testing.T, src, dst string, edits map[string]string, tree bool) {
 	t.Helper()
 	entries, err := os.ReadDir(src)
 	if err != nil {
@@ -339,6 +345,9 @@ func copyExample(t *testing.T, src, dst string, edits map[string]string) {
 	}
 	for _, e := range entries {
 		if e.IsDir() {
+			if tree {
+				copyExample(t, filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), nil, true)
+			}
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(src, e.Name()))
