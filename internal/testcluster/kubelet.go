@@ -215,7 +215,7 @@ func renewLease(ctx context.Context, client kubernetes.Interface, name string) e
 	if apierrors.IsNotFound(err) {
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceNodeLease},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &name, LeaseDurationSeconds: ptrTo(int32(40)), RenewTime: &now},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &name, LeaseDurationSeconds: ptrTo(int32(40)), RenewTime: &now},
 		}, metav1.CreateOptions{})
 	} else if err == nil {
 		lease.Spec.RenewTime = &now
