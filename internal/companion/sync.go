@@ -321,7 +321,7 @@ func computePool(c *kube.Cache, r pools.Request, now time.Time) (endpoints.Resul
 		return res, err
 	}
 	if r.Short(res) {
-		return res, fmt.Errorf("service %s/%s has %d endpoint(s), fewer than min_ready = %d: a plan would fail", r.Namespace, r.Service, len(res.Endpoints), r.MinReady)
+		return res, fmt.Errorf("service %s/%s has %d ready endpoint(s), fewer than min_ready = %d: a plan would fail", r.Namespace, r.Service, endpoints.CountReady(res.Endpoints), r.MinReady)
 	}
 	return res, nil
 }

@@ -84,6 +84,21 @@ type Query struct {
 	NodeSelector labels.Selector
 }
 
+// CountReady is the number of endpoints whose ready condition is true: those
+// that take new connections, which is what the min_ready guards count. A
+// draining pod (serving and terminating, given under TerminatingFallback or
+// TerminatingInclude) is in the pool but not counted; an entry of a node pool
+// is always ready.
+func CountReady(eps []Endpoint) int {
+	n := 0
+	for _, e := range eps {
+		if e.Ready {
+			n++
+		}
+	}
+	return n
+}
+
 // Result is the pool and what was learnt while making it.
 type Result struct {
 	// Endpoints is never nil, so that "nothing is ready" is an empty list.

@@ -286,3 +286,39 @@ func TestNextExpiryIsTheEarliestToCome(t *testing.T) {
 		})
 	}
 }
+
+// The guards count what takes new connections: under every
+// terminating_endpoints policy, draining pods may be in the pool but are
+// never counted.
+func TestCountReadyCountsReadyEndpointsOnlyUnderEveryPolicy(t *testing.T) {
+	httpSlice := func(e ...discoveryv1.Endpoint) []discoveryv1.EndpointSlice {
+		return []discoveryv1.EndpointSlice{slice("a", v4Slice, ports(slicePort("http", 8080)), eps(e...))}
+	}
+	drainingEp := func(addr string) discoveryv1.Endpoint {
+		return with(ep(addr), conds(ptr(false), ptr(true), ptr(true)))
+	}
+	oneReadyTwoDraining := httpSlice(ep("10.0.0.1"), drainingEp("10.0.0.2"), drainingEp("10.0.0.3"))
+	twoDraining := httpSlice(drainingEp("10.0.0.2"), drainingEp("10.0.0.3"))
+	tests := []struct {
+		policy          TerminatingPolicy
+		slices          []discoveryv1.EndpointSlice
+		inPool, counted int
+	}{
+		{TerminatingExclude, oneReadyTwoDraining, 1, 1},
+		{TerminatingFallback, oneReadyTwoDraining, 1, 1},
+		{TerminatingInclude, oneReadyTwoDraining, 3, 1},
+		{TerminatingExclude, twoDraining, 0, 0},
+		{TerminatingFallback, twoDraining, 2, 0},
+		{TerminatingInclude, twoDraining, 2, 0},
+	}
+	for _, tt := range tests {
+		res, err := Pool(service(http), tt.slices, Query{PortName: "http", Terminating: tt.policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Endpoints) != tt.inPool || CountReady(res.Endpoints) != tt.counted {
+			t.Errorf("%s, %d endpoints: pool of %d, %d counted; want %d, %d counted",
+				tt.policy, len(tt.slices[0].Endpoints), len(res.Endpoints), CountReady(res.Endpoints), tt.inPool, tt.counted)
+		}
+	}
+}

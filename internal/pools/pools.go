@@ -31,7 +31,8 @@ type Request struct {
 	Namespace, Service string
 	Query              endpoints.Query
 	Nodes              NodeTarget
-	// MinReady is the fewest endpoints the pool may have; 0 means no guard.
+	// MinReady is the fewest ready endpoints the pool may have (draining
+	// ones are not counted); 0 means no guard.
 	MinReady int
 }
 
@@ -63,9 +64,9 @@ func (r Request) CheckService(svc *corev1.Service) error {
 	return err
 }
 
-// Short says whether res has fewer endpoints than MinReady.
+// Short says whether res has fewer ready endpoints than MinReady.
 func (r Request) Short(res endpoints.Result) bool {
-	return len(res.Endpoints) < r.MinReady
+	return endpoints.CountReady(res.Endpoints) < r.MinReady
 }
 
 // FleetRequest is what one k8s_services asks for.
@@ -78,8 +79,9 @@ type FleetRequest struct {
 	Names []string
 	Query endpoints.Query
 	Nodes NodeTarget
-	// MinReady is the fewest endpoints each pool may have, MinServices the
-	// fewest Services; 0 means no guard.
+	// MinReady is the fewest ready endpoints each pool may have (draining
+	// ones are not counted), MinServices the fewest Services; 0 means no
+	// guard.
 	MinReady, MinServices int
 }
 
@@ -129,11 +131,11 @@ func (r FleetRequest) GuardsHold(res endpoints.FleetResult) bool {
 	return len(res.Pools) >= r.MinServices && len(r.ShortPools(res)) == 0
 }
 
-// ShortPools are the pools with fewer than MinReady endpoints.
+// ShortPools are the pools with fewer than MinReady ready endpoints.
 func (r FleetRequest) ShortPools(res endpoints.FleetResult) []endpoints.ServicePool {
 	var short []endpoints.ServicePool
 	for _, p := range res.Pools {
-		if len(p.Endpoints) < r.MinReady {
+		if endpoints.CountReady(p.Endpoints) < r.MinReady {
 			short = append(short, p)
 		}
 	}

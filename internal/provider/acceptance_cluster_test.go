@@ -64,7 +64,10 @@ func startLocalControlPlane() (stop func(), err error) {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	cluster, err := testcluster.Start(ctx, testcluster.Options{Version: os.Getenv("K8S_TF_K8S_VERSION"), Log: os.Stderr})
+	// K8S_TF_KIND_CONTROLLERS=1: the controllers a kind cluster runs, node
+	// lifecycle included, as CI's kind clusters do.
+	cluster, err := testcluster.Start(ctx, testcluster.Options{Version: os.Getenv("K8S_TF_K8S_VERSION"), Log: os.Stderr,
+		KindControllers: os.Getenv("K8S_TF_KIND_CONTROLLERS") == "1"})
 	if err != nil {
 		return func() {}, err
 	}
@@ -133,6 +136,11 @@ func connectTestCluster() (*testCluster, error) {
 		if err := testcluster.EnsureNode(ctx, client, name, zone); err != nil {
 			return nil, err
 		}
+	}
+	// No kubelet renews their leases: where the node lifecycle controller
+	// runs (kind), they would be tainted unreachable and their pods evicted.
+	if err := testcluster.KeepNodesAlive(context.Background(), client, accNode, accNodeB); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

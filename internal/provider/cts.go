@@ -86,9 +86,15 @@ func ctsInstances(services []ctsService) (map[string]ctsInstance, error) {
 			meta := map[string]string{}
 			maps.Copy(meta, s.Labels)
 			out[id] = ctsInstance{
-				ID:                  id,
-				Name:                s.Name,
-				Address:             e.Address,
+				ID:      id,
+				Name:    s.Name,
+				Address: e.Address,
+				// Consul's node address is where a service is reached when it
+				// gives no address of its own, and modules read either field
+				// as the member (F5's reads node_address, A10's address,
+				// PAN-OS's address then node_address): a pod, or a node of a
+				// node pool, is reached at its own address, so both say it.
+				NodeAddress:         e.Address,
 				Port:                e.Port,
 				Meta:                meta,
 				Tags:                []string{},

@@ -60,7 +60,7 @@ func TestCTSInstancesNeverShareMapsWithTheirInput(t *testing.T) {
 		t.Errorf("meta is shared: labels %v, other instance %v", labels, got["shop/web/10.0.0.8:80"].Meta)
 	}
 	want := ctsInstance{
-		ID: "shop/web/10.0.0.8:80", Name: "web", Address: "10.0.0.8", Port: 80, Meta: map[string]string{"app": "web"},
+		ID: "shop/web/10.0.0.8:80", Name: "web", Address: "10.0.0.8", NodeAddress: "10.0.0.8", Port: 80, Meta: map[string]string{"app": "web"},
 		Tags: []string{}, Namespace: "shop", Status: "passing", NodeTaggedAddresses: map[string]string{},
 		NodeMeta: map[string]string{}, CTSUserDefinedMeta: map[string]string{},
 	}

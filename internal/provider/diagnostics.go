@@ -61,9 +61,9 @@ func watchDiagnostic(r poolRequest, err error) diag.Diagnostic {
 	return diag.NewErrorDiagnostic("Unable to Watch EndpointSlices", attempted+"\n\n"+remedy+"\n\n"+err.Error())
 }
 
-func tooFewDiagnostic(r poolRequest, found int, waited bool) diag.Diagnostic {
-	attempted := fmt.Sprintf("Service %s/%s has too few endpoints in the pool: found %d, asked for %d (min_ready).",
-		r.Namespace, r.Service, found, r.MinReady) + waitedText(waited, r.wait)
+func tooFewDiagnostic(r poolRequest, ready, draining int, waited bool) diag.Diagnostic {
+	attempted := fmt.Sprintf("Service %s/%s has too few ready endpoints: found %d, asked for %d (min_ready).",
+		r.Namespace, r.Service, ready, r.MinReady) + drainingText(draining) + waitedText(waited, r.wait)
 	return diag.NewAttributeErrorDiagnostic(path.Root("min_ready"), "Too Few Ready Endpoints", attempted+"\n\n"+
 		"The read stopped so that the apply does not shrink or empty the load balancer pool. Check the pods of the "+
 		"Service (kubectl get endpointslices -l kubernetes.io/service-name="+r.Service+" -n "+r.Namespace+"), then "+
@@ -105,6 +105,15 @@ func fleetWatchDiagnostic(err error) diag.Diagnostic {
 	return diag.NewErrorDiagnostic("Unable to Watch EndpointSlices", attempted+"\n\n"+remedy+"\n\n"+err.Error())
 }
 
+// drainingText says that the draining endpoints in a pool were not counted.
+func drainingText(draining int) string {
+	if draining == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" The pool also has %d draining endpoint(s) (terminating_endpoints), which take no new "+
+		"connections and are not counted.", draining)
+}
+
 func waitedText(waited bool, wait time.Duration) string {
 	if waited {
 		return fmt.Sprintf(" The provider waited %s (timeouts.read) for more.", wait)
@@ -123,7 +132,8 @@ func tooFewServicesDiagnostic(r fleetRequest, found int, waited bool) diag.Diagn
 
 func tooFewInPoolsDiagnostic(r fleetRequest, short []endpoints.ServicePool, waited bool) diag.Diagnostic {
 	return diag.NewAttributeErrorDiagnostic(path.Root("min_ready"), "Too Few Ready Endpoints",
-		fmt.Sprintf("%d Service(s) have fewer than min_ready = %d endpoint(s) in their pool: %s.", len(short), r.MinReady, describeShort(short))+
+		fmt.Sprintf("%d Service(s) have fewer than min_ready = %d ready endpoint(s): %s.", len(short), r.MinReady, describeShort(short))+
+			" Draining endpoints (terminating_endpoints) take no new connections and are not counted."+
 			waitedText(waited, r.wait)+"\n\n"+
 			"The read stopped so that the apply does not shrink or empty those load balancer pools. Check the pods "+
 			"of those Services, then apply again; give timeouts.read to wait for a rollout, or lower min_ready.")

@@ -168,14 +168,15 @@ func (r fleetRequest) waitForGuards(ctx context.Context, client *kube.Client, st
 	return res, firstErr
 }
 
-// describeShort names the Services short of min_ready with their counts.
+// describeShort names the Services short of min_ready with their counts of
+// ready endpoints.
 func describeShort(short []endpoints.ServicePool) string {
 	var b []byte
 	for i, p := range short {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = fmt.Appendf(b, "%s/%s (%d)", p.Service.Namespace, p.Service.Name, len(p.Endpoints))
+		b = fmt.Appendf(b, "%s/%s (%d)", p.Service.Namespace, p.Service.Name, endpoints.CountReady(p.Endpoints))
 	}
 	return string(b)
 }

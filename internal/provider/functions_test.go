@@ -173,7 +173,7 @@ func (e ctsExpect) check() knownvalue.Check {
 		"status":                knownvalue.StringExact(e.status),
 		"node":                  knownvalue.StringExact(e.node),
 		"node_id":               knownvalue.StringExact(""),
-		"node_address":          knownvalue.StringExact(""),
+		"node_address":          knownvalue.StringExact(e.address),
 		"node_datacenter":       knownvalue.StringExact(""),
 		"node_tagged_addresses": knownvalue.MapSizeExact(0),
 		"node_meta":             strMap(e.nodeMeta),

@@ -15,6 +15,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
 // Node objects are cluster-scoped and shared by every test of the cluster:
@@ -73,8 +76,7 @@ func (r nodeRun) node(t *testing.T, s nodeSpec) string {
 	if s.beingDeleted {
 		n.Finalizers = []string{accHoldFinalizer}
 	}
-	created, err := nodes.Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := nodes.Create(ctx, n, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create node %s: %v", n.Name, err)
 	}
 	t.Cleanup(func() { r.c.removeNode(n.Name) })
@@ -82,16 +84,33 @@ func (r nodeRun) node(t *testing.T, s nodeSpec) string {
 	if s.notReady {
 		ready = corev1.ConditionFalse
 	}
-	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n.Name}}
-	if s.internalIP != "" {
-		created.Status.Addresses = append(created.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: s.internalIP})
-	}
-	if s.externalIP != "" {
-		created.Status.Addresses = append(created.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: s.externalIP})
-	}
-	if _, err := nodes.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// Where the node lifecycle controller runs (kind), it taints a new Node
+	// at once: set the status on the Node as it is then.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		current.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		current.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n.Name}}
+		if s.internalIP != "" {
+			current.Status.Addresses = append(current.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: s.internalIP})
+		}
+		if s.externalIP != "" {
+			current.Status.Addresses = append(current.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: s.externalIP})
+		}
+		_, err = nodes.UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatalf("set status of node %s: %v", n.Name, err)
+	}
+	if !s.notReady && !s.beingDeleted {
+		alive, stop := context.WithCancel(context.Background())
+		t.Cleanup(stop)
+		if err := testcluster.KeepNodesAlive(alive, r.c.client, n.Name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if s.beingDeleted {
 		if err := nodes.Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil {

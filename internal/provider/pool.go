@@ -91,7 +91,8 @@ func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoint
 	}
 	diags.Append(expiryWarnings(res.Warnings)...)
 	if r.Short(res) {
-		diags.Append(tooFewDiagnostic(r, len(res.Endpoints), waited))
+		ready := endpoints.CountReady(res.Endpoints)
+		diags.Append(tooFewDiagnostic(r, ready, len(res.Endpoints)-ready, waited))
 	}
 	return res, diags
 }

@@ -189,7 +189,9 @@ func serviceAttributes() map[string]schema.Attribute {
 		"type": str("`ClusterIP`, `NodePort`, `LoadBalancer` or `ExternalName`."),
 		"cluster_ips": schema.ListAttribute{
 			Computed: true, ElementType: types.StringType,
-			MarkdownDescription: "The Service's cluster IPs, one per address family; empty for a headless Service.",
+			MarkdownDescription: "The Service's cluster IPs, one per address family, in the Service's order " +
+				"(`spec.clusterIPs`: the primary family, the first of `ipFamilies`, first; not sorted); empty for a " +
+				"headless Service.",
 		},
 		"external_traffic_policy": str("`Cluster` or `Local`, for NodePort and LoadBalancer Services; null otherwise."),
 		"ports": schema.ListNestedAttribute{

@@ -183,14 +183,18 @@ func providerSchema() schema.Schema {
 					objectvalidator.AlsoRequires(path.MatchRoot("host"), path.MatchRoot("exec").AtName("api_version"), path.MatchRoot("exec").AtName("command")),
 				},
 				Attributes: map[string]schema.Attribute{
+					// Required within exec, yet Optional here: the framework
+					// would make the whole exec block required (its issue
+					// 740), so the block's AlsoRequires checks both.
 					"api_version": schema.StringAttribute{
-						Optional:            true,
-						MarkdownDescription: "ExecCredential version the plugin speaks: " + "`" + kube.ExecAPIVersions[0] + "` or `" + kube.ExecAPIVersions[1] + "`.",
-						Validators:          []validator.String{stringvalidator.OneOf(kube.ExecAPIVersions...)},
+						Optional: true,
+						MarkdownDescription: "Required within `exec`. ExecCredential version the plugin speaks: " + "`" +
+							kube.ExecAPIVersions[0] + "` or `" + kube.ExecAPIVersions[1] + "`.",
+						Validators: []validator.String{stringvalidator.OneOf(kube.ExecAPIVersions...)},
 					},
 					"command": schema.StringAttribute{
 						Optional:            true,
-						MarkdownDescription: "Command to run, found on `PATH` if it has no slash.",
+						MarkdownDescription: "Required within `exec`. Command to run, found on `PATH` if it has no slash.",
 						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
 					},
 					"args": schema.ListAttribute{

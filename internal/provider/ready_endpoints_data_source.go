@@ -53,7 +53,9 @@ func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.Sche
 		"min_ready": schema.Int64Attribute{
 			Optional: true,
 			Computed: true,
-			MarkdownDescription: "The fewest endpoints the result may have. With fewer, the read fails with an error " +
+			MarkdownDescription: "The fewest ready endpoints the result may have: endpoints whose `ready` is true, " +
+				"after every filter. Draining endpoints (`terminating = true`, given by `terminating_endpoints`) take " +
+				"no new connections and are not counted. With fewer, the read fails with an error " +
 				"that says how many were found, so that an apply stops before it empties or shrinks a pool. With a " +
 				"`timeouts { read = ... }` block, the read first waits up to that long for enough endpoints, by " +
 				"watching the Service's EndpointSlices (this needs `watch` on `endpointslices`). `0`, the default, " +

@@ -113,7 +113,7 @@ func TestAccMinReadyStopsTheReadWithoutWaiting(t *testing.T) {
 			},
 			{
 				Config: c.providerConfig() + dataSource(ns, "min_ready = 2"),
-				ExpectError: phrase("Too Few Ready Endpoints", fmt.Sprintf("Service %s/web has too few endpoints", ns),
+				ExpectError: phrase("Too Few Ready Endpoints", fmt.Sprintf("Service %s/web has too few ready endpoints", ns),
 					"found 1, asked for 2 (min_ready)", "does not wait"),
 			},
 		},

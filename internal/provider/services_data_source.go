@@ -41,7 +41,7 @@ func (d *servicesDataSource) Schema(ctx context.Context, _ datasource.SchemaRequ
 	attributes := map[string]schema.Attribute{
 		"id": schema.StringAttribute{
 			Computed:            true,
-			MarkdownDescription: "The namespaces read, comma-separated, or `*` for all of them.",
+			MarkdownDescription: "The namespaces read, sorted and comma-separated (`namespaces = [\"b\", \"a\"]` gives `a,b`), or `*` for all of them.",
 		},
 		"namespace": schema.StringAttribute{
 			Optional: true,
@@ -68,15 +68,17 @@ func (d *servicesDataSource) Schema(ctx context.Context, _ datasource.SchemaRequ
 			Validators: []validator.String{labelSelector()},
 		},
 		"names": schema.SetAttribute{
-			Optional:            true,
-			ElementType:         types.StringType,
-			MarkdownDescription: "Keep only the Services of these names. When unset, every name.",
-			Validators:          []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(dns1123Label())},
+			Optional:    true,
+			ElementType: types.StringType,
+			MarkdownDescription: "Keep only the Services of these names. When unset, every name. Each entry must be a " +
+				"DNS-1123 label, as Service names are, else `terraform validate` fails naming it.",
+			Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(dns1123Label())},
 		},
 		"min_ready": schema.Int64Attribute{
 			Optional: true,
 			Computed: true,
-			MarkdownDescription: "The fewest endpoints each Service's pool may have. With fewer in any of them, the read " +
+			MarkdownDescription: "The fewest ready endpoints (`ready` true; draining ones are not counted) each " +
+				"Service's pool may have. With fewer in any of them, the read " +
 				"fails with an error that names every Service short of it, so that an apply stops before it empties " +
 				"or shrinks a pool. With a `timeouts { read = ... }` block, the read first waits up to that long, by " +
 				"watching the EndpointSlices (this needs `watch` on `endpointslices`). `0`, the default, means no guard.",
@@ -100,7 +102,8 @@ func (d *servicesDataSource) Schema(ctx context.Context, _ datasource.SchemaRequ
 		"skipped": schema.ListNestedAttribute{
 			Computed: true,
 			MarkdownDescription: "The selected Services left out of `services`, sorted by namespace and name, with " +
-				"the reason: a Service without the port `port_name` names.",
+				"the reason: a Service without the port `port_name` names; with `target = \"nodes\"`, also a Service " +
+				"whose port has no nodePort, or that has several ports when `port_name` is unset.",
 			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 				"namespace": schema.StringAttribute{Computed: true, MarkdownDescription: "Namespace of the Service."},
 				"name":      schema.StringAttribute{Computed: true, MarkdownDescription: "Name of the Service."},

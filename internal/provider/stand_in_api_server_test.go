@@ -83,6 +83,10 @@ func (s *standInAPIServer) addNodes(nodes ...corev1.Node) {
 }
 
 func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
+	if q := r.URL.Query().Get("watch"); q == "true" || q == "1" {
+		s.watchNothing(w, r)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seen++
@@ -151,6 +155,21 @@ func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// watchNothing answers a WATCH as an API server does while nothing changes:
+// the stream opens and stays open, without an event, until the client goes
+// away (a read waiting for min_ready ends at its timeout).
+func (s *standInAPIServer) watchNothing(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.seen++
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	<-r.Context().Done()
 }
 
 var errTesterMayNot = forbiddenReason("User \"tester\" cannot do this")

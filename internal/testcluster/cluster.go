@@ -45,6 +45,12 @@ type Options struct {
 	// Audit writes a Metadata-level audit log to Dir/audit.log, one line per
 	// request (the bench counts the provider's requests there).
 	Audit bool
+	// KindControllers runs kube-controller-manager with the controllers a
+	// kind cluster runs (kubeadm's: every default controller, node lifecycle
+	// included, and the bootstrap token ones) instead of only those that give
+	// API objects their behaviour without nodes: to see the suite as CI on
+	// kind sees it, where Nodes that no kubelet renews are tainted.
+	KindControllers bool
 	// Root of the repository (where tools/cluster is); empty: found from the
 	// working directory.
 	Root string
@@ -332,7 +338,7 @@ func (c *Cluster) launch(ctx context.Context) error {
 		"--authentication-skip-lookup=true", "--client-ca-file=" + c.path(CAFile),
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(kcmPort),
 		"--cert-dir=" + c.path("kcm-certs"),
-		"--controllers=endpointslice-controller,endpointslice-mirroring-controller,namespace-controller,serviceaccount-controller,garbage-collector-controller",
+		"--controllers=" + c.controllers(),
 		"--leader-elect=false",
 		"--root-ca-file=" + c.path(CAFile),
 	})
@@ -352,6 +358,15 @@ func (c *Cluster) launch(ctx context.Context) error {
 		_, err := c.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err
 	})
+}
+
+// controllers is kube-controller-manager's --controllers: the few the tests
+// need, or with Options.KindControllers the set kind runs (kubeadm's).
+func (c *Cluster) controllers() string {
+	if c.opts.KindControllers {
+		return "*,bootstrapsigner,tokencleaner"
+	}
+	return "endpointslice-controller,endpointslice-mirroring-controller,namespace-controller,serviceaccount-controller,garbage-collector-controller"
 }
 
 func (c *Cluster) apiServerReady(ctx context.Context) error {

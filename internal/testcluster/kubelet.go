@@ -2,9 +2,11 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -169,3 +171,60 @@ func WaitForServiceAccount(ctx context.Context, client kubernetes.Interface, nam
 		}
 	}
 }
+
+// LeaseRenewal is how often KeepNodesAlive renews the Node Leases: a
+// kubelet renews every 10 s a lease of 40 s, within the 40 to 50 s after
+// which the node lifecycle controller marks a node unreachable.
+const LeaseRenewal = 10 * time.Second
+
+// KeepNodesAlive renews the Lease of each node in kube-node-lease, as a
+// kubelet does, until ctx ends: where the node lifecycle controller runs (a
+// kind cluster, Options.KindControllers), a Node whose lease nobody renews
+// is marked unreachable and tainted, and its pods are evicted. It renews
+// once before returning, and returns that renewal's error.
+func KeepNodesAlive(ctx context.Context, client kubernetes.Interface, names ...string) error {
+	renew := func() error {
+		var errs []error
+		for _, name := range names {
+			errs = append(errs, renewLease(ctx, client, name))
+		}
+		return errors.Join(errs...)
+	}
+	if err := renew(); err != nil {
+		return err
+	}
+	go func() {
+		tick := time.NewTicker(LeaseRenewal)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_ = renew() // the next tick tries again; the lease lasts four ticks
+			}
+		}
+	}()
+	return nil
+}
+
+func renewLease(ctx context.Context, client kubernetes.Interface, name string) error {
+	leases := client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	now := metav1.NewMicroTime(time.Now())
+	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceNodeLease},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &name, LeaseDurationSeconds: ptrTo(int32(40)), RenewTime: &now},
+		}, metav1.CreateOptions{})
+	} else if err == nil {
+		lease.Spec.RenewTime = &now
+		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("renew the lease of node %s: %w", name, err)
+	}
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -8,7 +8,7 @@ data "k8s_ready_endpoints" "web" {
 # A module written for Consul-Terraform-Sync, fed by Kubernetes: its
 # variable "services" takes the function's result unchanged.
 module "haproxy_backend" {
-  source   = "./haproxy-backend" # examples/cts/haproxy-backend of this repository
+  source   = "./haproxy-backend" # a copy of examples/cts/haproxy-backend, shown below
   services = provider::k8s::cts_services(data.k8s_ready_endpoints.web)
 }
 

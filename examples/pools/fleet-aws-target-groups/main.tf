@@ -29,7 +29,12 @@ data "k8s_services" "nlb" {
 resource "aws_lb_target_group" "pool" {
   for_each = data.k8s_services.nlb.services
 
-  name        = substr(replace(each.key, "/", "-"), 0, 32)
+  # AWS wants names unique in the region, of at most 32 letters, digits and
+  # hyphens, not ending in a hyphen: the start of "<namespace>-<name>" (23
+  # characters at most, trailing hyphens cut) and 8 hex digits of a hash of
+  # the whole key, so that two Services whose names share their first 23
+  # characters still get two names.
+  name        = "${replace(substr(replace(each.key, "/", "-"), 0, 23), "/-+$/", "")}-${substr(sha256(each.key), 0, 8)}"
   target_type = "ip"
   protocol    = "TCP"
   port        = 8080

@@ -1,8 +1,9 @@
 # An HAProxy backend that drains pods gracefully during a rollout: ready pods
 # get traffic, terminating pods that still serve stay in the backend with
 # weight 0 (HAProxy's drain: no new connections, open ones finish). The read
-# fails instead of rendering a backend with fewer than two servers, after
-# waiting up to five minutes for the rollout to bring them.
+# fails instead of rendering a backend with fewer than two ready servers
+# (min_ready counts ready pods only, never draining ones), after waiting up to
+# five minutes for the rollout to bring them.
 
 terraform {
   required_providers {
@@ -28,6 +29,9 @@ output "haproxy_backend" {
   value = templatefile("${path.module}/backend.cfg.tftpl", {
     name      = "shop_web"
     endpoints = data.k8s_ready_endpoints.web.endpoints
+    # Draining pods get weight 0 only beside a ready one: a backend whose
+    # every server has weight 0 answers 503.
+    drain = anytrue([for e in data.k8s_ready_endpoints.web.endpoints : e.ready])
   })
 }
 
