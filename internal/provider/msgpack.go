@@ -1,12 +1,10 @@
 package provider
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"slices"
 
-	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
@@ -200,21 +198,4 @@ func stateFromConfig(config tftypes.Value, computed computedValues) ([]byte, err
 		}
 	}
 	return w.b, nil
-}
-
-// readForFramework is the framework's Read of a data source that reads its
-// state encoded (stateReader): the state decoded into the response
-// (directReads sends the bytes as they are).
-func readForFramework(ctx context.Context, ds stateReader, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	state, diags := ds.readState(ctx, req.Config)
-	resp.Diagnostics.Append(diags...)
-	if state == nil {
-		return
-	}
-	v, err := (&tfprotov6.DynamicValue{MsgPack: state}).Unmarshal(req.Config.Raw.Type())
-	if err != nil {
-		resp.Diagnostics.Append(stateBugDiagnostic(err))
-		return
-	}
-	resp.State.Raw = v
 }

@@ -96,41 +96,26 @@ func (d *readyEndpointsDataSource) Read(ctx context.Context, req datasource.Read
 	readForFramework(ctx, d, req, resp)
 }
 
-// readState is the read with its state encoded, nil on an error;
-// directReads sends it as it is.
 func (d *readyEndpointsDataSource) readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics) {
-	var cfg readyEndpointsModel
-	diags := getConfig(ctx, config, &cfg)
+	return readState(ctx, config, d.client, readReadyEndpoints)
+}
+
+// readReadyEndpoints reads the pool of one Service that the arguments ask for.
+func readReadyEndpoints(ctx context.Context, client *kube.Client, m readyEndpointsModel) (computedValues, diag.Diagnostics) {
+	m = m.withDefaults()
+	request, diags := m.request(ctx)
 	if diags.HasError() {
 		return nil, diags
 	}
-	if d.client == nil {
-		diags.Append(notConfiguredDiagnostic())
-		return nil, diags
-	}
-	state := cfg.withDefaults()
-	request, d2 := state.request(ctx)
-	diags.Append(d2...)
-	if diags.HasError() {
-		return nil, diags
-	}
-	if request.wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, request.wait)
-		defer cancel()
-	}
-	res, d2 := readPool(ctx, d.client, request)
-	diags.Append(d2...)
+	ctx, cancel := withWait(ctx, request.wait)
+	defer cancel()
+	res, d := readPool(ctx, client, request)
+	diags.Append(d...)
 	if diags.HasError() {
 		return nil, diags
 	}
 	tflog.Debug(ctx, "read ready endpoints", map[string]any{
 		"namespace": request.Namespace, "service": request.Service, "endpoints": len(res.Endpoints),
 	})
-	raw, err := stateFromConfig(config.Raw, state.stateValues(res))
-	if err != nil {
-		diags.Append(stateBugDiagnostic(err))
-		return nil, diags
-	}
-	return raw, diags
+	return m.stateValues(res), diags
 }

@@ -139,39 +139,24 @@ func (d *servicesDataSource) Read(ctx context.Context, req datasource.ReadReques
 	readForFramework(ctx, d, req, resp)
 }
 
-// readState is the read with its state encoded, nil on an error;
-// directReads sends it as it is.
 func (d *servicesDataSource) readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics) {
-	var cfg servicesModel
-	diags := getConfig(ctx, config, &cfg)
+	return readState(ctx, config, d.client, readServices)
+}
+
+// readServices reads the fleet that the arguments ask for.
+func readServices(ctx context.Context, client *kube.Client, m servicesModel) (computedValues, diag.Diagnostics) {
+	m = m.withDefaults()
+	request, diags := m.request(ctx)
 	if diags.HasError() {
 		return nil, diags
 	}
-	if d.client == nil {
-		diags.Append(notConfiguredDiagnostic())
-		return nil, diags
-	}
-	state := cfg.withDefaults()
-	request, d2 := state.request(ctx)
-	diags.Append(d2...)
-	if diags.HasError() {
-		return nil, diags
-	}
-	if request.wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, request.wait)
-		defer cancel()
-	}
-	res, d2 := readFleet(ctx, d.client, request)
-	diags.Append(d2...)
+	ctx, cancel := withWait(ctx, request.wait)
+	defer cancel()
+	res, d := readFleet(ctx, client, request)
+	diags.Append(d...)
 	if diags.HasError() {
 		return nil, diags
 	}
 	tflog.Debug(ctx, "read services", map[string]any{"services": len(res.Pools), "skipped": len(res.Skipped)})
-	raw, err := stateFromConfig(config.Raw, state.stateValues(request.Namespaces, res))
-	if err != nil {
-		diags.Append(stateBugDiagnostic(err))
-		return nil, diags
-	}
-	return raw, diags
+	return m.stateValues(request.Namespaces, res), diags
 }
