@@ -55,24 +55,44 @@ func TestReadStateIsStable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			state, diags := p.read(t, "k8s_ready_endpoints", tt.args)
 			failOnDiagnostics(t, "ReadDataSource", diags)
-			got := goldenText(t, state)
-			path := filepath.Join("testdata", "golden", strings.ReplaceAll(tt.name, " ", "_")+".txt")
-			if *updateGolden {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (write it with -update-golden)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("the state differs from %s:\n%s", path, firstDifference(got, want))
-			}
+			checkGolden(t, filepath.Join("testdata", "golden", strings.ReplaceAll(tt.name, " ", "_")+".txt"), goldenText(t, state))
 		})
+	}
+	fleet := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": fleetFixture(t).URL}))
+	for _, tt := range []struct {
+		name string
+		args map[string]tftypes.Value
+	}{
+		{"a fleet of two namespaces", map[string]tftypes.Value{"namespaces": stringSet("shop", "blog"), "port_name": tfString("http")}},
+		{"a fleet of every namespace with draining endpoints", map[string]tftypes.Value{
+			"all_namespaces": tftypes.NewValue(tftypes.Bool, true), "terminating_endpoints": tfString("include"), "min_services": tfNumber(1)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			state, diags := fleet.read(t, "k8s_services", tt.args)
+			failOnDiagnostics(t, "ReadDataSource", diags)
+			checkGolden(t, filepath.Join("testdata", "golden", strings.ReplaceAll(tt.name, " ", "_")+".txt"), goldenText(t, state))
+		})
+	}
+}
+
+// checkGolden compares got with the golden file at path, which
+// -update-golden rewrites first.
+func checkGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (write it with -update-golden)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the state differs from %s:\n%s", path, firstDifference(got, want))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,7 @@ func TestStateIsWhatTftypesWrites(t *testing.T) {
 			if !got.Equal(tt.want) {
 				t.Fatalf("written\n%s\nwant\n%s", got, tt.want)
 			}
+			checkGolden(t, filepath.Join("testdata", "golden", "state", strings.ReplaceAll(tt.name, " ", "_")+".json"), stateJSON(t, got))
 			if tt.hasMaps {
 				return
 			}
