@@ -13,12 +13,13 @@ import (
 )
 
 // readState is the read of every data source, whose model (its arguments,
-// read by getConfig) is M: the arguments from config, the cluster read by
-// read, and the state written as the protocol carries it, nil on an error.
-// The direct path sends those bytes as they are; the framework's Read
-// decodes them (readForFramework).
-func readState[M any](ctx context.Context, config tfsdk.Config, client *kube.Client,
-	read func(context.Context, *kube.Client, M) (computedValues, diag.Diagnostics),
+// read by getConfig) is M and whose state, described by attributes, is S:
+// the arguments from config, the cluster read by read, and the state
+// written as the protocol carries it, nil on an error. The direct path
+// sends those bytes as they are; the framework's Read decodes them
+// (readForFramework).
+func readState[M, S any](ctx context.Context, config tfsdk.Config, client *kube.Client, attributes object[S],
+	read func(context.Context, *kube.Client, M) (S, diag.Diagnostics),
 ) ([]byte, diag.Diagnostics) {
 	var model M
 	diags := getConfig(ctx, config, &model)
@@ -29,12 +30,12 @@ func readState[M any](ctx context.Context, config tfsdk.Config, client *kube.Cli
 		diags.Append(notConfiguredDiagnostic())
 		return nil, diags
 	}
-	computed, d := read(ctx, client, model)
+	state, d := read(ctx, client, model)
 	diags.Append(d...)
 	if diags.HasError() {
 		return nil, diags
 	}
-	raw, err := stateFromConfig(config.Raw, computed)
+	raw, err := encodeState(attributes, config.Raw, &state)
 	if err != nil {
 		diags.Append(stateBugDiagnostic(err))
 		return nil, diags

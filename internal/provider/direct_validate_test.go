@@ -61,7 +61,7 @@ func TestDirectValidationGivesWhatTheFrameworkGives(t *testing.T) {
 			"terminating_endpoints": tfString("never"), "timeouts": readTimeouts(tfString("1 minute")),
 		}},
 		{"a fleet with read-only attributes set", fleet, map[string]tftypes.Value{
-			"services": unknown(servicesMapType), "skipped": unknown(skippedListType)}},
+			"services": unknown(attributeType(servicesAttributes, "services")), "skipped": unknown(attributeType(servicesAttributes, "skipped"))}},
 	}
 	// Computed nested attributes set in the configuration (Terraform itself
 	// refuses that) are the framework's to walk.

@@ -291,6 +291,7 @@ func TestServicesGiveNodePoolsFromOneListOfNodes(t *testing.T) {
 	if err := attrs["skipped"].As(&skipped); err != nil {
 		t.Fatal(err)
 	}
+	skippedType := tftypes.Object{AttributeTypes: map[string]tftypes.Type{"namespace": tftypes.String, "name": tftypes.String, "reason": tftypes.String}}
 	wantSkipped := tftypes.NewValue(skippedType, map[string]tftypes.Value{
 		"namespace": tftypes.NewValue(tftypes.String, "default"),
 		"name":      tftypes.NewValue(tftypes.String, "internal"),
