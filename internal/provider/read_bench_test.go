@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
@@ -15,10 +19,24 @@ import (
 // state encoded back), against the stand-in API server over loopback HTTP:
 // decoding the configuration, the two requests, the rules, the state. The
 // CLI, gRPC and process start are not in it; make bench measures those.
+//
+// paths=framework is the same read with the direct path off
+// (K8S_TF_DIRECT_READS=0): what direct.go saves per read.
 func BenchmarkReadDataSource(b *testing.B) {
-	for _, n := range []int{10, 100, 5000} {
-		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		n     int
+		paths string
+	}{{10, "direct"}, {100, "direct"}, {5000, "direct"}, {10, "framework"}, {5000, "framework"}} {
+		name := fmt.Sprintf("endpoints=%d", c.n)
+		if c.paths != "direct" {
+			name += ",paths=" + c.paths
+		}
+		n := c.n
+		b.Run(name, func(b *testing.B) {
 			b.Setenv("HOME", b.TempDir())
+			if c.paths == "framework" {
+				b.Setenv(envDirectReads, "0")
+			}
 			api := newStandInAPIServer(b)
 			svc, slices := manyEndpoints("big", n)
 			api.addService(svc)
@@ -66,6 +84,33 @@ func BenchmarkValidateDataResourceConfig(b *testing.B) {
 				resp, err := p.server.ValidateDataResourceConfig(ctx, req)
 				if err != nil || len(resp.Diagnostics) != 0 {
 					b.Fatalf("%v %v", err, resp.Diagnostics)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGetConfig is the cost of reading a data source's arguments into
+// its model, by getConfig and by the framework's own GetAttribute for each
+// field: what config_values.go saves per read.
+func BenchmarkGetConfig(b *testing.B) {
+	ctx := context.Background()
+	var resp datasource.SchemaResponse
+	newReadyEndpointsDataSource().Schema(ctx, datasource.SchemaRequest{}, &resp)
+	config := tfsdk.Config{Schema: resp.Schema, Raw: configValue(resp.Schema.Type().TerraformType(ctx), map[string]tftypes.Value{
+		"service": tfString("api"), "namespace": tfString("shop"), "port_name": tfString("http"),
+		"terminating_endpoints": tfString("include"), "zones": stringSet("a", "b"),
+	})}
+	for _, read := range []struct {
+		name string
+		get  func(context.Context, tfsdk.Config, any) diag.Diagnostics
+	}{{"getConfig", getConfig}, {"framework", frameworkGetAttributes}} {
+		b.Run(read.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var m readyEndpointsModel
+				if diags := read.get(ctx, config, &m); diags.HasError() {
+					b.Fatal(diags)
 				}
 			}
 		})
