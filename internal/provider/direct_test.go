@@ -155,7 +155,7 @@ func (b *bothPaths) ValidateDataResourceConfig(ctx context.Context, req *tfproto
 	if !direct {
 		pathsServed.frameworkValidations.Add(1)
 		b.differ("ValidateDataResourceConfig of %s was left to the framework", req.TypeName)
-		return b.directReads.ProviderServer.ValidateDataResourceConfig(ctx, req)
+		return b.ProviderServer.ValidateDataResourceConfig(ctx, req)
 	}
 	pathsServed.directValidations.Add(1)
 	// The framework visits attributes in map order: the same diagnostics in
@@ -189,7 +189,7 @@ func (b *bothPaths) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDataS
 		if configured {
 			b.differ("ReadDataSource of %s was left to the framework, though the provider is configured", req.TypeName)
 		}
-		if got, err = b.directReads.ProviderServer.ReadDataSource(ctx, req); err != nil {
+		if got, err = b.ProviderServer.ReadDataSource(ctx, req); err != nil {
 			return nil, err
 		}
 	}
@@ -211,7 +211,7 @@ func (b *bothPaths) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDataS
 	if got.State == nil {
 		return got, nil
 	}
-	typ := b.directReads.dataSources[req.TypeName]
+	typ := b.dataSources[req.TypeName]
 	if typ == nil {
 		return got, nil
 	}
