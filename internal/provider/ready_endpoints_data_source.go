@@ -107,6 +107,8 @@ func (d *readyEndpointsDataSource) Read(ctx context.Context, req datasource.Read
 	readForFramework(ctx, d, req, resp)
 }
 
+// readState is the read, its state encoded (stateReader): through the one
+// read of every data source, with this one's attributes and reader.
 func (d *readyEndpointsDataSource) readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics) {
 	return readState(ctx, config, d.client, readyEndpointsAttributes, readReadyEndpoints)
 }

@@ -150,6 +150,8 @@ func (d *servicesDataSource) Read(ctx context.Context, req datasource.ReadReques
 	readForFramework(ctx, d, req, resp)
 }
 
+// readState is the read, its state encoded (stateReader): through the one
+// read of every data source, with this one's attributes and reader.
 func (d *servicesDataSource) readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics) {
 	return readState(ctx, config, d.client, servicesAttributes, readServices)
 }
