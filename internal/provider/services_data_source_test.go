@@ -50,7 +50,7 @@ func TestServicesArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) 
 // whatever the pool arguments.
 func TestServicesGiveEachServiceWhatReadyEndpointsGives(t *testing.T) {
 	api := fleetFixture(t)
-	p := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
+	p := newProtocolProviderOf(t, newBothPaths(t), writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
 	for _, args := range []map[string]tftypes.Value{
 		{"port_name": tftypes.NewValue(tftypes.String, "http")},
 		{"terminating_endpoints": tftypes.NewValue(tftypes.String, "include"), "default_port": tftypes.NewValue(tftypes.Number, 81)},

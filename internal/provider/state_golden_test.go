@@ -46,7 +46,8 @@ func TestReadStateIsStable(t *testing.T) {
 	svc, slices := manyEndpoints("big", 2000)
 	api.addService(svc)
 	api.addSlices(slices...)
-	p := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
+	// Both paths serve each read, and must agree (bothPaths).
+	p := newProtocolProviderOf(t, newBothPaths(t), writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			state, diags := p.read(t, "k8s_ready_endpoints", tt.args)
@@ -54,7 +55,7 @@ func TestReadStateIsStable(t *testing.T) {
 			checkGolden(t, filepath.Join("testdata", "golden", strings.ReplaceAll(tt.name, " ", "_")+".txt"), goldenText(t, state))
 		})
 	}
-	fleet := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": fleetFixture(t).URL}))
+	fleet := newProtocolProviderOf(t, newBothPaths(t), writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": fleetFixture(t).URL}))
 	for _, tt := range []struct {
 		name string
 		args map[string]tftypes.Value
