@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // BenchmarkReadDataSource is the provider's own cost of one read, as
@@ -114,5 +115,31 @@ func BenchmarkGetConfig(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkReadFleet is one read of k8s_services over 500 Services of 10
+// ready endpoints each, as make bench's fleet read, in process.
+func BenchmarkReadFleet(b *testing.B) {
+	b.Setenv("HOME", b.TempDir())
+	api := newStandInAPIServer(b)
+	for i := range 500 {
+		name := fmt.Sprintf("svc-%d", i)
+		svc := webService("bench", httpPort)
+		svc.Name = name
+		api.addService(svc)
+		slice := webSlice(name + "-a")
+		slice.Namespace, slice.Labels = "bench", map[string]string{discoveryv1.LabelServiceName: name}
+		for j := range 10 {
+			slice.Endpoints = append(slice.Endpoints, readyPod(fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j), fmt.Sprintf("%s-%d", name, j), "node-a", "zone-a"))
+		}
+		api.addSlices(slice)
+	}
+	p := newProtocolProvider(b, writeKubeconfig(b, b.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
+	args := map[string]tftypes.Value{"namespace": tfString("bench"), "port_name": tfString("http")}
+	b.ReportAllocs()
+	for b.Loop() {
+		_, diags := p.read(b, "k8s_services", args)
+		failOnDiagnostics(b, "ReadDataSource", diags)
 	}
 }
