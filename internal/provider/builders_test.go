@@ -300,13 +300,23 @@ func endpointFields(addr string, port int64, family string, pod, node, zone, hos
 
 // nodeValue is a node entry as state holds it, on port 30080.
 func nodeValue(addr, node, zone string, local int64) knownvalue.Check {
+	return nodeEntry(addr, 30080, node, zone, local)
+}
+
+// nodeEntry is a node entry as state holds it: IPv4, ready and serving, on
+// port; zone "" is a node without a zone label.
+func nodeEntry(addr string, port int64, node, zone string, local int64) knownvalue.Check {
+	zoneCheck := knownvalue.Check(knownvalue.Null())
+	if zone != "" {
+		zoneCheck = knownvalue.StringExact(zone)
+	}
 	return knownvalue.ObjectExact(map[string]knownvalue.Check{
 		"address":         knownvalue.StringExact(addr),
-		"port":            knownvalue.Int64Exact(30080),
+		"port":            knownvalue.Int64Exact(port),
 		"address_type":    knownvalue.StringExact("IPv4"),
 		"pod":             knownvalue.Null(),
 		"node_name":       knownvalue.StringExact(node),
-		"zone":            knownvalue.StringExact(zone),
+		"zone":            zoneCheck,
 		"hostname":        knownvalue.Null(),
 		"ready":           knownvalue.Bool(true),
 		"serving":         knownvalue.Bool(true),
