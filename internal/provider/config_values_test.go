@@ -3,14 +3,18 @@ package provider
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
-// getConfig must fill a model exactly as the framework's Config.Get does,
+// getConfig must fill a model exactly as the framework's Config.GetAttribute does for each field,
 // for every kind of value a configuration can hold: null, known, unknown,
 // sets, numbers, booleans and the timeouts block.
 func TestGetConfigFillsModelsAsTheFrameworkDoes(t *testing.T) {
@@ -50,8 +54,8 @@ func TestGetConfigFillsModelsAsTheFrameworkDoes(t *testing.T) {
 			if !fillModel(ctx, config, got) {
 				t.Fatalf("getConfig left this configuration to the framework")
 			}
-			if diags := config.Get(ctx, want); diags.HasError() {
-				t.Fatalf("the framework's Get: %v", diags)
+			if diags := frameworkGetAttributes(ctx, config, want); diags.HasError() {
+				t.Fatalf("the framework's GetAttribute: %v", diags)
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("getConfig gives\n%#v\nthe framework gives\n%#v", got, want)
@@ -72,5 +76,42 @@ func TestGetConfigLeavesAMismatchedModelToTheFramework(t *testing.T) {
 	}
 	if diags := getConfig(ctx, config, &wrong); !diags.HasError() {
 		t.Error("no error for a model that does not match the schema")
+	}
+}
+
+// frameworkGetAttributes fills each tagged field of model, a pointer to a
+// struct, with the framework's own Config.GetAttribute.
+func frameworkGetAttributes(ctx context.Context, config tfsdk.Config, model any) diag.Diagnostics {
+	var diags diag.Diagnostics
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			tag := f.Tag.Get("tfsdk")
+			if f.Anonymous && tag == "" {
+				walk(v.Field(i))
+				continue
+			}
+			if tag != "" {
+				diags.Append(config.GetAttribute(ctx, path.Root(tag), v.Field(i).Addr().Interface())...)
+			}
+		}
+	}
+	walk(reflect.ValueOf(model).Elem())
+	return diags
+}
+
+// A model must hold every argument, and name only attributes of its schema.
+func TestGetConfigRefusesAModelWithoutAnArgument(t *testing.T) {
+	ctx := context.Background()
+	var resp datasource.SchemaResponse
+	newReadyEndpointsDataSource().Schema(ctx, datasource.SchemaRequest{}, &resp)
+	config := tfsdk.Config{Raw: configValue(resp.Schema.Type().TerraformType(ctx), map[string]tftypes.Value{"service": tfString("api")}), Schema: resp.Schema}
+	var partial struct {
+		Service types.String `tfsdk:"service"`
+	}
+	diags := getConfig(ctx, config, &partial)
+	if !diags.HasError() || !strings.Contains(diagnosticsText(diags), "has no field for the argument") {
+		t.Errorf("a model without most arguments: %v", diags)
 	}
 }

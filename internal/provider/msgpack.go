@@ -1,12 +1,8 @@
 package provider
 
 import (
-	"context"
-	"fmt"
 	"math"
-	"slices"
 
-	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
@@ -17,12 +13,15 @@ import (
 // read: a big.Float for every number, a copy of the attribute path for every
 // value and a sort of the attribute names of every object. The bytes are the
 // ones tftypes writes (TestStateIsWhatTftypesWrites): the shortest form of
-// every length and integer, and object attributes in order of name.
+// every length and integer, and object attributes in order of name, which
+// the descriptions of attribute.go give.
 
 // msgpackWriter appends MessagePack values to its buffer.
 type msgpackWriter struct {
 	b []byte
 }
+
+var _ stateWriter = (*msgpackWriter)(nil)
 
 func (w *msgpackWriter) null() { w.b = append(w.b, 0xc0) }
 
@@ -110,32 +109,16 @@ func (w *msgpackWriter) header(n int, fix, b16, b32 byte) {
 	}
 }
 
-// strings is a list of strings.
-func (w *msgpackWriter) strings(values []string) {
-	w.arrayLen(len(values))
-	for _, v := range values {
-		w.str(v)
-	}
-}
+func (w *msgpackWriter) list(n int)   { w.arrayLen(n) }
+func (w *msgpackWriter) mapOf(n int)  { w.mapLen(n) }
+func (w *msgpackWriter) object(n int) { w.mapLen(n) }
+func (w *msgpackWriter) key(k string) { w.str(k) }
 
-// stringMap is m as a map of strings, keys in order, without the key skip.
-func (w *msgpackWriter) stringMap(m map[string]string, skip string) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		if k != skip {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	w.mapLen(len(keys))
-	for _, k := range keys {
-		w.str(k)
-		w.str(m[k])
-	}
-}
+// end has nothing to write: MessagePack gives lengths first.
+func (w *msgpackWriter) end() {}
 
-// value is a value of the configuration, of type t.
-func (w *msgpackWriter) value(v tftypes.Value, t tftypes.Type) error {
+// configured is a value of the configuration, of type t.
+func (w *msgpackWriter) configured(v tftypes.Value, t tftypes.Type) error {
 	if v.IsNull() {
 		w.null()
 		return nil
@@ -155,66 +138,4 @@ func (w *msgpackWriter) value(v tftypes.Value, t tftypes.Type) error {
 	}
 	w.b = append(w.b, encoded.MsgPack...)
 	return nil
-}
-
-// computedValues writes the computed attributes of a state, by name.
-type computedValues map[string]func(w *msgpackWriter)
-
-// stateFromConfig is the state of a data source, encoded: its configuration
-// as given, with the computed attributes written by computed. Every
-// computed attribute must be given, so that no unknown value from the
-// configuration is left in state.
-func stateFromConfig(config tftypes.Value, computed computedValues) ([]byte, error) {
-	typ, ok := config.Type().(tftypes.Object)
-	if !ok {
-		return nil, fmt.Errorf("the configuration is a %s, not an object", config.Type())
-	}
-	var given map[string]tftypes.Value
-	if err := config.As(&given); err != nil {
-		return nil, fmt.Errorf("reading the configuration: %w", err)
-	}
-	for name := range computed {
-		if _, ok := typ.AttributeTypes[name]; !ok {
-			return nil, fmt.Errorf("the schema has no attribute %q", name)
-		}
-	}
-	names := make([]string, 0, len(typ.AttributeTypes))
-	for name := range typ.AttributeTypes {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	w := &msgpackWriter{b: make([]byte, 0, 1024)}
-	w.mapLen(len(names))
-	for _, name := range names {
-		w.str(name)
-		if write, ok := computed[name]; ok {
-			write(w)
-			continue
-		}
-		v, ok := given[name]
-		if !ok {
-			return nil, fmt.Errorf("the configuration has no attribute %q", name)
-		}
-		if err := w.value(v, typ.AttributeTypes[name]); err != nil {
-			return nil, fmt.Errorf("attribute %q: %w", name, err)
-		}
-	}
-	return w.b, nil
-}
-
-// readForFramework is the framework's Read of a data source that reads its
-// state encoded (stateReader): the state decoded into the response
-// (directReads sends the bytes as they are).
-func readForFramework(ctx context.Context, ds stateReader, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	state, diags := ds.readState(ctx, req.Config)
-	resp.Diagnostics.Append(diags...)
-	if state == nil {
-		return
-	}
-	v, err := (&tfprotov6.DynamicValue{MsgPack: state}).Unmarshal(req.Config.Raw.Type())
-	if err != nil {
-		resp.Diagnostics.Append(stateBugDiagnostic(err))
-		return
-	}
-	resp.State.Raw = v
 }

@@ -161,23 +161,7 @@ func (c *testCluster) nodePortService(t *testing.T, ns, name string, kind corev1
 
 // accNodeEntry is a node entry as state holds it.
 func accNodeEntry(addr string, port int64, node, zone string, local int64) knownvalue.Check {
-	zoneCheck := knownvalue.Check(knownvalue.Null())
-	if zone != "" {
-		zoneCheck = knownvalue.StringExact(zone)
-	}
-	return knownvalue.ObjectExact(map[string]knownvalue.Check{
-		"address":         knownvalue.StringExact(addr),
-		"port":            knownvalue.Int64Exact(port),
-		"address_type":    knownvalue.StringExact("IPv4"),
-		"pod":             knownvalue.Null(),
-		"node_name":       knownvalue.StringExact(node),
-		"zone":            zoneCheck,
-		"hostname":        knownvalue.Null(),
-		"ready":           knownvalue.Bool(true),
-		"serving":         knownvalue.Bool(true),
-		"terminating":     knownvalue.Bool(false),
-		"local_endpoints": knownvalue.Int64Exact(local),
-	})
+	return nodeEntry(addr, port, node, zone, local)
 }
 
 // nodesRole is the ClusterRole rule the documentation gives for target = "nodes".

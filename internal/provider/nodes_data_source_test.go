@@ -11,74 +11,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
-
-// Fixtures for node pools through the stand-in API server.
-
-// standInNode is a Ready node in zone with an InternalIP and, when given, an
-// ExternalIP.
-func standInNode(name, zone, internalIP, externalIP string, lbls map[string]string) corev1.Node {
-	n := corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelTopologyZone: zone}},
-		Status: corev1.NodeStatus{
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: internalIP}},
-		},
-	}
-	if externalIP != "" {
-		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: externalIP})
-	}
-	for k, v := range lbls {
-		n.Labels[k] = v
-	}
-	return n
-}
-
-// nodePortWeb is Service default/web of type NodePort, port http 80 to 8080
-// on node port 30080, with the given policy.
-func nodePortWeb(policy corev1.ServiceExternalTrafficPolicy) corev1.Service {
-	svc := webService("default", corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080})
-	svc.Spec.Type, svc.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, policy
-	return svc
-}
-
-// nodesFixture serves default/web (NodePort, the given policy) with two
-// pods on node-a and one on node-b, and four nodes: node-a, node-b and
-// node-c eligible (node-c labelled pool=batch), node-x excluded by label.
-func nodesFixture(t *testing.T, policy corev1.ServiceExternalTrafficPolicy) *standInAPIServer {
-	api := newStandInAPIServer(t)
-	api.addService(nodePortWeb(policy))
-	api.addSlices(webSlice("web-a",
-		readyPod("10.244.0.1", "web-1", "node-a", "zone-a"),
-		readyPod("10.244.0.2", "web-2", "node-a", "zone-a"),
-		readyPod("10.244.1.1", "web-3", "node-b", "zone-b")))
-	api.addNodes(
-		standInNode("node-c", "zone-a", "192.168.0.3", "", map[string]string{"pool": "batch"}),
-		standInNode("node-b", "zone-b", "192.168.0.2", "203.0.113.2", nil),
-		standInNode("node-a", "zone-a", "192.168.0.1", "203.0.113.1", nil),
-		standInNode("node-x", "zone-a", "192.168.0.9", "", map[string]string{corev1.LabelNodeExcludeBalancers: "true"}),
-	)
-	return api
-}
-
-// nodeValue is a node entry as state holds it, on port 30080.
-func nodeValue(addr, node, zone string, local int64) knownvalue.Check {
-	return knownvalue.ObjectExact(map[string]knownvalue.Check{
-		"address":         knownvalue.StringExact(addr),
-		"port":            knownvalue.Int64Exact(30080),
-		"address_type":    knownvalue.StringExact("IPv4"),
-		"pod":             knownvalue.Null(),
-		"node_name":       knownvalue.StringExact(node),
-		"zone":            knownvalue.StringExact(zone),
-		"hostname":        knownvalue.Null(),
-		"ready":           knownvalue.Bool(true),
-		"serving":         knownvalue.Bool(true),
-		"terminating":     knownvalue.Bool(false),
-		"local_endpoints": knownvalue.Int64Exact(local),
-	})
-}
 
 func TestNodeArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
 	tests := []struct {
@@ -291,6 +225,7 @@ func TestServicesGiveNodePoolsFromOneListOfNodes(t *testing.T) {
 	if err := attrs["skipped"].As(&skipped); err != nil {
 		t.Fatal(err)
 	}
+	skippedType := tftypes.Object{AttributeTypes: map[string]tftypes.Type{"namespace": tftypes.String, "name": tftypes.String, "reason": tftypes.String}}
 	wantSkipped := tftypes.NewValue(skippedType, map[string]tftypes.Value{
 		"namespace": tftypes.NewValue(tftypes.String, "default"),
 		"name":      tftypes.NewValue(tftypes.String, "internal"),

@@ -55,10 +55,3 @@ func (p poolArgumentsModel) query(ctx context.Context) (endpoints.Query, pools.N
 	diags.Append(d...)
 	return q, nodes, diags
 }
-
-// withStateValues adds the computed arguments to a data source's computed values.
-func (p poolArgumentsModel) withStateValues(values computedValues) computedValues {
-	values["default_port"] = func(w *msgpackWriter) { w.int(p.DefaultPort.ValueInt64()) }
-	values["terminating_endpoints"] = func(w *msgpackWriter) { w.str(p.TerminatingEndpoints.ValueString()) }
-	return values
-}

@@ -27,12 +27,14 @@ var (
 type k8sProvider struct {
 	version string
 	loader  kube.ConfigLoader
-	// client is the one Configure made, for directReads; nil while the
-	// configuration is unknown or did not give one.
+	// client is the one Configure made, for the direct path (direct.go);
+	// nil while the configuration is unknown or did not give one.
 	client atomic.Pointer[kube.Client]
 }
 
-// New returns the provider factory that main serves.
+// New returns the provider factory of the framework alone: the tests and
+// the bench serve it to compare with NewServer's server, which main serves
+// (Serve).
 func New(version string) func() provider.Provider {
 	return func() provider.Provider {
 		return &k8sProvider{version: version, loader: kube.DefaultConfigLoader()}

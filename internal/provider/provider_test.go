@@ -16,9 +16,10 @@ import (
 )
 
 // testProviderFactories serve the provider in the test process, so that the
-// real terraform CLI talks to the code under test.
+// real terraform CLI talks to the code under test: both of its paths, each
+// call checked against the framework's (providerForTests).
 var testProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
-	"k8s": NewServer("test"),
+	"k8s": providerForTests,
 }
 
 func TestMain(m *testing.M) {
@@ -32,6 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if !reportPathDifferences() && code == 0 {
+		code = 1
+	}
 	stopCluster()
 	if builtProvider != "" {
 		_ = os.RemoveAll(filepath.Dir(builtProvider))

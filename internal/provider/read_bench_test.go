@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // BenchmarkReadDataSource is the provider's own cost of one read, as
@@ -15,10 +20,24 @@ import (
 // state encoded back), against the stand-in API server over loopback HTTP:
 // decoding the configuration, the two requests, the rules, the state. The
 // CLI, gRPC and process start are not in it; make bench measures those.
+//
+// paths=framework is the same read with the direct path off
+// (K8S_TF_DIRECT_READS=0): what direct.go saves per read.
 func BenchmarkReadDataSource(b *testing.B) {
-	for _, n := range []int{10, 100, 5000} {
-		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		n     int
+		paths string
+	}{{10, "direct"}, {100, "direct"}, {5000, "direct"}, {10, "framework"}, {5000, "framework"}} {
+		name := fmt.Sprintf("endpoints=%d", c.n)
+		if c.paths != "direct" {
+			name += ",paths=" + c.paths
+		}
+		n := c.n
+		b.Run(name, func(b *testing.B) {
 			b.Setenv("HOME", b.TempDir())
+			if c.paths == "framework" {
+				b.Setenv(envDirectReads, "0")
+			}
 			api := newStandInAPIServer(b)
 			svc, slices := manyEndpoints("big", n)
 			api.addService(svc)
@@ -69,5 +88,58 @@ func BenchmarkValidateDataResourceConfig(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkGetConfig is the cost of reading a data source's arguments into
+// its model, by getConfig and by the framework's own GetAttribute for each
+// field: what config_values.go saves per read.
+func BenchmarkGetConfig(b *testing.B) {
+	ctx := context.Background()
+	var resp datasource.SchemaResponse
+	newReadyEndpointsDataSource().Schema(ctx, datasource.SchemaRequest{}, &resp)
+	config := tfsdk.Config{Schema: resp.Schema, Raw: configValue(resp.Schema.Type().TerraformType(ctx), map[string]tftypes.Value{
+		"service": tfString("api"), "namespace": tfString("shop"), "port_name": tfString("http"),
+		"terminating_endpoints": tfString("include"), "zones": stringSet("a", "b"),
+	})}
+	for _, read := range []struct {
+		name string
+		get  func(context.Context, tfsdk.Config, any) diag.Diagnostics
+	}{{"getConfig", getConfig}, {"framework", frameworkGetAttributes}} {
+		b.Run(read.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var m readyEndpointsModel
+				if diags := read.get(ctx, config, &m); diags.HasError() {
+					b.Fatal(diags)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReadFleet is one read of k8s_services over 500 Services of 10
+// ready endpoints each, as make bench's fleet read, in process.
+func BenchmarkReadFleet(b *testing.B) {
+	b.Setenv("HOME", b.TempDir())
+	api := newStandInAPIServer(b)
+	for i := range 500 {
+		name := fmt.Sprintf("svc-%d", i)
+		svc := webService("bench", httpPort)
+		svc.Name = name
+		api.addService(svc)
+		slice := webSlice(name + "-a")
+		slice.Namespace, slice.Labels = "bench", map[string]string{discoveryv1.LabelServiceName: name}
+		for j := range 10 {
+			slice.Endpoints = append(slice.Endpoints, readyPod(fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j), fmt.Sprintf("%s-%d", name, j), "node-a", "zone-a"))
+		}
+		api.addSlices(slice)
+	}
+	p := newProtocolProvider(b, writeKubeconfig(b, b.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
+	args := map[string]tftypes.Value{"namespace": tfString("bench"), "port_name": tfString("http")}
+	b.ReportAllocs()
+	for b.Loop() {
+		_, diags := p.read(b, "k8s_services", args)
+		failOnDiagnostics(b, "ReadDataSource", diags)
 	}
 }

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"maps"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/datasource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -13,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
@@ -34,43 +34,6 @@ func (d *readyEndpointsDataSource) Metadata(_ context.Context, req datasource.Me
 }
 
 func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	attributes := map[string]schema.Attribute{
-		"id": schema.StringAttribute{
-			Computed:            true,
-			MarkdownDescription: "`<namespace>/<service>`.",
-		},
-		"service": schema.StringAttribute{
-			Required:            true,
-			MarkdownDescription: "Name of the Kubernetes Service.",
-			Validators:          []validator.String{dns1123Label()},
-		},
-		"namespace": schema.StringAttribute{
-			Optional:            true,
-			Computed:            true,
-			MarkdownDescription: "Namespace of the Service. Defaults to `default`.",
-			Validators:          []validator.String{dns1123Label()},
-		},
-		"min_ready": schema.Int64Attribute{
-			Optional: true,
-			Computed: true,
-			MarkdownDescription: "The fewest ready endpoints the result may have: endpoints whose `ready` is true, " +
-				"after every filter. Draining endpoints (`terminating = true`, given by `terminating_endpoints`) take " +
-				"no new connections and are not counted. With fewer, the read fails with an error " +
-				"that says how many were found, so that an apply stops before it empties or shrinks a pool. With a " +
-				"`timeouts { read = ... }` block, the read first waits up to that long for enough endpoints, by " +
-				"watching the Service's EndpointSlices (this needs `watch` on `endpointslices`). `0`, the default, " +
-				"means no guard.",
-			Validators: []validator.Int64{int64validator.AtLeast(0)},
-		},
-		"last_change_trigger_time": schema.StringAttribute{
-			Computed: true,
-			MarkdownDescription: "The latest `endpoints.kubernetes.io/last-change-trigger-time` among the Service's " +
-				"EndpointSlices, in RFC 3339: when the last change they reflect (a pod or Service update) happened. " +
-				"Null when no slice has it.",
-		},
-		"endpoints": endpointsAttribute(),
-	}
-	maps.Copy(attributes, poolArguments())
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The ready endpoints of a Kubernetes Service, read from its EndpointSlices: one entry per " +
 			"pod address and port, without duplicates, in a stable order, ready to feed the pool of an external " +
@@ -82,9 +45,57 @@ func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.Sche
 					"Without it the read does not wait.",
 			}),
 		},
-		Attributes: attributes,
+		Attributes: readyEndpointsAttributes.schema(),
 	}
 }
+
+// readyEndpointsState is what a read of k8s_ready_endpoints writes: its
+// arguments, with the defaults it used, and what it found.
+type readyEndpointsState struct {
+	readyEndpointsModel
+	res endpoints.Result
+}
+
+// readyEndpointsAttributes are the attributes of k8s_ready_endpoints.
+var readyEndpointsAttributes = newObject([]attribute[readyEndpointsState]{
+	{name: "id", schema: schema.StringAttribute{
+		Computed:            true,
+		MarkdownDescription: "`<namespace>/<service>`.",
+	}, write: func(w stateWriter, s *readyEndpointsState) {
+		w.str(s.Namespace.ValueString() + "/" + s.Service.ValueString())
+	}},
+	{name: "service", schema: schema.StringAttribute{
+		Required:            true,
+		MarkdownDescription: "Name of the Kubernetes Service.",
+		Validators:          []validator.String{dns1123Label()},
+	}},
+	{name: "namespace", schema: schema.StringAttribute{
+		Optional:            true,
+		Computed:            true,
+		MarkdownDescription: "Namespace of the Service. Defaults to `default`.",
+		Validators:          []validator.String{dns1123Label()},
+	}, write: func(w stateWriter, s *readyEndpointsState) { w.str(s.Namespace.ValueString()) }},
+	{name: "min_ready", schema: schema.Int64Attribute{
+		Optional: true,
+		Computed: true,
+		MarkdownDescription: "The fewest ready endpoints the result may have: endpoints whose `ready` is true, " +
+			"after every filter. Draining endpoints (`terminating = true`, given by `terminating_endpoints`) take " +
+			"no new connections and are not counted. With fewer, the read fails with an error " +
+			"that says how many were found, so that an apply stops before it empties or shrinks a pool. With a " +
+			"`timeouts { read = ... }` block, the read first waits up to that long for enough endpoints, by " +
+			"watching the Service's EndpointSlices (this needs `watch` on `endpointslices`). `0`, the default, " +
+			"means no guard.",
+		Validators: []validator.Int64{int64validator.AtLeast(0)},
+	}, write: func(w stateWriter, s *readyEndpointsState) { w.int(s.MinReady.ValueInt64()) }},
+	{name: "last_change_trigger_time", schema: schema.StringAttribute{
+		Computed: true,
+		MarkdownDescription: "The latest `endpoints.kubernetes.io/last-change-trigger-time` among the Service's " +
+			"EndpointSlices, in RFC 3339: when the last change they reflect (a pod or Service update) happened. " +
+			"Null when no slice has it.",
+	}, write: func(w stateWriter, s *readyEndpointsState) { writeLastChange(w, s.res.LastChangeTriggerTime) }},
+	{name: "endpoints", schema: endpointsAttribute(),
+		write: func(w stateWriter, s *readyEndpointsState) { writeList(w, endpointObject, s.res.Endpoints) }},
+}).with(poolArguments(func(s *readyEndpointsState) *poolArgumentsModel { return &s.poolArgumentsModel }))
 
 func (d *readyEndpointsDataSource) ConfigValidators(context.Context) []datasource.ConfigValidator {
 	return []datasource.ConfigValidator{nodeArgumentsNeedNodes{}}
@@ -98,41 +109,28 @@ func (d *readyEndpointsDataSource) Read(ctx context.Context, req datasource.Read
 	readForFramework(ctx, d, req, resp)
 }
 
-// readState is the read with its state encoded, nil on an error;
-// directReads sends it as it is.
+// readState is the read, its state encoded (stateReader): through the one
+// read of every data source, with this one's attributes and reader.
 func (d *readyEndpointsDataSource) readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics) {
-	var cfg readyEndpointsModel
-	diags := getConfig(ctx, config, &cfg)
+	return readState(ctx, config, d.client, readyEndpointsAttributes, readReadyEndpoints)
+}
+
+// readReadyEndpoints reads the pool of one Service that the arguments ask for.
+func readReadyEndpoints(ctx context.Context, client *kube.Client, m readyEndpointsModel) (readyEndpointsState, diag.Diagnostics) {
+	m = m.withDefaults()
+	request, diags := m.request(ctx)
 	if diags.HasError() {
-		return nil, diags
+		return readyEndpointsState{}, diags
 	}
-	if d.client == nil {
-		diags.Append(notConfiguredDiagnostic())
-		return nil, diags
-	}
-	state := cfg.withDefaults()
-	request, d2 := state.request(ctx)
-	diags.Append(d2...)
+	ctx, cancel := withWait(ctx, request.wait)
+	defer cancel()
+	res, d := readPool(ctx, client, request)
+	diags.Append(d...)
 	if diags.HasError() {
-		return nil, diags
-	}
-	if request.wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, request.wait)
-		defer cancel()
-	}
-	res, d2 := readPool(ctx, d.client, request)
-	diags.Append(d2...)
-	if diags.HasError() {
-		return nil, diags
+		return readyEndpointsState{}, diags
 	}
 	tflog.Debug(ctx, "read ready endpoints", map[string]any{
 		"namespace": request.Namespace, "service": request.Service, "endpoints": len(res.Endpoints),
 	})
-	raw, err := stateFromConfig(config.Raw, state.stateValues(res))
-	if err != nil {
-		diags.Append(stateBugDiagnostic(err))
-		return nil, diags
-	}
-	return raw, diags
+	return readyEndpointsState{readyEndpointsModel: m, res: res}, diags
 }

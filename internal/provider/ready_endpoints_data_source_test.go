@@ -9,10 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestReadyEndpointsArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
@@ -80,72 +77,6 @@ data "k8s_ready_endpoints" "web" {
 				}},
 			})
 		})
-	}
-}
-
-// Fixtures for reads through the stand-in API server.
-
-func webService(namespace string, ports ...corev1.ServicePort) corev1.Service {
-	return corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
-		Spec:       corev1.ServiceSpec{Ports: ports},
-	}
-}
-
-// webSlice is an IPv4 slice of Service default/web whose port http is 8080.
-func webSlice(name string, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
-	return discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}},
-		Endpoints:   eps,
-	}
-}
-
-func readyPod(addr, pod, node, zone string) discoveryv1.Endpoint {
-	return discoveryv1.Endpoint{
-		Addresses:  []string{addr},
-		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
-		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: pod},
-		NodeName:   ptr(node),
-		Zone:       ptr(zone),
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
-
-var httpPort = corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}
-
-// kubeconfigProvider is a provider block that reads with the kubeconfig at path.
-func kubeconfigProvider(path string) string {
-	return fmt.Sprintf("provider \"k8s\" {\n  kubeconfig = %q\n}\n", path)
-}
-
-// clusterConfig points the provider at the stand-in API server.
-func clusterConfig(t *testing.T, servers map[string]string) string {
-	path := writeKubeconfig(t, t.TempDir(), "kubeconfig", servers)
-	return kubeconfigProvider(path)
-}
-
-// endpointValue is a ready endpoint as state holds it.
-func endpointValue(addr string, port int64, family string, pod, node, zone, hostname knownvalue.Check) knownvalue.Check {
-	return knownvalue.ObjectExact(endpointFields(addr, port, family, pod, node, zone, hostname))
-}
-
-func endpointFields(addr string, port int64, family string, pod, node, zone, hostname knownvalue.Check) map[string]knownvalue.Check {
-	return map[string]knownvalue.Check{
-		"address":      knownvalue.StringExact(addr),
-		"port":         knownvalue.Int64Exact(port),
-		"address_type": knownvalue.StringExact(family),
-		"pod":          pod,
-		"node_name":    node,
-		"zone":         zone,
-		"hostname":     hostname,
-		"ready":        knownvalue.Bool(true),
-		"serving":      knownvalue.Bool(true),
-		"terminating":  knownvalue.Bool(false),
-		// Null for a pod endpoint: only a node has local endpoints.
-		"local_endpoints": knownvalue.Null(),
 	}
 }
 

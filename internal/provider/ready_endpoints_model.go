@@ -7,7 +7,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
@@ -16,17 +15,15 @@ const (
 	defaultPortWhenUnset = 80
 )
 
+// readyEndpointsModel holds the arguments of k8s_ready_endpoints, as
+// getConfig reads them (the computed attributes are written from the read's
+// result: readyEndpointsAttributes).
 type readyEndpointsModel struct {
-	ID        types.String `tfsdk:"id"`
 	Service   types.String `tfsdk:"service"`
 	Namespace types.String `tfsdk:"namespace"`
 	poolArgumentsModel
-	MinReady              types.Int64    `tfsdk:"min_ready"`
-	Timeouts              timeouts.Value `tfsdk:"timeouts"`
-	LastChangeTriggerTime types.String   `tfsdk:"last_change_trigger_time"`
-	// Endpoints is computed: the read builds it as a Terraform value
-	// (stateValues), never through this field.
-	Endpoints types.List `tfsdk:"endpoints"`
+	MinReady types.Int64    `tfsdk:"min_ready"`
+	Timeouts timeouts.Value `tfsdk:"timeouts"`
 }
 
 // withDefaults fills the optional arguments the configuration left out, so
@@ -39,7 +36,6 @@ func (m readyEndpointsModel) withDefaults() readyEndpointsModel {
 	if m.MinReady.IsNull() {
 		m.MinReady = types.Int64Value(0)
 	}
-	m.ID = types.StringValue(m.Namespace.ValueString() + "/" + m.Service.ValueString())
 	return m
 }
 
@@ -60,16 +56,4 @@ func (m readyEndpointsModel) request(ctx context.Context) (poolRequest, diag.Dia
 	r.Query, r.Nodes, d = m.query(ctx)
 	diags.Append(d...)
 	return r, diags
-}
-
-// stateValues are the computed attributes of state: the defaults the read
-// used, and what it found.
-func (m readyEndpointsModel) stateValues(res endpoints.Result) computedValues {
-	return m.withStateValues(computedValues{
-		"id":                       func(w *msgpackWriter) { w.str(m.ID.ValueString()) },
-		"namespace":                func(w *msgpackWriter) { w.str(m.Namespace.ValueString()) },
-		"min_ready":                func(w *msgpackWriter) { w.int(m.MinReady.ValueInt64()) },
-		"last_change_trigger_time": func(w *msgpackWriter) { writeLastChange(w, res.LastChangeTriggerTime) },
-		"endpoints":                func(w *msgpackWriter) { writeEndpoints(w, res.Endpoints) },
-	})
 }

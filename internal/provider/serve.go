@@ -18,8 +18,8 @@ const Address = "vigie/k8s"
 
 // Serve serves the provider over the plugin protocol, as main and the
 // bench's profiled build do: logs off unless the user asked for them
-// (QuietLogs), the reads served directly (NewServer), and debug mode on
-// request.
+// (QuietLogs), the server of NewServer (the direct path beside the
+// framework's), and debug mode on request.
 func Serve(version string, debugMode bool) error {
 	for name, value := range QuietLogs(os.Environ()) {
 		if err := os.Setenv(name, value); err != nil {
@@ -48,10 +48,9 @@ func Serve(version string, debugMode bool) error {
 // gcPercent is the garbage collector's target for the provider's process
 // when the user set no GOGC: 200 instead of Go's 100. Terraform starts the
 // provider three times per plan, each process lives well under a second and
-// most of what it allocates is garbage at once (requests, responses, state);
-// collecting half as often took 12% off the provider's CPU in a plan of 100
-// reads for 3.5 MiB more peak memory (bench/README.md). A GOGC of the user's
-// is left as it is.
+// most of what it allocates is garbage at once (requests, responses, state),
+// so collecting half as often saves CPU for a little more peak memory
+// (measured in bench/README.md). A GOGC of the user's is left as it is.
 func gcPercent(gogc string) (int, bool) {
 	if gogc != "" {
 		return 0, false
@@ -63,7 +62,7 @@ func gcPercent(gogc string) (int, bool) {
 // provider's own logs off when the user asked for no log (no TF_LOG*
 // variable at all). Terraform throws those logs away then, but the provider
 // would still build every entry, trace level included, encode it as JSON
-// and send it over: a sixth of the provider's CPU in a plan of many reads.
+// and send it over, in every call of a plan (bench/README.md).
 // Any TF_LOG* variable leaves logging as the SDK sets it up.
 func QuietLogs(environ []string) map[string]string {
 	for _, kv := range environ {

@@ -9,10 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestServicesArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
@@ -50,64 +46,11 @@ func TestServicesArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) 
 	}
 }
 
-// fleetFixture is two namespaces: shop has web (two ready pods, one draining)
-// and api (one pod), both labelled tier=front, and exporter, which has no
-// port http; blog has web (one pod, on IPv6).
-func fleetFixture(t testing.TB) *standInAPIServer {
-	api := newStandInAPIServer(t)
-	front := map[string]string{"tier": "front"}
-	svc := func(ns, name string, lbls map[string]string, ports ...corev1.ServicePort) corev1.Service {
-		return corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls,
-			Annotations: map[string]string{"team": "payments", lastAppliedAnnotation: `{"kind":"Service"}`}},
-			Spec: corev1.ServiceSpec{Ports: ports, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}}}
-	}
-	api.addService(svc("shop", "web", front, httpPort))
-	api.addService(svc("shop", "api", front, httpPort))
-	api.addService(svc("shop", "exporter", nil, corev1.ServicePort{Name: "metrics", Port: 9090, TargetPort: intstr.FromInt32(9090)}))
-	api.addService(svc("blog", "web", nil, httpPort))
-	slice := func(ns, service, name string, family discoveryv1.AddressType, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
-		s := webSlice(name, eps...)
-		s.Namespace, s.AddressType = ns, family
-		s.Labels = map[string]string{discoveryv1.LabelServiceName: service}
-		return s
-	}
-	draining := readyPod("10.0.0.9", "web-9", "node-a", "zone-a")
-	draining.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
-	api.addSlices(
-		slice("shop", "web", "web-a", discoveryv1.AddressTypeIPv4,
-			readyPod("10.0.0.2", "web-2", "node-b", "zone-b"), readyPod("10.0.0.1", "web-1", "node-a", "zone-a"), draining),
-		slice("shop", "api", "api-a", discoveryv1.AddressTypeIPv4, readyPod("10.0.1.1", "api-1", "node-a", "zone-a")),
-		slice("shop", "exporter", "exporter-a", discoveryv1.AddressTypeIPv4, readyPod("10.0.2.1", "exporter-1", "node-a", "zone-a")),
-		slice("blog", "web", "web-a", discoveryv1.AddressTypeIPv6, readyPod("fd00::1", "blog-1", "node-a", "zone-a")),
-	)
-	return api
-}
-
-// tfString, tfNumber, stringSet and readTimeouts are configuration values
-// of the tests.
-func tfString(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
-
-func tfNumber(n int) tftypes.Value { return tftypes.NewValue(tftypes.Number, n) }
-
-// readTimeouts is a timeouts block with read set to read.
-func readTimeouts(read tftypes.Value) tftypes.Value {
-	return tftypes.NewValue(tftypes.Object{AttributeTypes: map[string]tftypes.Type{"read": tftypes.String}},
-		map[string]tftypes.Value{"read": read})
-}
-
-func stringSet(values ...string) tftypes.Value {
-	elems := make([]tftypes.Value, len(values))
-	for i, v := range values {
-		elems[i] = tftypes.NewValue(tftypes.String, v)
-	}
-	return tftypes.NewValue(tftypes.Set{ElementType: tftypes.String}, elems)
-}
-
 // The fleet gives each Service the list k8s_ready_endpoints gives for it,
 // whatever the pool arguments.
 func TestServicesGiveEachServiceWhatReadyEndpointsGives(t *testing.T) {
 	api := fleetFixture(t)
-	p := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
+	p := newProtocolProviderOf(t, newBothPaths(t), writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
 	for _, args := range []map[string]tftypes.Value{
 		{"port_name": tftypes.NewValue(tftypes.String, "http")},
 		{"terminating_endpoints": tftypes.NewValue(tftypes.String, "include"), "default_port": tftypes.NewValue(tftypes.Number, 81)},

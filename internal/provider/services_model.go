@@ -9,12 +9,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
+// servicesModel holds the arguments of k8s_services, as getConfig reads
+// them (the computed attributes are written from the read's result:
+// servicesAttributes).
 type servicesModel struct {
-	ID            types.String `tfsdk:"id"`
 	Namespace     types.String `tfsdk:"namespace"`
 	Namespaces    types.Set    `tfsdk:"namespaces"`
 	AllNamespaces types.Bool   `tfsdk:"all_namespaces"`
@@ -24,10 +25,6 @@ type servicesModel struct {
 	MinReady    types.Int64    `tfsdk:"min_ready"`
 	MinServices types.Int64    `tfsdk:"min_services"`
 	Timeouts    timeouts.Value `tfsdk:"timeouts"`
-	// Services and Skipped are computed: the read builds them as Terraform
-	// values (stateValues), never through these fields.
-	Services types.Map  `tfsdk:"services"`
-	Skipped  types.List `tfsdk:"skipped"`
 }
 
 // withDefaults fills the optional arguments the configuration left out, so
@@ -81,22 +78,4 @@ func fleetID(namespaces []string) string {
 		return "*"
 	}
 	return strings.Join(namespaces, ",")
-}
-
-// stateValues are the computed attributes of state.
-func (m servicesModel) stateValues(namespaces []string, res endpoints.FleetResult) computedValues {
-	return m.withStateValues(computedValues{
-		"id": func(w *msgpackWriter) { w.str(fleetID(namespaces)) },
-		"namespace": func(w *msgpackWriter) {
-			if m.Namespace.IsNull() {
-				w.null()
-			} else {
-				w.str(m.Namespace.ValueString())
-			}
-		},
-		"min_ready":    func(w *msgpackWriter) { w.int(m.MinReady.ValueInt64()) },
-		"min_services": func(w *msgpackWriter) { w.int(m.MinServices.ValueInt64()) },
-		"services":     func(w *msgpackWriter) { writeServices(w, res.Pools) },
-		"skipped":      func(w *msgpackWriter) { writeSkipped(w, res.Skipped) },
-	})
 }

@@ -55,15 +55,6 @@ func newStandInAPIServer(t testing.TB) *standInAPIServer {
 	return s
 }
 
-// standInWithOneEndpoint serves Service default/web with one ready endpoint
-// at addr, port 8080.
-func standInWithOneEndpoint(t *testing.T, addr string) *standInAPIServer {
-	api := newStandInAPIServer(t)
-	api.addService(webService("default", httpPort))
-	api.addSlices(webSlice("web-a", discoveryv1.Endpoint{Addresses: []string{addr}}))
-	return api
-}
-
 func (s *standInAPIServer) addService(svc corev1.Service) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

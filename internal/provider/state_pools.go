@@ -111,7 +111,7 @@ func (p *StatePool) ComparePool(res endpoints.Result) ([]PoolChange, error) {
 	if p.Pool == nil {
 		return nil, fmt.Errorf("%s is not a k8s_ready_endpoints", p.Type)
 	}
-	next, err := p.encode(p.ready.stateValues(res))
+	next, err := encodeStateValue(readyEndpointsAttributes, p.value, &readyEndpointsState{readyEndpointsModel: p.ready, res: res})
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (p *StatePool) ComparePool(res endpoints.Result) ([]PoolChange, error) {
 	if before.Equal(after) {
 		return nil, nil
 	}
-	return []PoolChange{poolChange("", attribute(before, "endpoints"), attribute(after, "endpoints"))}, nil
+	return []PoolChange{poolChange("", attributeValue(before, "endpoints"), attributeValue(after, "endpoints"))}, nil
 }
 
 // CompareFleet is what a read of a k8s_services giving res would change in
@@ -128,7 +128,7 @@ func (p *StatePool) CompareFleet(res endpoints.FleetResult) ([]PoolChange, error
 	if p.Fleet == nil {
 		return nil, fmt.Errorf("%s is not a k8s_services", p.Type)
 	}
-	next, err := p.encode(p.services.stateValues(p.Fleet.Namespaces, res))
+	next, err := encodeStateValue(servicesAttributes, p.value, &servicesState{servicesModel: p.services, namespaces: p.Fleet.Namespaces, res: res})
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (p *StatePool) CompareFleet(res endpoints.FleetResult) ([]PoolChange, error
 		return nil, nil
 	}
 	var changes []PoolChange
-	oldServices, newServices := mapOf(attribute(before, "services")), mapOf(attribute(after, "services"))
+	oldServices, newServices := mapOf(attributeValue(before, "services")), mapOf(attributeValue(after, "services"))
 	names := map[string]bool{}
 	for name := range oldServices {
 		names[name] = true
@@ -155,9 +155,9 @@ func (p *StatePool) CompareFleet(res endpoints.FleetResult) ([]PoolChange, error
 		if o.Equal(n) {
 			continue
 		}
-		changes = append(changes, poolChange(name, attribute(o, "endpoints"), attribute(n, "endpoints")))
+		changes = append(changes, poolChange(name, attributeValue(o, "endpoints"), attributeValue(n, "endpoints")))
 	}
-	if !attribute(before, "skipped").Equal(attribute(after, "skipped")) {
+	if !attributeValue(before, "skipped").Equal(attributeValue(after, "skipped")) {
 		changes = append(changes, PoolChange{Name: "skipped"})
 	}
 	if len(changes) == 0 {
@@ -167,13 +167,14 @@ func (p *StatePool) CompareFleet(res endpoints.FleetResult) ([]PoolChange, error
 	return changes, nil
 }
 
-// encode is the state a read would write, from the state's own arguments.
-func (p *StatePool) encode(computed computedValues) (tftypes.Value, error) {
-	raw, err := stateFromConfig(p.value, computed)
+// encodeStateValue is the state a read would write, from the arguments of
+// state, through the read's own writer.
+func encodeStateValue[T any](o object[T], state tftypes.Value, v *T) (tftypes.Value, error) {
+	raw, err := encodeState(o, state, v)
 	if err != nil {
 		return tftypes.Value{}, err
 	}
-	return (&tfprotov6.DynamicValue{MsgPack: raw}).Unmarshal(p.value.Type())
+	return (&tfprotov6.DynamicValue{MsgPack: raw}).Unmarshal(state.Type())
 }
 
 // withoutTriggerTimes is v with every last_change_trigger_time null.
@@ -191,8 +192,8 @@ func withoutTriggerTimes(v tftypes.Value) tftypes.Value {
 	return out
 }
 
-// attribute is the attribute name of object v, or a null value.
-func attribute(v tftypes.Value, name string) tftypes.Value {
+// attributeValue is the attribute name of object v, or a null value.
+func attributeValue(v tftypes.Value, name string) tftypes.Value {
 	var attrs map[string]tftypes.Value
 	if v.IsNull() || !v.IsKnown() || v.As(&attrs) != nil {
 		return tftypes.NewValue(tftypes.DynamicPseudoType, nil)
@@ -229,7 +230,7 @@ func members(list tftypes.Value) []string {
 	for _, item := range items {
 		var address string
 		var port big.Float
-		if attribute(item, "address").As(&address) != nil || attribute(item, "port").As(&port) != nil {
+		if attributeValue(item, "address").As(&address) != nil || attributeValue(item, "port").As(&port) != nil {
 			continue
 		}
 		n, _ := port.Int64()

@@ -1,189 +1,206 @@
 package provider
 
 import (
-	"time"
+	"fmt"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
 
-// The reads' state built as tftypes values of the schema's types, as the
-// provider built it before it wrote MessagePack itself (and as the golden
-// files were written): the reference the writers of state_values.go are
-// checked against (TestStateIsWhatTftypesWrites).
-
-// endpointType is the type of one element of `endpoints`.
-var endpointType = tftypes.Object{AttributeTypes: map[string]tftypes.Type{
-	"address":      tftypes.String,
-	"port":         tftypes.Number,
-	"address_type": tftypes.String,
-	"pod":          tftypes.String,
-	"node_name":    tftypes.String,
-	"zone":         tftypes.String,
-	"hostname":     tftypes.String,
-	"ready":        tftypes.Bool,
-	"serving":      tftypes.Bool,
-	"terminating":  tftypes.Bool,
-	// local_endpoints: null for a pod, a count for a node.
-	"local_endpoints": tftypes.Number,
-}}
-
-var endpointListType = tftypes.List{ElementType: endpointType}
-
-// endpointsValue is the `endpoints` list of state: never null, an empty list
-// when there is no endpoint.
-func endpointsValue(eps []endpoints.Endpoint) tftypes.Value {
-	elems := make([]tftypes.Value, len(eps))
-	for i, e := range eps {
-		local := tftypes.NewValue(tftypes.Number, nil)
-		if e.LocalEndpoints != nil {
-			local = tftypes.NewValue(tftypes.Number, int64(*e.LocalEndpoints))
-		}
-		elems[i] = tftypes.NewValue(endpointType, map[string]tftypes.Value{
-			"address":         tftypes.NewValue(tftypes.String, e.Address),
-			"port":            tftypes.NewValue(tftypes.Number, int64(e.Port)),
-			"address_type":    tftypes.NewValue(tftypes.String, string(e.AddressType)),
-			"pod":             stringOrNullValue(e.Pod),
-			"node_name":       stringOrNullValue(e.NodeName),
-			"zone":            stringOrNullValue(e.Zone),
-			"hostname":        stringOrNullValue(e.Hostname),
-			"ready":           tftypes.NewValue(tftypes.Bool, e.Ready),
-			"serving":         tftypes.NewValue(tftypes.Bool, e.Serving),
-			"terminating":     tftypes.NewValue(tftypes.Bool, e.Terminating),
-			"local_endpoints": local,
-		})
-	}
-	return tftypes.NewValue(endpointListType, elems)
+// tftypesWriter is the reference the MessagePack writer is checked against
+// (TestStateIsWhatTftypesWrites): the same descriptions (attribute.go)
+// written as tftypes values of the schema's types, which tftypes then
+// encodes itself. It follows the type it is given, and fails on what
+// Terraform would refuse: a value of another type than the schema's, an
+// object with an attribute missing, an attribute twice or out of order, a
+// collection of another length than announced.
+type tftypesWriter struct {
+	root   tftypes.Type
+	stack  []*tftypesFrame
+	result *tftypes.Value
+	err    error
 }
 
-// stringOrNullValue is s, or null when s is empty: the API gives no value.
-func stringOrNullValue(s string) tftypes.Value {
+// tftypesFrame is a list, map or object being written.
+type tftypesFrame struct {
+	typ      tftypes.Type
+	n        int
+	elems    []tftypes.Value
+	attrs    map[string]tftypes.Value
+	key      string
+	keyGiven bool
+}
+
+var _ stateWriter = (*tftypesWriter)(nil)
+
+func newTftypesWriter(t tftypes.Type) *tftypesWriter { return &tftypesWriter{root: t} }
+
+// value is what was written, or why it is not a value of the type.
+func (w *tftypesWriter) value() (tftypes.Value, error) {
+	switch {
+	case w.err != nil:
+		return tftypes.Value{}, w.err
+	case len(w.stack) != 0:
+		return tftypes.Value{}, fmt.Errorf("%d collections not ended", len(w.stack))
+	case w.result == nil:
+		return tftypes.Value{}, fmt.Errorf("nothing written")
+	}
+	return *w.result, nil
+}
+
+func (w *tftypesWriter) fail(format string, args ...any) {
+	if w.err == nil {
+		w.err = fmt.Errorf(format, args...)
+	}
+}
+
+// slot is the type of the next value.
+func (w *tftypesWriter) slot() tftypes.Type {
+	if len(w.stack) == 0 {
+		if w.result != nil {
+			w.fail("a second value after the first")
+		}
+		return w.root
+	}
+	f := w.stack[len(w.stack)-1]
+	switch t := f.typ.(type) {
+	case tftypes.List:
+		return t.ElementType
+	case tftypes.Map:
+		if !f.keyGiven {
+			w.fail("a map value without a key")
+		}
+		return t.ElementType
+	case tftypes.Object:
+		if !f.keyGiven {
+			w.fail("an object attribute without a name")
+		}
+		return t.AttributeTypes[f.key]
+	}
+	return nil
+}
+
+func (w *tftypesWriter) emit(v tftypes.Value) {
+	if len(w.stack) == 0 {
+		w.result = &v
+		return
+	}
+	f := w.stack[len(w.stack)-1]
+	if _, isList := f.typ.(tftypes.List); isList {
+		f.elems = append(f.elems, v)
+		return
+	}
+	f.attrs[f.key] = v
+	f.keyGiven = false
+}
+
+func (w *tftypesWriter) leaf(kind tftypes.Type, v any) {
+	t := w.slot()
+	if t == nil || !t.Is(kind) {
+		w.fail("a %s where the schema has a %v", kind, t)
+		return
+	}
+	w.emit(tftypes.NewValue(t, v))
+}
+
+func (w *tftypesWriter) null() {
+	if t := w.slot(); t != nil {
+		w.emit(tftypes.NewValue(t, nil))
+	} else {
+		w.fail("a null of no attribute of the schema")
+	}
+}
+
+func (w *tftypesWriter) bool(b bool)  { w.leaf(tftypes.Bool, b) }
+func (w *tftypesWriter) str(s string) { w.leaf(tftypes.String, s) }
+func (w *tftypesWriter) int(n int64)  { w.leaf(tftypes.Number, n) }
+func (w *tftypesWriter) list(n int)   { w.start(tftypes.List{}, n) }
+func (w *tftypesWriter) mapOf(n int)  { w.start(tftypes.Map{}, n) }
+func (w *tftypesWriter) object(n int) { w.start(tftypes.Object{}, n) }
+func (w *tftypesWriter) strOrNull(s string) {
 	if s == "" {
-		return tftypes.NewValue(tftypes.String, nil)
+		w.null()
+		return
 	}
-	return tftypes.NewValue(tftypes.String, s)
+	w.str(s)
 }
 
-// lastChangeValue is a trigger time in RFC 3339, or null when zero.
-func lastChangeValue(t time.Time) tftypes.Value {
-	if t.IsZero() {
-		return tftypes.NewValue(tftypes.String, nil)
+func (w *tftypesWriter) intOrNull(n *int) {
+	if n == nil {
+		w.null()
+		return
 	}
-	return tftypes.NewValue(tftypes.String, t.UTC().Format(time.RFC3339Nano))
+	w.int(int64(*n))
 }
 
-var (
-	stringMapType   = tftypes.Map{ElementType: tftypes.String}
-	stringListType  = tftypes.List{ElementType: tftypes.String}
-	servicePortType = tftypes.Object{AttributeTypes: map[string]tftypes.Type{
-		"name": tftypes.String, "port": tftypes.Number, "target_port": tftypes.String,
-		"node_port": tftypes.Number, "protocol": tftypes.String,
-	}}
-	ingressType = tftypes.Object{AttributeTypes: map[string]tftypes.Type{
-		"ip": tftypes.String, "hostname": tftypes.String,
-	}}
-	serviceType = tftypes.Object{AttributeTypes: map[string]tftypes.Type{
-		"namespace":                tftypes.String,
-		"name":                     tftypes.String,
-		"labels":                   stringMapType,
-		"annotations":              stringMapType,
-		"type":                     tftypes.String,
-		"cluster_ips":              stringListType,
-		"external_traffic_policy":  tftypes.String,
-		"ports":                    tftypes.List{ElementType: servicePortType},
-		"load_balancer_ingress":    tftypes.List{ElementType: ingressType},
-		"last_change_trigger_time": tftypes.String,
-		"endpoints":                endpointListType,
-	}}
-	servicesMapType = tftypes.Map{ElementType: serviceType}
-	skippedType     = tftypes.Object{AttributeTypes: map[string]tftypes.Type{
-		"namespace": tftypes.String, "name": tftypes.String, "reason": tftypes.String,
-	}}
-	skippedListType = tftypes.List{ElementType: skippedType}
-)
-
-func servicesValue(pools []endpoints.ServicePool) tftypes.Value {
-	out := make(map[string]tftypes.Value, len(pools))
-	for _, p := range pools {
-		out[p.Service.Namespace+"/"+p.Service.Name] = serviceValue(p)
+func (w *tftypesWriter) start(kind tftypes.Type, n int) {
+	t := w.slot()
+	if t == nil || !t.Is(kind) {
+		w.fail("a %T where the schema has a %v", kind, t)
+		return
 	}
-	return tftypes.NewValue(servicesMapType, out)
+	if o, ok := t.(tftypes.Object); ok && n != len(o.AttributeTypes) {
+		w.fail("an object of %d attributes where the schema has %d: %v", n, len(o.AttributeTypes), o)
+	}
+	w.stack = append(w.stack, &tftypesFrame{typ: t, n: n, attrs: map[string]tftypes.Value{}})
 }
 
-func serviceValue(p endpoints.ServicePool) tftypes.Value {
-	svc := p.Service
-	ports := make([]tftypes.Value, 0, len(svc.Spec.Ports))
-	for _, port := range svc.Spec.Ports {
-		nodePort := tftypes.NewValue(tftypes.Number, nil)
-		if port.NodePort != 0 {
-			nodePort = tftypes.NewValue(tftypes.Number, int64(port.NodePort))
+func (w *tftypesWriter) key(name string) {
+	if len(w.stack) == 0 {
+		w.fail("key %q outside a map or an object", name)
+		return
+	}
+	f := w.stack[len(w.stack)-1]
+	switch t := f.typ.(type) {
+	case tftypes.List:
+		w.fail("key %q in a list", name)
+	case tftypes.Object:
+		if _, ok := t.AttributeTypes[name]; !ok {
+			w.fail("attribute %q is not in the schema", name)
 		}
-		ports = append(ports, tftypes.NewValue(servicePortType, map[string]tftypes.Value{
-			"name":        stringOrNullValue(port.Name),
-			"port":        tftypes.NewValue(tftypes.Number, int64(port.Port)),
-			"target_port": stringOrNullValue(port.TargetPort.String()),
-			"node_port":   nodePort,
-			"protocol":    stringOrNullValue(string(port.Protocol)),
-		}))
-	}
-	ingress := make([]tftypes.Value, 0, len(svc.Status.LoadBalancer.Ingress))
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		ingress = append(ingress, tftypes.NewValue(ingressType, map[string]tftypes.Value{
-			"ip":       stringOrNullValue(in.IP),
-			"hostname": stringOrNullValue(in.Hostname),
-		}))
-	}
-	return tftypes.NewValue(serviceType, map[string]tftypes.Value{
-		"namespace":                tftypes.NewValue(tftypes.String, svc.Namespace),
-		"name":                     tftypes.NewValue(tftypes.String, svc.Name),
-		"labels":                   stringMapValue(svc.Labels, ""),
-		"annotations":              stringMapValue(svc.Annotations, lastAppliedAnnotation),
-		"type":                     tftypes.NewValue(tftypes.String, string(endpoints.ServiceType(svc))),
-		"cluster_ips":              clusterIPsValue(svc),
-		"external_traffic_policy":  stringOrNullValue(string(svc.Spec.ExternalTrafficPolicy)),
-		"ports":                    tftypes.NewValue(tftypes.List{ElementType: servicePortType}, ports),
-		"load_balancer_ingress":    tftypes.NewValue(tftypes.List{ElementType: ingressType}, ingress),
-		"last_change_trigger_time": lastChangeValue(p.LastChangeTriggerTime),
-		"endpoints":                endpointsValue(p.Endpoints),
-	})
-}
-
-// clusterIPsValue lists the cluster IPs, none for a headless Service.
-func clusterIPsValue(svc *corev1.Service) tftypes.Value {
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-		ips = []string{svc.Spec.ClusterIP}
-	}
-	out := make([]tftypes.Value, 0, len(ips))
-	for _, ip := range ips {
-		if ip != "" && ip != corev1.ClusterIPNone {
-			out = append(out, tftypes.NewValue(tftypes.String, ip))
+		if f.keyGiven || len(f.attrs) > 0 && strings.Compare(name, lastKey(f.attrs)) <= 0 {
+			w.fail("attribute %q out of order or twice", name)
+		}
+	case tftypes.Map:
+		if _, twice := f.attrs[name]; twice {
+			w.fail("key %q twice", name)
 		}
 	}
-	return tftypes.NewValue(stringListType, out)
+	f.key, f.keyGiven = name, true
 }
 
-// stringMapValue is m as a map of strings, never null, without the key skip.
-func stringMapValue(m map[string]string, skip string) tftypes.Value {
-	out := make(map[string]tftypes.Value, len(m))
-	for k, v := range m {
-		if k != skip {
-			out[k] = tftypes.NewValue(tftypes.String, v)
+func lastKey(m map[string]tftypes.Value) string {
+	last := ""
+	for k := range m {
+		last = max(last, k)
+	}
+	return last
+}
+
+func (w *tftypesWriter) end() {
+	if len(w.stack) == 0 {
+		w.fail("end outside a collection")
+		return
+	}
+	f := w.stack[len(w.stack)-1]
+	w.stack = w.stack[:len(w.stack)-1]
+	if _, isList := f.typ.(tftypes.List); isList {
+		if len(f.elems) != f.n {
+			w.fail("a list of %d announced as %d", len(f.elems), f.n)
 		}
+		w.emit(tftypes.NewValue(f.typ, f.elems))
+		return
 	}
-	return tftypes.NewValue(stringMapType, out)
+	if len(f.attrs) != f.n {
+		w.fail("%d entries announced as %d in a %v", len(f.attrs), f.n, f.typ)
+	}
+	w.emit(tftypes.NewValue(f.typ, f.attrs))
 }
 
-func skippedValue(skipped []endpoints.SkippedService) tftypes.Value {
-	out := make([]tftypes.Value, 0, len(skipped))
-	for _, s := range skipped {
-		out = append(out, tftypes.NewValue(skippedType, map[string]tftypes.Value{
-			"namespace": tftypes.NewValue(tftypes.String, s.Namespace),
-			"name":      tftypes.NewValue(tftypes.String, s.Name),
-			"reason":    tftypes.NewValue(tftypes.String, s.Reason),
-		}))
+func (w *tftypesWriter) configured(v tftypes.Value, t tftypes.Type) error {
+	if slot := w.slot(); slot == nil || !slot.Equal(t) || !v.Type().Equal(t) {
+		return fmt.Errorf("a configured %v where the schema has a %v", v.Type(), slot)
 	}
-	return tftypes.NewValue(skippedListType, out)
+	w.emit(v)
+	return nil
 }

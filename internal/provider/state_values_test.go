@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	corev1 "k8s.io/api/core/v1"
@@ -19,43 +22,54 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
 
-// The values a read builds by hand must have the types the schema declares,
-// or Terraform rejects the state.
-func TestStateValuesHaveTheSchemaTypes(t *testing.T) {
-	ctx := context.Background()
+// A description that would let a read leave a computed attribute null, or
+// rewrite an argument, does not get past newObject.
+func TestNewObjectRefusesWhatWouldLeaveStateWrong(t *testing.T) {
+	write := func(w stateWriter, _ *string) { w.str("x") }
 	tests := []struct {
-		name       string
-		dataSource datasource.DataSource
-		attribute  string
-		built      tftypes.Type
+		name  string
+		attrs []attribute[string]
+		want  string
 	}{
-		{"endpoints of k8s_ready_endpoints", newReadyEndpointsDataSource(), "endpoints", endpointListType},
-		{"services of k8s_services", newServicesDataSource(), "services", servicesMapType},
-		{"skipped of k8s_services", newServicesDataSource(), "skipped", skippedListType},
+		{"a computed attribute without a writer", []attribute[string]{
+			{name: "id", schema: schema.StringAttribute{Computed: true}},
+		}, `computed attribute "id" has no writer`},
+		{"an optional and computed attribute without a writer", []attribute[string]{
+			{name: "namespace", schema: schema.StringAttribute{Optional: true, Computed: true}},
+		}, `computed attribute "namespace" has no writer`},
+		{"an argument with a writer", []attribute[string]{
+			{name: "service", schema: schema.StringAttribute{Required: true}, write: write},
+		}, `attribute "service" is an argument and has a writer`},
+		{"an attribute described twice", []attribute[string]{
+			{name: "id", schema: schema.StringAttribute{Computed: true}, write: write},
+			{name: "id", schema: schema.StringAttribute{Computed: true}, write: write},
+		}, `attribute "id" is described twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var resp datasource.SchemaResponse
-			tt.dataSource.Schema(ctx, datasource.SchemaRequest{}, &resp)
-			attr, ok := resp.Schema.Attributes[tt.attribute]
-			if !ok {
-				t.Fatalf("the schema has no attribute %q", tt.attribute)
-			}
-			if want := attr.GetType().TerraformType(ctx); !want.Equal(tt.built) {
-				t.Errorf("built type\n %s\nschema type\n %s", tt.built, want)
-			}
+			defer func() {
+				if got := fmt.Sprint(recover()); !strings.Contains(got, tt.want) {
+					t.Errorf("newObject panicked with %q, want %q", got, tt.want)
+				}
+			}()
+			newObject(tt.attrs)
 		})
 	}
 }
 
-func TestStateFromConfigLeavesTheConfigurationAlone(t *testing.T) {
+func TestWriteStateLeavesTheConfigurationAlone(t *testing.T) {
 	typ := tftypes.Object{AttributeTypes: map[string]tftypes.Type{"given": tftypes.String, "computed": tftypes.String}}
 	config := tftypes.NewValue(typ, map[string]tftypes.Value{
 		"given":    tftypes.NewValue(tftypes.String, "web"),
 		"computed": tftypes.NewValue(tftypes.String, nil),
 	})
 	before := config.Copy()
-	state, err := stateFromConfig(config, computedValues{"computed": func(w *msgpackWriter) { w.str("shop/web") }})
+	described := newObject([]attribute[string]{
+		{name: "given", schema: schema.StringAttribute{Optional: true}},
+		{name: "computed", schema: schema.StringAttribute{Computed: true}, write: func(w stateWriter, v *string) { w.str(*v) }},
+	})
+	id := "shop/web"
+	state, err := encodeState(described, config, &id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +83,8 @@ func TestStateFromConfigLeavesTheConfigurationAlone(t *testing.T) {
 	if got, err := decodeMsgPack(state, typ); err != nil || !got.Equal(want) {
 		t.Errorf("state = %s (%v), want %s", got, err, want)
 	}
-	if _, err := stateFromConfig(config, computedValues{"typo": func(w *msgpackWriter) { w.str("x") }}); err == nil {
+	typo := newObject([]attribute[string]{{name: "typo", schema: schema.StringAttribute{Computed: true}, write: func(w stateWriter, _ *string) { w.str("x") }}})
+	if _, err := encodeState(typo, config, &id); err == nil {
 		t.Error("an attribute the schema lacks was accepted")
 	}
 }
@@ -121,47 +136,109 @@ func TestStateIsWhatTftypesWrites(t *testing.T) {
 	}
 	skipped := []endpoints.SkippedService{{Namespace: "shop", Name: "batch", Reason: "no port named http"}}
 
+	ctx := context.Background()
+	typeOf := func(a schema.Attribute) tftypes.Type { return a.GetType().TerraformType(ctx) }
+	endpointsType := typeOf(endpointsAttribute())
+	serviceType := schema.NestedAttributeObject{Attributes: serviceObject.schema()}.Type().TerraformType(ctx)
+	servicesType := typeOf(servicesAttributes.schema()["services"])
+	skippedType := typeOf(servicesAttributes.schema()["skipped"])
+	readyType := schemaType(t, newReadyEndpointsDataSource())
+	fleetType := schemaType(t, newServicesDataSource())
+	readyState := readyEndpointsState{res: endpoints.Result{Endpoints: eps, LastChangeTriggerTime: trigger}}
+	readyConfig := configValue(readyType, map[string]tftypes.Value{
+		"service": tfString("web"), "namespace": tfString("shop"), "zones": stringSet("z1"), "timeouts": readTimeouts(tfString("1m")),
+	})
+	if diags := getConfig(ctx, tfsdk.Config{Raw: readyConfig, Schema: dataSourceSchema(t, newReadyEndpointsDataSource())}, &readyState.readyEndpointsModel); diags.HasError() {
+		t.Fatal(diags)
+	}
+	readyState.readyEndpointsModel = readyState.withDefaults()
+	fleetState := servicesState{namespaces: []string{"shop", "shop-eu"}, res: endpoints.FleetResult{Pools: pools, Skipped: skipped}}
+	fleetConfig := configValue(fleetType, map[string]tftypes.Value{"namespaces": stringSet("shop", "shop-eu"), "port_name": tfString("http")})
+	if diags := getConfig(ctx, tfsdk.Config{Raw: fleetConfig, Schema: dataSourceSchema(t, newServicesDataSource())}, &fleetState.servicesModel); diags.HasError() {
+		t.Fatal(diags)
+	}
+	fleetState.servicesModel = fleetState.withDefaults()
+
 	tests := []struct {
 		name    string
 		typ     tftypes.Type
-		want    tftypes.Value
-		write   func(w *msgpackWriter)
+		write   func(w stateWriter) error
 		hasMaps bool
 	}{
-		{"no endpoint", endpointListType, endpointsValue(nil), func(w *msgpackWriter) { writeEndpoints(w, nil) }, false},
-		{"endpoints of every kind", endpointListType, endpointsValue(eps), func(w *msgpackWriter) { writeEndpoints(w, eps) }, false},
-		{"no trigger time", tftypes.String, lastChangeValue(time.Time{}), func(w *msgpackWriter) { writeLastChange(w, time.Time{}) }, false},
-		{"a trigger time", tftypes.String, lastChangeValue(trigger), func(w *msgpackWriter) { writeLastChange(w, trigger) }, false},
-		{"one Service", serviceType, serviceValue(pools[0]), func(w *msgpackWriter) { writeService(w, pools[0]) }, true},
-		{"a headless Service", serviceType, serviceValue(pools[1]), func(w *msgpackWriter) { writeService(w, pools[1]) }, true},
-		{"Services", servicesMapType, servicesValue(pools), func(w *msgpackWriter) { writeServices(w, pools) }, true},
-		{"no Service", servicesMapType, servicesValue(nil), func(w *msgpackWriter) { writeServices(w, nil) }, false},
-		{"skipped Services", skippedListType, skippedValue(skipped), func(w *msgpackWriter) { writeSkipped(w, skipped) }, false},
-		{"none skipped", skippedListType, skippedValue(nil), func(w *msgpackWriter) { writeSkipped(w, nil) }, false},
+		{"no endpoint", endpointsType, func(w stateWriter) error { writeList(w, endpointObject, nil); return nil }, false},
+		{"endpoints of every kind", endpointsType, func(w stateWriter) error { writeList(w, endpointObject, eps); return nil }, false},
+		{"no trigger time", tftypes.String, func(w stateWriter) error { writeLastChange(w, time.Time{}); return nil }, false},
+		{"a trigger time", tftypes.String, func(w stateWriter) error { writeLastChange(w, trigger); return nil }, false},
+		{"one Service", serviceType, func(w stateWriter) error { serviceObject.write(w, &pools[0]); return nil }, true},
+		{"a headless Service", serviceType, func(w stateWriter) error { serviceObject.write(w, &pools[1]); return nil }, true},
+		{"Services", servicesType, func(w stateWriter) error { writeServices(w, pools); return nil }, true},
+		{"no Service", servicesType, func(w stateWriter) error { writeServices(w, nil); return nil }, false},
+		{"skipped Services", skippedType, func(w stateWriter) error { writeList(w, skippedObject, skipped); return nil }, false},
+		{"none skipped", skippedType, func(w stateWriter) error { writeList(w, skippedObject, nil); return nil }, false},
+		{"the state of a k8s_ready_endpoints", readyType, func(w stateWriter) error {
+			return writeState(w, readyEndpointsAttributes, readyConfig, &readyState)
+		}, false},
+		{"the state of a k8s_services", fleetType, func(w stateWriter) error {
+			return writeState(w, servicesAttributes, fleetConfig, &fleetState)
+		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var w msgpackWriter
-			tt.write(&w)
+			if err := tt.write(&w); err != nil {
+				t.Fatal(err)
+			}
+			reference := newTftypesWriter(tt.typ)
+			if err := tt.write(reference); err != nil {
+				t.Fatal(err)
+			}
+			want, err := reference.value()
+			if err != nil {
+				t.Fatalf("the description does not write a %s: %v", tt.typ, err)
+			}
 			got, err := decodeMsgPack(w.b, tt.typ)
 			if err != nil {
 				t.Fatalf("tftypes cannot read what was written: %v", err)
 			}
-			if !got.Equal(tt.want) {
-				t.Fatalf("written\n%s\nwant\n%s", got, tt.want)
+			if !got.Equal(want) {
+				t.Fatalf("written\n%s\nwant\n%s", got, want)
+			}
+			if !strings.HasPrefix(tt.name, "the state of") {
+				checkGolden(t, filepath.Join("testdata", "golden", "state", strings.ReplaceAll(tt.name, " ", "_")+".json"), stateJSON(t, got))
 			}
 			if tt.hasMaps {
 				return
 			}
-			want, err := encodeMsgPack(tt.want, tt.typ)
+			wantBytes, err := encodeMsgPack(want, tt.typ)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(w.b, want) {
-				t.Errorf("written % x\ntftypes % x", w.b, want)
+			if !bytes.Equal(w.b, wantBytes) {
+				t.Errorf("written % x\ntftypes % x", w.b, wantBytes)
 			}
 		})
 	}
+}
+
+// attributeType is the type of attribute name of o, as Terraform holds it.
+func attributeType[T any](o object[T], name string) tftypes.Type {
+	return o.schema()[name].GetType().TerraformType(context.Background())
+}
+
+// dataSourceSchema and schemaType are the schema of a data source and its
+// type as Terraform sends configurations of it.
+func dataSourceSchema(t *testing.T, ds datasource.DataSource) schema.Schema {
+	t.Helper()
+	var resp datasource.SchemaResponse
+	ds.Schema(context.Background(), datasource.SchemaRequest{}, &resp)
+	if resp.Diagnostics.HasError() {
+		t.Fatal(resp.Diagnostics)
+	}
+	return resp.Schema
+}
+
+func schemaType(t *testing.T, ds datasource.DataSource) tftypes.Type {
+	return dataSourceSchema(t, ds).Type().TerraformType(context.Background())
 }
 
 // Every length and integer is written in the form tftypes writes it.

@@ -61,7 +61,7 @@ func TestDirectValidationGivesWhatTheFrameworkGives(t *testing.T) {
 			"terminating_endpoints": tfString("never"), "timeouts": readTimeouts(tfString("1 minute")),
 		}},
 		{"a fleet with read-only attributes set", fleet, map[string]tftypes.Value{
-			"services": unknown(servicesMapType), "skipped": unknown(skippedListType)}},
+			"services": unknown(attributeType(servicesAttributes, "services")), "skipped": unknown(attributeType(servicesAttributes, "skipped"))}},
 	}
 	// Computed nested attributes set in the configuration (Terraform itself
 	// refuses that) are the framework's to walk.
@@ -82,16 +82,14 @@ func TestDirectValidationGivesWhatTheFrameworkGives(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				typ := direct.schemas[tt.typeName]
 				config := configValue(typ, tt.args)
-				source := newReadyEndpointsDataSource()
-				if tt.typeName == fleet {
-					source = newServicesDataSource()
+				req := &tfprotov6.ValidateDataResourceConfigRequest{TypeName: tt.typeName, Config: dynamicValue(t, config)}
+				server, isDirect := direct.server.(*directReads)
+				if !isDirect {
+					t.Fatalf("NewServer gives a %T", direct.server)
 				}
-				var sch datasource.SchemaResponse
-				source.Schema(ctx, datasource.SchemaRequest{}, &sch)
-				if _, ok := validateDataSourceConfig(ctx, source, nil, tfsdk.Config{Raw: config, Schema: sch.Schema}, sch.Schema); ok == leftToFramework[tt.name] {
+				if _, ok := server.validateDirectly(ctx, req); ok == leftToFramework[tt.name] {
 					t.Fatalf("validated directly: %v, want %v", ok, !leftToFramework[tt.name])
 				}
-				req := &tfprotov6.ValidateDataResourceConfigRequest{TypeName: tt.typeName, Config: dynamicValue(t, config)}
 				got, err := direct.server.ValidateDataResourceConfig(ctx, req)
 				if err != nil {
 					t.Fatal(err)
