@@ -38,7 +38,8 @@ func HAProxyPath() (string, error) {
 
 // HAProxyOptions say what to run.
 type HAProxyOptions struct {
-	// Dir holds the configuration, the master socket and the log.
+	// Dir holds the configuration and the log (the master socket is in a
+	// short temporary directory of its own: a unix socket's path is short).
 	Dir string
 	// Backend is the rendered backend file (one `backend NAME` section and
 	// its servers, as examples/pools/haproxy renders it). HAProxy reads it
@@ -58,6 +59,7 @@ type HAProxy struct {
 	bin         string
 	config      string
 	socket      string
+	socketDir   string
 	log         string
 	backendName string
 	cmd         *exec.Cmd
@@ -67,7 +69,7 @@ type HAProxy struct {
 // StartHAProxy writes DIR/haproxy.cfg (global settings, defaults and a
 // frontend on 127.0.0.1:PORT and [::1]:PORT whose default backend is the one
 // of the Backend file), checks it with haproxy -c, and starts
-// `haproxy -W -db -S DIR/master.sock -f DIR/haproxy.cfg -f BACKEND`. It
+// `haproxy -W -db -S master.sock -f DIR/haproxy.cfg -f BACKEND`. It
 // returns once a worker serves. HAProxy dies with the calling process.
 func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 	bin, err := HAProxyPath()
@@ -89,15 +91,22 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	socketDir, err := os.MkdirTemp("", "haproxy-")
+	if err != nil {
+		return nil, err
+	}
 	h := &HAProxy{
-		opts: opts, bin: bin, backendName: name,
+		opts: opts, bin: bin, backendName: name, socketDir: socketDir,
 		config: filepath.Join(opts.Dir, "haproxy.cfg"),
-		socket: filepath.Join(opts.Dir, "master.sock"),
+		socket: filepath.Join(socketDir, "master.sock"),
 		log:    filepath.Join(opts.Dir, "haproxy.log"),
 	}
-	if len(h.socket) > 100 { // sun_path holds 108 bytes
-		return nil, fmt.Errorf("master socket path %s is too long for a unix socket: use a shorter Dir", h.socket)
-	}
+	started := false
+	defer func() {
+		if !started {
+			_ = os.RemoveAll(socketDir)
+		}
+	}()
 	if err := os.WriteFile(h.config, []byte(h.frontendConfig()), 0o600); err != nil {
 		return nil, err
 	}
@@ -120,11 +129,13 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 	go func() {
 		_ = cmd.Wait()
 		_ = log.Close()
+		_ = os.RemoveAll(socketDir)
 		close(h.done)
 	}()
 	for {
 		procs, err := h.processes(ctx)
 		if err == nil && len(procs.workers) > 0 {
+			started = true
 			return h, nil
 		}
 		select {
@@ -132,7 +143,7 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 			return nil, fmt.Errorf("haproxy exited at start: %s", h.LogTail())
 		case <-ctx.Done():
 			h.Stop()
-			return nil, fmt.Errorf("haproxy has no worker after %s (%v): %s", opts.Bound, err, h.LogTail())
+			return nil, fmt.Errorf("haproxy has no worker after %s (%w): %s", opts.Bound, errors.Join(err, ctx.Err()), h.LogTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -183,7 +194,12 @@ func freePort() (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		addr, ok := l.Addr().(*net.TCPAddr)
+		if !ok {
+			_ = l.Close()
+			return 0, fmt.Errorf("listener address %v is not TCP", l.Addr())
+		}
+		port := addr.Port
 		l6, err6 := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(port)))
 		_ = l.Close()
 		if err6 == nil {
@@ -258,7 +274,7 @@ func (h *HAProxy) Reload(ctx context.Context) error {
 		case <-h.done:
 			return fmt.Errorf("haproxy exited during a reload: %s", h.LogTail())
 		case <-ctx.Done():
-			return fmt.Errorf("haproxy reload not done after %s (%v): %s", h.opts.Bound, err, h.LogTail())
+			return fmt.Errorf("haproxy reload not done after %s (%w): %s", h.opts.Bound, errors.Join(err, ctx.Err()), h.LogTail())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -296,8 +312,10 @@ func (h *HAProxy) processes(ctx context.Context) (processList, error) {
 	if _, err := io.WriteString(conn, "show proc\n"); err != nil {
 		return processList{}, err
 	}
-	if err := conn.(*net.UnixConn).CloseWrite(); err != nil {
-		return processList{}, err
+	if unix, ok := conn.(*net.UnixConn); ok {
+		if err := unix.CloseWrite(); err != nil {
+			return processList{}, err
+		}
 	}
 	var list processList
 	section := ""

@@ -56,8 +56,8 @@ func TestLoadCountsWhatLoopbackAnswers(t *testing.T) {
 	}
 }
 
-// network starts a network with pods web-a, web-b and web-c, ready.
-func network(t *testing.T, pods ...string) (*testcluster.Network, map[string]*testcluster.NetPod) {
+// network starts a network with the pods named, ready.
+func network(t *testing.T, pods ...string) map[string]*testcluster.NetPod {
 	t.Helper()
 	if reason := testcluster.NetworkUnavailable(); reason != "" {
 		t.Skip(reason)
@@ -77,11 +77,11 @@ func network(t *testing.T, pods ...string) (*testcluster.Network, map[string]*te
 		}
 		byName[name] = p
 	}
-	return n, byName
+	return byName
 }
 
 func TestLoadCountsTheAnswersOfAPod(t *testing.T) {
-	_, pods := network(t, "web-a", "web-b")
+	pods := network(t, "web-a", "web-b")
 	a := pods["web-a"]
 	r, err := Run(context.Background(), Load{URL: "http://" + net.JoinHostPort(a.IPs[1], "8080") + "/", Rate: 50, Duration: time.Second})
 	if err != nil {
@@ -126,12 +126,7 @@ func startHAProxy(t *testing.T, backend string) *HAProxy {
 	if _, err := HAProxyPath(); err != nil {
 		t.Skip(err)
 	}
-	dir, err := os.MkdirTemp("", "haproxy") // short: it holds the master socket
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	h, err := StartHAProxy(context.Background(), HAProxyOptions{Dir: dir, Backend: backend})
+	h, err := StartHAProxy(context.Background(), HAProxyOptions{Dir: t.TempDir(), Backend: backend})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +144,7 @@ func load(t *testing.T, url string, rate int, d time.Duration) Result {
 }
 
 func TestHAProxyServesEachPodAndReloadsWithoutDroppingARequest(t *testing.T) {
-	_, pods := network(t, "web-a", "web-b", "web-c", "web-d")
+	pods := network(t, "web-a", "web-b", "web-c", "web-d")
 	backend := filepath.Join(t.TempDir(), "backend.cfg")
 	writeBackend(t, backend, pods["web-a"], pods["web-b"], pods["web-c"])
 	h := startHAProxy(t, backend)

@@ -231,7 +231,7 @@ func removeAll(netnsMatches, linkMatches func(string) bool) error {
 			}
 		}
 		if out, err := exec.Command("ip", "netns", "delete", e.Name()).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip netns delete %s: %v: %s", e.Name(), err, out))
+			errs = append(errs, fmt.Errorf("ip netns delete %s: %w: %s", e.Name(), err, out))
 		}
 	}
 	links, _ := os.ReadDir("/sys/class/net")
@@ -240,7 +240,7 @@ func removeAll(netnsMatches, linkMatches func(string) bool) error {
 			continue
 		}
 		if out, err := exec.Command("ip", "link", "delete", l.Name()).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find") {
-			errs = append(errs, fmt.Errorf("ip link delete %s: %v: %s", l.Name(), err, out))
+			errs = append(errs, fmt.Errorf("ip link delete %s: %w: %s", l.Name(), err, out))
 		}
 	}
 	return errors.Join(errs...)
