@@ -49,6 +49,9 @@ type HAProxyOptions struct {
 	Port int
 	// Bound of each start, reload and stop; 0 is 20 s.
 	Bound time.Duration
+	// Defaults are extra lines of the defaults section, e.g.
+	// "default-server inter 500ms fall 2 rise 1" for faster health checks.
+	Defaults []string
 }
 
 // HAProxy is a running HAProxy in master-worker mode: a reload starts new
@@ -150,6 +153,10 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 }
 
 func (h *HAProxy) frontendConfig() string {
+	var extra strings.Builder
+	for _, line := range h.opts.Defaults {
+		extra.WriteString("    " + line + "\n")
+	}
 	return fmt.Sprintf(`# Written by internal/traffic: the frontend of the tests; the backend is the
 # file Terraform rendered (%s), loaded after this one.
 global
@@ -160,16 +167,20 @@ global
 defaults
     mode http
     option http-server-close
+    # A connection refused by a server is retried on another one, as
+    # production configurations do.
+    retries 3
+    option redispatch 1
     timeout connect 2s
     timeout client 30s
     timeout server 30s
     timeout http-keep-alive 5s
-
+%[4]s
 frontend traffic
     bind 127.0.0.1:%[2]d
     bind [::1]:%[2]d
     default_backend %[3]s
-`, h.opts.Backend, h.opts.Port, h.backendName)
+`, h.opts.Backend, h.opts.Port, h.backendName, extra.String())
 }
 
 var backendLine = regexp.MustCompile(`(?m)^backend[ \t]+(\S+)`)
