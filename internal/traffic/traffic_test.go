@@ -1,13 +1,17 @@
 package traffic
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,14 +214,98 @@ func TestHAProxyServesEachPodAndReloadsWithoutDroppingARequest(t *testing.T) {
 // gone waits up to 5 s for pid to be gone or a zombie.
 func gone(pid int) bool {
 	for range 50 {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return true
-		}
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		if !running(pid) {
 			return true
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return false
+}
+
+// running reports whether pid is a process that has not exited.
+func running(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z'
+}
+
+// TestHAProxyDiesWithTheTestProcess starts HAProxy in a child process, kills
+// the child with SIGKILL and expects the master and its worker gone.
+func TestHAProxyDiesWithTheTestProcess(t *testing.T) {
+	if _, err := HAProxyPath(); err != nil {
+		t.Skip(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHAProxyChildProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "TRAFFIC_HAPROXY_CHILD="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
+	var pids []int
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), "HAPROXY "); ok {
+			for _, field := range strings.Fields(rest) {
+				pid, err := strconv.Atoi(field)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pids = append(pids, pid)
+			}
+			break
+		}
+	}
+	deadline.Stop()
+	if len(pids) < 2 {
+		t.Fatalf("the child reported haproxy pids %v, want the master and a worker", pids)
+	}
+	for _, pid := range pids {
+		if !running(pid) {
+			t.Fatalf("haproxy process %d is not running before the kill", pid)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	for _, pid := range pids {
+		if !gone(pid) {
+			t.Errorf("haproxy process %d still runs 5 s after its test process was killed", pid)
+		}
+	}
+}
+
+// TestHAProxyChildProcess is the child of TestHAProxyDiesWithTheTestProcess.
+func TestHAProxyChildProcess(t *testing.T) {
+	dir := os.Getenv("TRAFFIC_HAPROXY_CHILD")
+	if dir == "" {
+		t.Skip("the child of TestHAProxyDiesWithTheTestProcess")
+	}
+	backend := filepath.Join(dir, "backend.cfg")
+	if err := os.WriteFile(backend, []byte("backend b\n    server s 127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h, err := StartHAProxy(context.Background(), HAProxyOptions{Dir: dir, Backend: backend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers, _, err := h.Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Print("HAPROXY ", h.PID())
+	for _, w := range workers {
+		fmt.Print(" ", w)
+	}
+	fmt.Println()
+	time.Sleep(2 * time.Minute) // killed long before
 }
