@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +58,18 @@ func trafficSetUp(t *testing.T, c *testCluster) *testcluster.NetKubelet {
 // binary, as a user does, and returns the backend it rendered.
 func applyHAProxyExample(t *testing.T, c *testCluster, dir, namespace string) string {
 	t.Helper()
+	prepareHAProxyExample(t, dir)
+	backend, err := reapplyHAProxyExample(dir, c.kubeconfig, namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return backend
+}
+
+// prepareHAProxyExample copies examples/pools/haproxy into dir, with a CLI
+// configuration that overrides vigie/k8s with the provider's binary.
+func prepareHAProxyExample(t *testing.T, dir string) {
+	t.Helper()
 	example := filepath.Join("..", "..", "examples", "pools", "haproxy")
 	for _, name := range []string{"main.tf", "backend.cfg.tftpl"} {
 		data, err := os.ReadFile(filepath.Join(example, name))
@@ -65,20 +78,26 @@ func applyHAProxyExample(t *testing.T, c *testCluster, dir, namespace string) st
 		}
 		writeText(t, filepath.Join(dir, name), string(data))
 	}
-	rc := filepath.Join(dir, "dev.tfrc")
-	writeText(t, rc, "provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = \""+filepath.Dir(providerBinary(t))+"\"\n  }\n  direct {}\n}\n")
-	run := func(args ...string) string {
+	writeText(t, filepath.Join(dir, "dev.tfrc"), "provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = \""+filepath.Dir(providerBinary(t))+"\"\n  }\n  direct {}\n}\n")
+}
+
+// reapplyHAProxyExample applies the example prepared in dir and returns the
+// backend it rendered; it may run outside the test's goroutine.
+func reapplyHAProxyExample(dir, kubeconfig, namespace string) (string, error) {
+	run := func(args ...string) (string, error) {
 		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+c.kubeconfig)
+		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+filepath.Join(dir, "dev.tfrc"), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+kubeconfig)
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
-			t.Fatalf("terraform %v: %v\n%s%s", args, err, stdout.String(), stderr.String())
+			return "", fmt.Errorf("terraform %v: %w\n%s%s", args, err, stdout.String(), stderr.String())
 		}
-		return stdout.String()
+		return stdout.String(), nil
 	}
-	run("apply", "-auto-approve", "-input=false", "-no-color", "-var", "namespace="+namespace, "-var", "service=web", "-var", "port_name=http")
+	if _, err := run("apply", "-auto-approve", "-input=false", "-no-color", "-var", "namespace="+namespace, "-var", "service=web", "-var", "port_name=http"); err != nil {
+		return "", err
+	}
 	return run("output", "-raw", "haproxy_backend")
 }
 
