@@ -68,7 +68,7 @@ func rollingUpdateThroughHAProxy(t *testing.T, reapply bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
-	if r := loadThrough(t, h.URL(false), 50, time.Second); r.Failed != 0 || !slices.Equal(r.Pods(), old) {
+	if r := loadForASecond(t, h.URL(false), 50); r.Failed != 0 || !slices.Equal(r.Pods(), old) {
 		t.Fatalf("before the rollout: %v, want answers from %v", r, old)
 	}
 
@@ -127,7 +127,7 @@ func rollingUpdateThroughHAProxy(t *testing.T, reapply bool) {
 		}
 	}
 	duringRollout := <-during
-	after := loadThrough(t, h.URL(false), 50, time.Second)
+	after := loadForASecond(t, h.URL(false), 50)
 	t.Logf("%s: during the rollout %d/%d requests failed %v (%d applies); after it %d/%d",
 		map[bool]string{false: "pool applied once", true: "pool re-applied"}[reapply],
 		duringRollout.Failed, duringRollout.Total, duringRollout.Failures, applies, after.Failed, after.Total)

@@ -113,9 +113,10 @@ func backendServers(backend string) []string {
 	return servers
 }
 
-func loadThrough(t *testing.T, url string, rate int, d time.Duration) traffic.Result {
+// loadForASecond sends rate requests to url in a second.
+func loadForASecond(t *testing.T, url string, rate int) traffic.Result {
 	t.Helper()
-	r, err := traffic.Run(context.Background(), traffic.Load{URL: url, Rate: rate, Duration: d})
+	r, err := traffic.Run(context.Background(), traffic.Load{URL: url, Rate: rate, Duration: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestAccTrafficReachesEachReadyPodThroughHAProxy(t *testing.T) {
 
 	for _, ipv6 := range []bool{false, true} {
 		// Round robin over the 6 servers: 30 requests give each pod 10.
-		r := loadThrough(t, h.URL(ipv6), 30, time.Second)
+		r := loadForASecond(t, h.URL(ipv6), 30)
 		if r.Failed != 0 || r.Total != 30 || r.ByPod["web-1"] != 10 || r.ByPod["web-2"] != 10 || r.ByPod["web-3"] != 10 || len(r.ByPod) != 3 {
 			t.Errorf("through HAProxy on %s: %v, want 10 answers from each of web-1, web-2, web-3", h.URL(ipv6), r)
 		}
@@ -212,7 +213,7 @@ func TestAccTrafficReachesEachReadyPodThroughHAProxy(t *testing.T) {
 	}
 	var r traffic.Result
 	for range 30 { // checks every 2 s, 3 failures: about 6 s
-		if r = loadThrough(t, h.URL(false), 40, time.Second); r.ByPod["web-2"] == 0 {
+		if r = loadForASecond(t, h.URL(false), 40); r.ByPod["web-2"] == 0 {
 			break
 		}
 	}

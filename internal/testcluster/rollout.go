@@ -68,7 +68,10 @@ func (k *NetKubelet) RollingUpdate(ctx context.Context, r Rollout) error {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("rolling update: pod %s still there a minute after its grace period (%v)", name, err)
+				if err != nil {
+					return fmt.Errorf("rolling update: pod %s: %w", name, err)
+				}
+				return fmt.Errorf("rolling update: pod %s still there a minute after its grace period", name)
 			}
 			if err := wait(100 * time.Millisecond); err != nil {
 				return err
