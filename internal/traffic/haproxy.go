@@ -38,8 +38,9 @@ func HAProxyPath() (string, error) {
 
 // HAProxyOptions say what to run.
 type HAProxyOptions struct {
-	// Dir holds the configuration and the log (the master socket is in a
-	// short temporary directory of its own: a unix socket's path is short).
+	// Dir holds the configuration, the log and haproxy.pid, the master's
+	// pid (the master socket is in a short temporary directory of its own:
+	// a unix socket's path is short).
 	Dir string
 	// Backend is the rendered backend file (one `backend NAME` section and
 	// its servers, as examples/pools/haproxy renders it). HAProxy reads it
@@ -135,6 +136,13 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 		_ = os.RemoveAll(socketDir)
 		close(h.done)
 	}()
+	// For a reload command run by someone else (a provisioner, a companion):
+	// kill -USR2 "$(cat DIR/haproxy.pid)".
+	if err := os.WriteFile(filepath.Join(opts.Dir, "haproxy.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
+		tied.KillGroup(cmd, syscall.SIGKILL)
+		<-h.done
+		return nil, err
+	}
 	for {
 		procs, err := h.processes(ctx)
 		if err == nil && len(procs.workers) > 0 {
@@ -238,7 +246,9 @@ func (h *HAProxy) PID() int { return h.cmd.Process.Pid }
 
 // ReloadCommand is a shell command that reloads this HAProxy (what a
 // companion or a local-exec provisioner runs after rewriting the backend):
-// SIGUSR2 to the master, which checks the files and starts new workers.
+// a check of the files, then SIGUSR2 to the master, which starts new workers
+// on the sockets it holds while the old ones finish their connections. It
+// returns before the new workers serve; nothing is dropped meanwhile.
 func (h *HAProxy) ReloadCommand() string {
 	return fmt.Sprintf("%s -c -q -f %s -f %s && kill -USR2 %d", h.bin, h.config, h.opts.Backend, h.PID())
 }

@@ -191,6 +191,25 @@ func TestHAProxyServesEachPodAndReloadsWithoutDroppingARequest(t *testing.T) {
 		t.Errorf("after the reload: %v, want answers from %v only", r, want)
 	}
 
+	// The same through the shell command a provisioner or a companion runs:
+	// web-a comes back.
+	writeBackend(t, backend, pods["web-a"], pods["web-b"], pods["web-c"], pods["web-d"])
+	if out, err := exec.Command("sh", "-c", h.ReloadCommand()).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", h.ReloadCommand(), err, out)
+	}
+	pid, err := os.ReadFile(filepath.Join(h.opts.Dir, "haproxy.pid"))
+	if err != nil || strings.TrimSpace(string(pid)) != strconv.Itoa(h.PID()) {
+		t.Errorf("haproxy.pid holds %q (%v), want the master's pid %d", pid, err, h.PID())
+	}
+	for range 100 { // the command returns before the new workers serve
+		if r = load(t, h.URL(false), 40, 250*time.Millisecond); r.ByPod["web-a"] > 0 {
+			break
+		}
+	}
+	if want := []string{"web-a", "web-b", "web-c", "web-d"}; r.Failed != 0 || !slices.Equal(r.Pods(), want) {
+		t.Errorf("after the reload command: %v, want answers from %v", r, want)
+	}
+
 	// A backend that does not load is refused, and the running one goes on.
 	if err := os.WriteFile(backend, []byte("backend demo_web\n    server broken\n"), 0o600); err != nil {
 		t.Fatal(err)
