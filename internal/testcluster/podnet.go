@@ -161,7 +161,7 @@ func StartNetwork(ctx context.Context) (*Network, error) {
 // startKeeper starts the process that removes this network if the test
 // process dies before Close. Not tied: it must outlive the test process.
 func (n *Network) startKeeper() error {
-	cmd := exec.Command(n.server, "keep", "-owner", strconv.Itoa(n.owner), "-network", strconv.Itoa(n.number))
+	cmd := exec.Command(n.server, "keep", "-owner", strconv.Itoa(n.owner), "-network", strconv.Itoa(n.number), "-dir", n.dir)
 	// Its own process group: a Ctrl-C of the test run does not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()

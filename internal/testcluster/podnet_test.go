@@ -211,6 +211,9 @@ func TestNetworkLeavesNothingWhenTheTestProcessDies(t *testing.T) {
 		t.Fatal("the child process never reported its network")
 	}
 	names := append([]string{child.Bridge}, child.Names...)
+	if _, err := os.Stat(child.Dir); err != nil {
+		t.Fatalf("the child's health files: %v", err)
+	}
 	for _, name := range names {
 		if !exists(name) {
 			t.Fatalf("%s of the child's network does not exist before the kill", name)
@@ -239,6 +242,9 @@ func TestNetworkLeavesNothingWhenTheTestProcessDies(t *testing.T) {
 		if routes := routesTo(t, child.IPs); routes != "" {
 			left = append(left, "routes "+routes)
 		}
+		if _, err := os.Stat(child.Dir); err == nil {
+			left = append(left, "directory "+child.Dir)
+		}
 		if len(left) == 0 {
 			return
 		}
@@ -249,6 +255,7 @@ func TestNetworkLeavesNothingWhenTheTestProcessDies(t *testing.T) {
 
 type childNetwork struct {
 	Bridge  string
+	Dir     string   // of the health files
 	Names   []string // namespaces and host links
 	IPs     []string
 	Servers []int
@@ -267,7 +274,7 @@ func TestNetworkChildProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	report := childNetwork{Bridge: n.Bridge()}
+	report := childNetwork{Bridge: n.Bridge(), Dir: n.dir}
 	for i, name := range []string{"child-a", "child-b"} {
 		p, err := n.AddPod(ctx, name, n.PodIPs(i+1), []int32{8080}, HealthReady)
 		if err != nil {

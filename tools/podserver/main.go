@@ -3,7 +3,7 @@
 // hand):
 //
 //	podserver serve -name POD -health FILE -port 8080 [-port 8443]
-//	podserver keep -owner PID -network K
+//	podserver keep -owner PID -network K [-dir DIR]
 //	podserver sweep
 //
 // serve, inside the pod's network namespace, answers every path with the
@@ -43,6 +43,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -168,6 +169,7 @@ func keep(args []string) error {
 	flags := flag.NewFlagSet("keep", flag.ContinueOnError)
 	owner := flags.Int("owner", 0, "pid of the test process")
 	network := flags.Int("network", -1, "number of the network in that process")
+	dir := flags.String("dir", "", "directory of the pods' health files, removed too (named k8stc-pods-*)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -187,10 +189,14 @@ func keep(args []string) error {
 	bridge := fmt.Sprintf("k8stc%db%d", *owner, *network)
 	vethPrefix := fmt.Sprintf("kv%dx", *owner)
 	netnsPrefix := fmt.Sprintf("k8stc-%d-%d-", *owner, *network)
-	return removeAll(func(netns string) bool { return strings.HasPrefix(netns, netnsPrefix) }, func(link string) bool {
+	err := removeAll(func(netns string) bool { return strings.HasPrefix(netns, netnsPrefix) }, func(link string) bool {
 		// Every veth of the process: it is gone, so none is in use.
 		return link == bridge || strings.HasPrefix(link, vethPrefix)
 	})
+	if *dir != "" && strings.HasPrefix(filepath.Base(*dir), "k8stc-pods-") {
+		err = errors.Join(err, os.RemoveAll(*dir))
+	}
+	return err
 }
 
 var (
