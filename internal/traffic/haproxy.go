@@ -9,6 +9,7 @@ package traffic
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,9 +39,9 @@ func HAProxyPath() (string, error) {
 
 // HAProxyOptions say what to run.
 type HAProxyOptions struct {
-	// Dir holds the configuration, the log and haproxy.pid, the master's
-	// pid (the master socket is in a short temporary directory of its own:
-	// a unix socket's path is short).
+	// Dir holds the configuration, the log, haproxy.pid (the master's pid)
+	// and the master socket (in a temporary directory of its own when the
+	// path would be too long for a unix socket).
 	Dir string
 	// Backend is the rendered backend file (one `backend NAME` section and
 	// its servers, as examples/pools/haproxy renders it). HAProxy reads it
@@ -95,19 +96,23 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	socketDir, err := os.MkdirTemp("", "haproxy-")
-	if err != nil {
-		return nil, err
+	// A unix socket's path holds at most 107 bytes: in Dir when it fits,
+	// else in a temporary directory of its own.
+	socketDir := ""
+	if len(filepath.Join(opts.Dir, "master.sock")) >= 100 {
+		if socketDir, err = os.MkdirTemp("", "haproxy-"); err != nil {
+			return nil, err
+		}
 	}
 	h := &HAProxy{
 		opts: opts, bin: bin, backendName: name, socketDir: socketDir,
 		config: filepath.Join(opts.Dir, "haproxy.cfg"),
-		socket: filepath.Join(socketDir, "master.sock"),
+		socket: filepath.Join(cmp.Or(socketDir, opts.Dir), "master.sock"),
 		log:    filepath.Join(opts.Dir, "haproxy.log"),
 	}
 	started := false
 	defer func() {
-		if !started {
+		if !started && socketDir != "" {
 			_ = os.RemoveAll(socketDir)
 		}
 	}()
@@ -133,7 +138,9 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 	go func() {
 		_ = cmd.Wait()
 		_ = log.Close()
-		_ = os.RemoveAll(socketDir)
+		if socketDir != "" {
+			_ = os.RemoveAll(socketDir)
+		}
 		close(h.done)
 	}()
 	// For a reload command run by someone else (a provisioner, a companion):
