@@ -32,6 +32,8 @@ elif ! command -v haproxy >/dev/null; then
 		mkdir -p "$work"
 		if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; } >"$root/.cluster/apt.log" 2>&1; then
 			no_traffic="apt-get install haproxy failed (log: .cluster/apt.log)"
+		elif ! command -v haproxy >/dev/null; then
+			no_traffic="haproxy is installed but not on PATH (Debian puts it in /usr/sbin)"
 		fi
 	else
 		no_traffic="no haproxy and no apt-get to install it"
