@@ -1,16 +1,67 @@
 #!/usr/bin/env bash
-# make demo: from a fresh clone to the pool members a load balancer would get.
-# Builds the provider, starts the local control plane (built from Go modules
-# on the first run, which takes minutes), creates a demo Service with pods in
-# every interesting state, points the real terraform CLI at the provider build
-# with a dev_overrides CLI configuration, and applies examples/pools/haproxy.
-# The cluster stays up afterwards; `make cluster-down` stops it.
+# make demo: from a fresh clone to requests served by the pods a load
+# balancer gets. Builds the provider, starts the local control plane (built
+# from Go modules on the first run, which takes minutes), creates a demo
+# Service with pods in every interesting state, points the real terraform CLI
+# at the provider build with a dev_overrides CLI configuration, applies
+# examples/pools/haproxy, starts a real HAProxy on the backend it rendered and
+# sends requests through it. Real traffic needs root and iproute2 (each pod
+# gets a network namespace of its own) and HAProxy (installed from Debian
+# packages when missing); elsewhere the demo prints the rendered backend and
+# says what is missing.
+# The cluster stays up afterwards; `make cluster-down` stops it. The pods'
+# networks and HAProxy stop with the demo.
 # bin/harness (tools/harness) does the cluster work; this is the story.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 say() { printf '\n==> %s\n' "$*"; }
+
+work="$root/.cluster/demo"
+# Why the demo cannot send real traffic here; empty when it can.
+no_traffic=""
+say "real traffic needs root, iproute2 and HAProxy"
+if [ "$(id -u)" != 0 ]; then
+	no_traffic="not root (uid $(id -u)): pods get a network namespace each only as root"
+elif ! command -v ip >/dev/null; then
+	no_traffic="no ip command: install iproute2"
+elif ! command -v haproxy >/dev/null; then
+	if command -v apt-get >/dev/null; then
+		echo "  HAProxy is missing: apt-get install haproxy"
+		mkdir -p "$work"
+		if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; } >"$root/.cluster/apt.log" 2>&1; then
+			no_traffic="apt-get install haproxy failed (log: .cluster/apt.log)"
+		elif ! command -v haproxy >/dev/null; then
+			no_traffic="haproxy is installed but not on PATH (Debian puts it in /usr/sbin)"
+		fi
+	else
+		no_traffic="no haproxy and no apt-get to install it"
+	fi
+fi
+if [ -z "$no_traffic" ]; then
+	echo "  root, $(ip -V), $(haproxy -v | head -n 1)"
+else
+	echo "  no real traffic: $no_traffic; the demo stops at the rendered backend"
+fi
+
+# Background helpers (the pods' networks, HAProxy) stop with the demo.
+helpers=()
+stop_helpers() {
+	for pid in "${helpers[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${helpers[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap stop_helpers EXIT
+# wait_for FILE PID WHAT: until FILE exists, while PID lives, for 3 minutes at most.
+wait_for() {
+	for _ in $(seq 1800); do
+		[ -e "$1" ] && return 0
+		kill -0 "$2" 2>/dev/null || { echo "$3 exited before it was ready" >&2; exit 1; }
+		sleep 0.1
+	done
+	echo "$3 not ready after 3 minutes" >&2
+	exit 1
+}
 
 say "building the provider (bin/terraform-provider-k8s)"
 make --no-print-directory build harness
@@ -19,13 +70,19 @@ say "starting the local Kubernetes control plane (the first run builds it: ~7 mi
 bin/harness up
 export KUBECONFIG="$root/.cluster/kubeconfig"
 
-say "a dual-stack Service web in namespace demo, with pods in every state (a fake kubelet writes their status)"
-bin/harness demo -kubeconfig "$KUBECONFIG" -namespace demo
-
-say "installing the provider for terraform with a dev_overrides CLI configuration"
-work="$root/.cluster/demo"
 rm -rf "$work"
 mkdir -p "$work"
+if [ -z "$no_traffic" ]; then
+	say "a dual-stack Service web in namespace demo, with pods in every state (a fake kubelet writes their status; each pod has a network namespace with its IPs and a server that answers with its name)"
+	bin/harness demo -kubeconfig "$KUBECONFIG" -namespace demo -network -hold "$work/pods.serving" &
+	helpers+=("$!")
+	wait_for "$work/pods.serving" "$!" "bin/harness demo"
+else
+	say "a dual-stack Service web in namespace demo, with pods in every state (a fake kubelet writes their status)"
+	bin/harness demo -kubeconfig "$KUBECONFIG" -namespace demo
+fi
+
+say "installing the provider for terraform with a dev_overrides CLI configuration"
 cp examples/pools/haproxy/* "$work/"
 cat >"$work/terraformrc" <<HCL
 provider_installation {
@@ -51,7 +108,28 @@ terraform -chdir="$work" output -json endpoints |
 	jq -r '.[] | "  \(.address_type)  \(if .address_type == "IPv6" then "[\(.address)]" else .address end):\(.port)  pod=\(.pod)  node=\(.node_name)  zone=\(.zone)"'
 
 say "rendered HAProxy backend (examples/pools/haproxy/backend.cfg.tftpl)"
-terraform -chdir="$work" output -raw haproxy_backend
+terraform -chdir="$work" output -raw haproxy_backend | tee "$work/backend.cfg"
+
+if [ -n "$no_traffic" ]; then
+	echo
+	echo "No real traffic ($no_traffic): above is the backend HAProxy would load."
+	echo "The cluster is still running (kubeconfig: $KUBECONFIG). Stop it with: make cluster-down"
+	exit 0
+fi
+
+say "HAProxy on that backend (master-worker; frontend on 127.0.0.1 and [::1])"
+bin/harness haproxy -dir "$work/haproxy" -backend "$work/backend.cfg" -ready "$work/haproxy.port" &
+helpers+=("$!")
+wait_for "$work/haproxy.port" "$!" "bin/harness haproxy"
+port="$(cat "$work/haproxy.port")"
+
+say "requests through HAProxy: each ready pod answers in turn, reached over IPv4 and IPv6 (web-starting and web-stopping never)"
+for front in "127.0.0.1" "[::1]"; do
+	for _ in 1 2 3 4; do
+		printf '  curl http://%s:%s/  ->  %s\n' "$front" "$port" "$(curl -sS --max-time 5 "http://$front:$port/")"
+	done
+done
 
 echo
 echo "The cluster is still running (kubeconfig: $KUBECONFIG). Stop it with: make cluster-down"
+echo "The pods' networks and HAProxy stop now, with the demo."

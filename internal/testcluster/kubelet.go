@@ -48,8 +48,13 @@ type Pod struct {
 // RunPod creates the pod on its node and gives it the status a kubelet
 // would: Running, its IPs, and a Ready condition.
 func RunPod(ctx context.Context, client kubernetes.Interface, namespace string, p Pod) error {
+	_, err := runPod(ctx, client, namespace, p)
+	return err
+}
+
+func runPod(ctx context.Context, client kubernetes.Interface, namespace string, p Pod) (*corev1.Pod, error) {
 	if len(p.IPs) == 0 || p.Node == "" {
-		return fmt.Errorf("pod %s: needs a node and at least one IP", p.Name)
+		return nil, fmt.Errorf("pod %s: needs a node and at least one IP", p.Name)
 	}
 	container := corev1.Container{Name: "app", Image: "registry.invalid/app:1"}
 	for name, port := range p.Ports {
@@ -61,7 +66,7 @@ func RunPod(ctx context.Context, client kubernetes.Interface, namespace string, 
 	}
 	created, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("create pod %s: %w", p.Name, err)
+		return nil, fmt.Errorf("create pod %s: %w", p.Name, err)
 	}
 	ready := corev1.ConditionFalse
 	if p.Ready {
@@ -76,10 +81,11 @@ func RunPod(ctx context.Context, client kubernetes.Interface, namespace string, 
 	for _, ip := range p.IPs {
 		created.Status.PodIPs = append(created.Status.PodIPs, corev1.PodIP{IP: ip})
 	}
-	if _, err := client.CoreV1().Pods(namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("set status of pod %s: %w", p.Name, err)
+	updated, err := client.CoreV1().Pods(namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("set status of pod %s: %w", p.Name, err)
 	}
-	return nil
+	return updated, nil
 }
 
 // SlicesCheck says what it still waits for in the EndpointSlices of a

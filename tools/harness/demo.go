@@ -33,18 +33,41 @@ func clientFor(kubeconfig string) (kubernetes.Interface, error) {
 
 // demo makes the demo's dual-stack Service web with pods in every state:
 // two ready, one starting (not ready), one terminating; then waits for the
-// EndpointSlice controller and prints the slices.
+// EndpointSlice controller and prints the slices. With -network, each pod
+// gets a real network (testcluster.NetKubelet: its own network namespace,
+// its IPs, a server that answers with its name), and with -hold the command
+// then writes the file named and keeps the networks until SIGTERM or SIGINT,
+// until the process that started it exits, or for 30 minutes at most.
 func demo(ctx context.Context, args []string) error {
 	flags := flag.NewFlagSet("demo", flag.ExitOnError)
 	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the cluster (required)")
 	ns := flags.String("namespace", "demo", "namespace of the demo, deleted first if it exists")
+	withNetwork := flags.Bool("network", false, "give each pod a real network (root and iproute2)")
+	hold := flags.String("hold", "", "with -network: write this file once the pods serve, and keep their networks until stopped")
 	_ = flags.Parse(args)
 	client, err := clientFor(*kubeconfig)
 	if err != nil {
 		return err
 	}
+	holdCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	runPod := func(ctx context.Context, pod testcluster.Pod) error {
+		return testcluster.RunPod(ctx, client, *ns, pod)
+	}
+	if *withNetwork {
+		n, err := testcluster.StartNetwork(ctx)
+		if err != nil {
+			return err
+		}
+		defer n.Close()
+		k, err := testcluster.StartNetKubelet(ctx, client, n)
+		if err != nil {
+			return err
+		}
+		defer k.Stop()
+		runPod = func(ctx context.Context, pod testcluster.Pod) error { return k.RunPod(ctx, *ns, pod) }
+	}
 	if err := testcluster.EnsureNode(ctx, client, "demo-node", "demo-zone-a"); err != nil {
 		return err
 	}
@@ -91,7 +114,7 @@ func demo(ctx context.Context, args []string) error {
 			IPs:   []string{fmt.Sprintf("10.244.0.%d", p.last), fmt.Sprintf("fd00:10:244::%d", p.last)},
 			Ports: map[string]int32{"http": 8080},
 		}
-		if err := testcluster.RunPod(ctx, client, *ns, pod); err != nil {
+		if err := runPod(ctx, pod); err != nil {
 			return err
 		}
 		fmt.Printf("  %-16s ready=%-5t %s %s\n", pod.Name, pod.Ready, pod.IPs[0], pod.IPs[1])
@@ -124,7 +147,37 @@ func demo(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.AddressType, strings.Join(e.Addresses, ","), pod, boolText(e.Conditions.Ready), boolText(e.Conditions.Terminating))
 		}
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if *withNetwork && *hold != "" {
+		if err := os.WriteFile(*hold, []byte("serving\n"), 0o600); err != nil {
+			return err
+		}
+		holdUntilStopped(holdCtx, 30*time.Minute)
+	}
+	return nil
+}
+
+// holdUntilStopped returns on SIGTERM or SIGINT (ctx), when the process that
+// started this one exits, or after bound.
+func holdUntilStopped(ctx context.Context, bound time.Duration) {
+	parent := os.Getppid()
+	deadline := time.After(bound)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			return
+		case <-tick.C:
+			if os.Getppid() != parent {
+				return
+			}
+		}
+	}
 }
 
 func boolText(b *bool) string {

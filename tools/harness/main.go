@@ -7,7 +7,9 @@
 //	harness up [-dir .cluster] [-version v1.X.Y] [-audit]   start the control plane in the background
 //	harness down [-dir .cluster]                            stop it and delete its state
 //	harness cli NAME                                        print the path of an acceptance-test CLI (building it if needed)
-//	harness demo -kubeconfig FILE [-namespace demo]         the demo's Service and pods in every state
+//	harness demo -kubeconfig FILE [-namespace demo] [-network [-hold FILE]]
+//	                                                        the demo's Service and pods in every state (-network: pods that answer)
+//	harness haproxy -dir DIR -backend FILE [-ready FILE]    HAProxy on a rendered backend until stopped; SIGHUP reloads
 //	harness bench [flags]                                   measure; writes bench/results.md (see bench/README.md)
 //	harness pin VERSION                                     rewrite tools/cluster for another Kubernetes version
 //	harness build-control-plane [-version v1.X.Y]           build (or find) the control plane binaries
@@ -61,6 +63,8 @@ func run(command string, args []string) error {
 		err = cli(ctx, args)
 	case "demo":
 		err = demo(ctx, args)
+	case "haproxy":
+		err = haproxy(ctx, args)
 	case "bench":
 		err = bench(ctx, args)
 	case "pin":
@@ -74,7 +78,7 @@ func run(command string, args []string) error {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage: harness up|down|cli|demo|bench|pin|build-control-plane [flags]  (see tools/harness/main.go)`)
+	fmt.Fprintln(os.Stderr, `usage: harness up|down|cli|demo|haproxy|bench|pin|build-control-plane [flags]  (see tools/harness/main.go)`)
 	os.Exit(2)
 }
 
