@@ -442,7 +442,7 @@ func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	const annotation = "example.com/expires"
-	expires := time.Now().Add(12 * time.Second).UTC()
+	expires := time.Now().Add(12 * time.Second).UTC().Truncate(time.Second)
 	for i, at := range []string{"", expires.Format(time.RFC3339)} {
 		slice := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%d", i+1),
