@@ -381,43 +381,60 @@ func (e *TimeoutError) Unwrap() error { return e.Err }
 // (Retry-After, capped by MaxRetryAfter). retry.OnError is not used: its
 // wait ignores the context and knows no Retry-After.
 func (c *Client) withRetries(ctx context.Context, do func(context.Context) error) error {
-	nextBackoff := wait.Backoff{Duration: c.opts.Backoff, Factor: 2, Steps: c.opts.Attempts}.DelayFunc()
-	var (
-		attempts   int
-		retryAfter time.Duration
-		lastErr    error // the error of the attempt being waited on, nil while one runs
-	)
-	delay := wait.DelayFunc(func() time.Duration {
-		d := nextBackoff()
-		if retryAfter > 0 {
-			d = retryAfter
-		}
-		return d
-	})
-	err := delay.Until(ctx, true, true, func(ctx context.Context) (bool, error) {
-		attempts, lastErr, retryAfter = attempts+1, nil, 0
-		err := c.attempt(ctx, do)
-		var timeout *TimeoutError
-		switch {
-		case err == nil:
-			return true, nil
-		case !errors.As(err, &timeout) && !isTransient(err):
-			return false, err
-		case attempts >= c.opts.Attempts:
-			return false, fmt.Errorf("gave up after %d attempts: %w", attempts, err)
-		}
-		if seconds, ok := apierrors.SuggestsClientDelay(err); ok && seconds > 0 {
-			retryAfter = min(time.Duration(seconds)*time.Second, c.opts.MaxRetryAfter)
-		}
-		lastErr = err
-		return false, nil
-	})
-	if err != nil && lastErr != nil {
+	first := retrier{client: c, do: do, backoff: wait.Backoff{Duration: c.opts.Backoff, Factor: 2, Steps: c.opts.Attempts}}
+	// The first attempt runs outside wait's loop, whose timer and closures
+	// a request answered at once never needs.
+	if done, err := first.try(ctx); done || err != nil {
+		return err
+	}
+	r := first
+	err := wait.DelayFunc(r.delay).Until(ctx, false, true, r.try)
+	if err != nil && r.lastErr != nil {
 		// The context ended while waiting to retry: the request's own error
 		// says more than the context's alone.
-		return fmt.Errorf("%w (while waiting to retry: %w)", lastErr, err)
+		return fmt.Errorf("%w (while waiting to retry: %w)", r.lastErr, err)
 	}
 	return err
+}
+
+// retrier is the state of one request's attempts.
+type retrier struct {
+	client     *Client
+	do         func(context.Context) error
+	backoff    wait.Backoff
+	attempts   int
+	retryAfter time.Duration // asked for by the last answer, 0 if none
+	lastErr    error         // the error of the attempt being waited on, nil while one runs
+}
+
+// try is one attempt, as a wait condition: done, or the error that ends the
+// request, or neither, to try again.
+func (r *retrier) try(ctx context.Context) (bool, error) {
+	r.attempts, r.lastErr, r.retryAfter = r.attempts+1, nil, 0
+	err := r.client.attempt(ctx, r.do)
+	switch {
+	case err == nil:
+		return true, nil
+	case !isStall(err) && !isTransient(err):
+		return false, err
+	case r.attempts >= r.client.opts.Attempts:
+		return false, fmt.Errorf("gave up after %d attempts: %w", r.attempts, err)
+	}
+	if seconds, ok := apierrors.SuggestsClientDelay(err); ok && seconds > 0 {
+		r.retryAfter = min(time.Duration(seconds)*time.Second, r.client.opts.MaxRetryAfter)
+	}
+	r.lastErr = err
+	return false, nil
+}
+
+// delay is the wait before the next attempt. The backoff steps on even when
+// Retry-After decides the wait, so that the waits after it still double.
+func (r *retrier) delay() time.Duration {
+	d := r.backoff.Step()
+	if r.retryAfter > 0 {
+		d = r.retryAfter
+	}
+	return d
 }
 
 // attempt runs do once within RequestTimeout; an attempt that got no answer
@@ -445,6 +462,12 @@ func isTransient(err error) bool {
 	return utilnet.IsConnectionReset(err) || utilnet.IsConnectionRefused(err) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// isStall tells an attempt that got no answer in time.
+func isStall(err error) bool {
+	var timeout *TimeoutError
+	return errors.As(err, &timeout)
 }
 
 func isTimeout(err error) bool {
