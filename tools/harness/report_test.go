@@ -28,7 +28,7 @@ func fixedRun() *benchRun {
 			wall: wall, cpu: cpu, rss: rss, starts: starts, server: server}
 	}
 	return &benchRun{
-		opts:      benchOptions{runs: 3, sizes: []int{1, 100}, incumbent: "/opt/incumbent/terraform-provider-kubernetes"},
+		opts:      benchOptions{runs: 3, sizes: []int{1, 100}, incumbent: "incumbent/terraform-provider-kubernetes"},
 		loadStart: "0.20 0.15 0.10",
 		cluster:   &testcluster.Cluster{Version: "v1.37.2"},
 		ms: []*measurement{
