@@ -331,19 +331,53 @@ func later(a, b time.Time) time.Time {
 // seconds. A slice without the annotation never expires; one whose value
 // cannot be read is kept, with a warning naming it.
 func isExpired(slice *discoveryv1.EndpointSlice, annotation string, now time.Time) (expired bool, warning string) {
-	value, ok := slice.Annotations[annotation]
+	at, ok, err := expiryOf(slice, annotation)
 	if !ok {
 		return false, ""
 	}
+	if err != nil {
+		return false, fmt.Sprintf("EndpointSlice %s/%s: annotation %s = %q is neither an RFC 3339 time nor Unix seconds; its endpoints are kept",
+			slice.Namespace, slice.Name, annotation, slice.Annotations[annotation])
+	}
+	return !at.After(now), ""
+}
+
+// expiryOf is the time the slice's expiry annotation names; ok is false
+// without the annotation, err set when its value cannot be read.
+func expiryOf(slice *discoveryv1.EndpointSlice, annotation string) (at time.Time, ok bool, err error) {
+	value, ok := slice.Annotations[annotation]
+	if !ok {
+		return time.Time{}, false, nil
+	}
 	value = strings.TrimSpace(value)
 	if t, err := time.Parse(time.RFC3339Nano, value); err == nil {
-		return !t.After(now), ""
+		return t, true, nil
 	}
-	if seconds, err := strconv.ParseInt(value, 10, 64); err == nil {
-		return seconds <= now.Unix(), ""
+	seconds, err := strconv.ParseInt(value, 10, 64)
+	if err != nil {
+		return time.Time{}, true, err
 	}
-	return false, fmt.Sprintf("EndpointSlice %s/%s: annotation %s = %q is neither an RFC 3339 time nor Unix seconds; its endpoints are kept",
-		slice.Namespace, slice.Name, annotation, value)
+	return time.Unix(seconds, 0), true, nil
+}
+
+// NextExpiry is the earliest expiry after now among the slices' annotation
+// (the Query's ExpiryAnnotation), and false when none is to come: the time
+// at which a pool made at now changes without any event.
+func NextExpiry(endpointSlices []discoveryv1.EndpointSlice, annotation string, now time.Time) (time.Time, bool) {
+	var next time.Time
+	if annotation == "" {
+		return next, false
+	}
+	for i := range endpointSlices {
+		at, ok, err := expiryOf(&endpointSlices[i], annotation)
+		if !ok || err != nil || !at.After(now) {
+			continue
+		}
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next, !next.IsZero()
 }
 
 // firstAddress returns the endpoint's first address (the API calls them

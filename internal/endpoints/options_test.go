@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -249,6 +250,38 @@ func TestLastChangeTriggerTimeIsTheLatestOfTheServicesSlices(t *testing.T) {
 			}
 			if !res.LastChangeTriggerTime.Equal(tt.want) {
 				t.Errorf("got %v, want %v", res.LastChangeTriggerTime, tt.want)
+			}
+		})
+	}
+}
+
+func TestNextExpiryIsTheEarliestToCome(t *testing.T) {
+	const annotation = "example.com/expires"
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	expiring := func(name, value string) discoveryv1.EndpointSlice {
+		s := slice(name, discoveryv1.AddressTypeIPv4)
+		s.Annotations = map[string]string{annotation: value}
+		return s
+	}
+	tests := []struct {
+		name   string
+		slices []discoveryv1.EndpointSlice
+		want   time.Time
+	}{
+		{name: "no annotation, no expiry", slices: []discoveryv1.EndpointSlice{slice("a", discoveryv1.AddressTypeIPv4)}},
+		{name: "one already past is not to come", slices: []discoveryv1.EndpointSlice{expiring("a", "2026-12-01T11:00:00Z")}},
+		{name: "an unreadable value is not to come", slices: []discoveryv1.EndpointSlice{expiring("a", "soon")}},
+		{
+			name:   "the earliest of RFC 3339 and Unix seconds",
+			slices: []discoveryv1.EndpointSlice{expiring("a", "2026-12-01T13:00:00Z"), expiring("b", strconv.FormatInt(now.Add(90*time.Second).Unix(), 10))},
+			want:   now.Add(90 * time.Second),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := NextExpiry(tt.slices, annotation, now)
+			if ok != !tt.want.IsZero() || !got.Equal(tt.want) {
+				t.Errorf("NextExpiry = %v, %v; want %v", got, ok, tt.want)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -85,14 +86,20 @@ type Client struct {
 	// context allows rather than one RequestTimeout.
 	watcher *rest.RESTClient
 	opts    Options
+	// base is the configuration every client above was made from; the
+	// informers of a Cache make their own from it.
+	base *rest.Config
 }
 
-// The scheme holds only the two API groups read, which keeps the provider
-// binary and its start-up small compared with client-go's full clientset.
+// The scheme holds only the API groups used (and Leases for the sync
+// companion), which keeps the provider binary and its start-up small
+// compared with client-go's full clientset.
 var codecs = func() serializer.CodecFactory {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(scheme))
 	utilruntime.Must(discoveryv1.AddToScheme(scheme))
+	// Leases, for the sync companion's leader election (lease.go).
+	utilruntime.Must(coordinationv1.AddToScheme(scheme))
 	return serializer.NewCodecFactory(scheme)
 }()
 
@@ -133,7 +140,7 @@ func NewClient(cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build discovery.k8s.io/v1 client: %w", err)
 	}
-	return &Client{core: core, discovery: discovery, watcher: watcher, opts: opts}, nil
+	return &Client{core: core, discovery: discovery, watcher: watcher, opts: opts, base: base}, nil
 }
 
 // GetService reads one Service. Its error starts with

@@ -52,7 +52,7 @@ func listEndpointSlicesDiagnostic(namespace, service string, err error) diag.Dia
 
 func watchDiagnostic(r poolRequest, err error) diag.Diagnostic {
 	attempted := fmt.Sprintf("The provider waited for min_ready endpoints of Service %s/%s by watching its EndpointSlices, "+
-		"and the watch failed.", r.namespace, r.service)
+		"and the watch failed.", r.Namespace, r.Service)
 	remedy := transportRemedy(err)
 	if apierrors.IsForbidden(err) {
 		remedy = "Waiting needs `watch` on `endpointslices` in API group `discovery.k8s.io`, beside `list`: add it to " +
@@ -63,10 +63,10 @@ func watchDiagnostic(r poolRequest, err error) diag.Diagnostic {
 
 func tooFewDiagnostic(r poolRequest, found int, waited bool) diag.Diagnostic {
 	attempted := fmt.Sprintf("Service %s/%s has too few endpoints in the pool: found %d, asked for %d (min_ready).",
-		r.namespace, r.service, found, r.minReady) + waitedText(waited, r.wait)
+		r.Namespace, r.Service, found, r.MinReady) + waitedText(waited, r.wait)
 	return diag.NewAttributeErrorDiagnostic(path.Root("min_ready"), "Too Few Ready Endpoints", attempted+"\n\n"+
 		"The read stopped so that the apply does not shrink or empty the load balancer pool. Check the pods of the "+
-		"Service (kubectl get endpointslices -l kubernetes.io/service-name="+r.service+" -n "+r.namespace+"), then "+
+		"Service (kubectl get endpointslices -l kubernetes.io/service-name="+r.Service+" -n "+r.Namespace+"), then "+
 		"apply again; give timeouts.read to wait for a rollout, or lower min_ready.")
 }
 
@@ -114,7 +114,7 @@ func waitedText(waited bool, wait time.Duration) string {
 
 func tooFewServicesDiagnostic(r fleetRequest, found int, waited bool) diag.Diagnostic {
 	return diag.NewAttributeErrorDiagnostic(path.Root("min_services"), "Too Few Services",
-		fmt.Sprintf("The selection has %d Service(s) with a pool, fewer than min_services = %d.", found, r.minServices)+
+		fmt.Sprintf("The selection has %d Service(s) with a pool, fewer than min_services = %d.", found, r.MinServices)+
 			waitedText(waited, r.wait)+"\n\n"+
 			"The read stopped so that a selector or namespace that matches too little does not empty the pools. "+
 			"Check namespace, namespaces, label_selector and names (and skipped, for Services without port_name), "+
@@ -123,7 +123,7 @@ func tooFewServicesDiagnostic(r fleetRequest, found int, waited bool) diag.Diagn
 
 func tooFewInPoolsDiagnostic(r fleetRequest, short []endpoints.ServicePool, waited bool) diag.Diagnostic {
 	return diag.NewAttributeErrorDiagnostic(path.Root("min_ready"), "Too Few Ready Endpoints",
-		fmt.Sprintf("%d Service(s) have fewer than min_ready = %d endpoint(s) in their pool: %s.", len(short), r.minReady, describeShort(short))+
+		fmt.Sprintf("%d Service(s) have fewer than min_ready = %d endpoint(s) in their pool: %s.", len(short), r.MinReady, describeShort(short))+
 			waitedText(waited, r.wait)+"\n\n"+
 			"The read stopped so that the apply does not shrink or empty those load balancer pools. Check the pods "+
 			"of those Services, then apply again; give timeouts.read to wait for a rollout, or lower min_ready.")

@@ -15,21 +15,13 @@ import (
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
+	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
-// fleetRequest is what one read of k8s_services asks for.
+// fleetRequest is what one read of k8s_services asks for: the fleet, and
+// how long the read may wait for its guards.
 type fleetRequest struct {
-	// namespaces are read one by one; [""] means all of them at once.
-	namespaces []string
-	selector   string
-	// names keeps only these Services; empty keeps all.
-	names []string
-	query endpoints.Query
-	// nodes, when enabled, makes each Service's pool of nodes.
-	nodes nodeTarget
-	// minReady is the fewest endpoints each pool may have, minServices the
-	// fewest Services; 0 means no guard.
-	minReady, minServices int
+	pools.FleetRequest
 	// wait is how long to wait for the guards to hold; 0 means not at all.
 	wait time.Duration
 }
@@ -42,47 +34,44 @@ type fleetState struct {
 	nodes []corev1.Node
 }
 
-func (s fleetState) allSlices() []discoveryv1.EndpointSlice {
+// objects are the state as pools.FleetRequest.Compute takes it.
+func (s fleetState) objects() pools.FleetObjects {
 	var all []discoveryv1.EndpointSlice
 	for _, ns := range slices.Sorted(maps.Keys(s.slices)) {
 		all = append(all, s.slices[ns].Items...)
 	}
-	return all
+	return pools.FleetObjects{Services: s.services, EndpointSlices: all, Nodes: s.nodes}
 }
 
 // readFleet lists the Services and the EndpointSlices of each namespace in
-// scope (two requests each, plus continue pages), applies the rules to every
-// selected Service, and when a guard fails and waiting is allowed, follows
-// the slices until the guards hold, or the time is up.
+// scope (two requests each, plus continue pages), makes every selected
+// Service's pool with pools.FleetRequest.Compute, and when a guard fails and
+// waiting is allowed, follows the slices until the guards hold, or the time
+// is up.
 func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoints.FleetResult, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	state := fleetState{slices: map[string]kube.SliceList{}}
-	for _, ns := range r.namespaces {
-		services, err := client.ListServices(ctx, ns, r.selector)
+	for _, ns := range r.Namespaces {
+		services, err := client.ListServices(ctx, ns, r.Selector)
 		if err != nil {
 			return endpoints.FleetResult{}, append(diags, listServicesDiagnostic(ns, err))
 		}
-		state.services = append(state.services, r.selected(services.Items)...)
+		state.services = append(state.services, r.Selected(services.Items)...)
 		list, err := client.ListServiceEndpointSlices(ctx, ns)
 		if err != nil {
 			return endpoints.FleetResult{}, append(diags, listServiceSlicesDiagnostic(ns, err))
 		}
 		state.slices[ns] = list
 	}
-	if r.nodes.enabled {
-		nodes, err := client.ListNodes(ctx, r.nodes.selector)
+	if r.Nodes.Enabled {
+		nodes, err := client.ListNodes(ctx, r.Nodes.Selector)
 		if err != nil {
 			return endpoints.FleetResult{}, append(diags, listNodesDiagnostic(err))
 		}
 		state.nodes = nodes.Items
 	}
 	apply := func(s fleetState) (endpoints.FleetResult, error) {
-		q := r.query
-		q.Now = time.Now()
-		if r.nodes.enabled {
-			return endpoints.NodeFleet(s.services, s.allSlices(), s.nodes, q)
-		}
-		return endpoints.Fleet(s.services, s.allSlices(), q)
+		return r.Compute(s.objects(), time.Now())
 	}
 	res, err := apply(state)
 	if err != nil {
@@ -90,7 +79,7 @@ func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoi
 	}
 
 	waited := false
-	if !r.guardsHold(res) && r.wait > 0 {
+	if !r.GuardsHold(res) && r.wait > 0 {
 		waited = true
 		var werr error
 		res, werr = r.waitForGuards(ctx, client, state, res, apply)
@@ -101,42 +90,13 @@ func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoi
 	for _, p := range res.Pools {
 		diags.Append(expiryWarnings(p.Warnings)...)
 	}
-	if len(res.Pools) < r.minServices {
+	if len(res.Pools) < r.MinServices {
 		diags.Append(tooFewServicesDiagnostic(r, len(res.Pools), waited))
 	}
-	if short := r.shortPools(res); len(short) > 0 {
+	if short := r.ShortPools(res); len(short) > 0 {
 		diags.Append(tooFewInPoolsDiagnostic(r, short, waited))
 	}
 	return res, diags
-}
-
-// selected keeps the Services whose names were asked for.
-func (r fleetRequest) selected(services []corev1.Service) []corev1.Service {
-	if len(r.names) == 0 {
-		return services
-	}
-	out := make([]corev1.Service, 0, len(r.names))
-	for _, s := range services {
-		if slices.Contains(r.names, s.Name) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func (r fleetRequest) guardsHold(res endpoints.FleetResult) bool {
-	return len(res.Pools) >= r.minServices && len(r.shortPools(res)) == 0
-}
-
-// shortPools are the pools with fewer than minReady endpoints.
-func (r fleetRequest) shortPools(res endpoints.FleetResult) []endpoints.ServicePool {
-	var short []endpoints.ServicePool
-	for _, p := range res.Pools {
-		if len(p.Endpoints) < r.minReady {
-			short = append(short, p)
-		}
-	}
-	return short
 }
 
 // waitForGuards follows the EndpointSlices of every namespace in scope, one
@@ -158,12 +118,12 @@ func (r fleetRequest) waitForGuards(ctx context.Context, client *kube.Client, st
 	servicesIn := map[string][]corev1.Service{}
 	for _, s := range state.services {
 		ns := s.Namespace
-		if len(r.namespaces) == 1 && r.namespaces[0] == "" {
+		if r.AllNamespaces() {
 			ns = ""
 		}
 		servicesIn[ns] = append(servicesIn[ns], s)
 	}
-	for _, ns := range r.namespaces {
+	for _, ns := range r.Namespaces {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -171,19 +131,19 @@ func (r fleetRequest) waitForGuards(ctx context.Context, client *kube.Client, st
 				mu.Lock()
 				defer mu.Unlock()
 				state.slices[ns] = kube.SliceList{Items: items}
-				if len(res.Pools) < r.minServices {
-					if list, err := client.ListServices(ctx, ns, r.selector); err == nil {
-						servicesIn[ns] = r.selected(list.Items)
+				if len(res.Pools) < r.MinServices {
+					if list, err := client.ListServices(ctx, ns, r.Selector); err == nil {
+						servicesIn[ns] = r.Selected(list.Items)
 					}
 				}
 				state.services = state.services[:0:0]
-				for _, n := range r.namespaces {
+				for _, n := range r.Namespaces {
 					state.services = append(state.services, servicesIn[n]...)
 				}
 				if next, err := apply(state); err == nil {
 					res = next
 				}
-				if r.guardsHold(res) {
+				if r.GuardsHold(res) {
 					stop()
 					return true
 				}
@@ -202,7 +162,7 @@ func (r fleetRequest) waitForGuards(ctx context.Context, client *kube.Client, st
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	if firstErr == nil && !r.guardsHold(res) {
+	if firstErr == nil && !r.GuardsHold(res) {
 		firstErr = context.DeadlineExceeded
 	}
 	return res, firstErr

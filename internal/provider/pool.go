@@ -14,21 +14,14 @@ import (
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
+	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
-// nodeTarget says whether a read gives nodes rather than pods, and which.
-type nodeTarget struct {
-	enabled bool
-	// selector is node_selector as given, sent with the LIST of Nodes so
-	// that the API server leaves out what the rules would.
-	selector string
-}
-
 // nodeArguments reads target, node_address_type and node_selector into q.
-func nodeArguments(q *endpoints.Query, target, addressType, selector types.String) (nodeTarget, diag.Diagnostics) {
+func nodeArguments(q *endpoints.Query, target, addressType, selector types.String) (pools.NodeTarget, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	if target.ValueString() != targetNodes {
-		return nodeTarget{}, diags
+		return pools.NodeTarget{}, diags
 	}
 	q.NodeAddressType = corev1.NodeAddressType(addressType.ValueString())
 	if s := selector.ValueString(); s != "" {
@@ -36,80 +29,68 @@ func nodeArguments(q *endpoints.Query, target, addressType, selector types.Strin
 		if err != nil {
 			// The validator makes this unreachable but for a bug.
 			diags.AddAttributeError(path.Root("node_selector"), "Invalid Node Selector", err.Error())
-			return nodeTarget{}, diags
+			return pools.NodeTarget{}, diags
 		}
 		q.NodeSelector = parsed
 	}
-	return nodeTarget{enabled: true, selector: selector.ValueString()}, diags
+	return pools.NodeTarget{Enabled: true, Selector: selector.ValueString()}, diags
 }
 
-// poolRequest is what one read of k8s_ready_endpoints asks for.
+// poolRequest is what one read of k8s_ready_endpoints asks for: the pool,
+// and how long the read may wait for its guard.
 type poolRequest struct {
-	namespace, service string
-	query              endpoints.Query
-	// nodes, when enabled, makes the pool of nodes.
-	nodes nodeTarget
-	// minReady is the fewest endpoints the pool may have; 0 means no guard.
-	minReady int
-	// wait is how long to wait for minReady to hold; 0 means not at all.
+	pools.Request
+	// wait is how long to wait for MinReady to hold; 0 means not at all.
 	wait time.Duration
 }
 
-// readPool reads the Service and its EndpointSlices, applies the rules, and
-// when the pool is smaller than minReady and waiting is allowed, follows the
-// slices until it is not, or the time is up.
+// readPool reads the Service and its EndpointSlices (and Nodes for a pool of
+// nodes), makes the pool with pools.Request.Compute, and when the pool is
+// smaller than MinReady and waiting is allowed, follows the slices until it
+// is not, or the time is up.
 func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoints.Result, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	svc, err := client.GetService(ctx, r.namespace, r.service)
+	svc, err := client.GetService(ctx, r.Namespace, r.Service)
 	if err != nil {
-		return endpoints.Result{}, append(diags, getServiceDiagnostic(r.namespace, r.service, err))
+		return endpoints.Result{}, append(diags, getServiceDiagnostic(r.Namespace, r.Service, err))
 	}
-	if r.nodes.enabled {
-		// Refuse a Service without a nodePort before asking for more.
-		if _, err := endpoints.NodePort(svc, r.query); err != nil {
-			return endpoints.Result{}, append(diags, rulesDiagnostic(err))
-		}
+	// Refuse a Service that cannot give the pool before asking for more.
+	if err := r.CheckService(svc); err != nil {
+		return endpoints.Result{}, append(diags, rulesDiagnostic(err))
 	}
-	list, err := client.ListEndpointSlices(ctx, r.namespace, r.service)
+	list, err := client.ListEndpointSlices(ctx, r.Namespace, r.Service)
 	if err != nil {
-		return endpoints.Result{}, append(diags, listEndpointSlicesDiagnostic(r.namespace, r.service, err))
+		return endpoints.Result{}, append(diags, listEndpointSlicesDiagnostic(r.Namespace, r.Service, err))
 	}
-	var nodes []corev1.Node
-	if r.nodes.enabled {
-		nodeList, err := client.ListNodes(ctx, r.nodes.selector)
+	objects := pools.Objects{Service: svc, EndpointSlices: list.Items}
+	if r.Nodes.Enabled {
+		nodeList, err := client.ListNodes(ctx, r.Nodes.Selector)
 		if err != nil {
 			return endpoints.Result{}, append(diags, listNodesDiagnostic(err))
 		}
-		nodes = nodeList.Items
+		objects.Nodes = nodeList.Items
 	}
-	apply := func(items []discoveryv1.EndpointSlice) (endpoints.Result, error) {
-		q := r.query
-		q.Now = time.Now()
-		if r.nodes.enabled {
-			return endpoints.Nodes(svc, items, nodes, q)
-		}
-		return endpoints.Pool(svc, items, q)
-	}
-	res, err := apply(list.Items)
+	res, err := r.Compute(objects, time.Now())
 	if err != nil {
 		return endpoints.Result{}, append(diags, rulesDiagnostic(err))
 	}
 
 	waited := false
-	if len(res.Endpoints) < r.minReady && r.wait > 0 {
+	if r.Short(res) && r.wait > 0 {
 		waited = true
-		err := client.WatchEndpointSlices(ctx, r.namespace, r.service, list, func(items []discoveryv1.EndpointSlice) bool {
-			if next, err := apply(items); err == nil {
+		err := client.WatchEndpointSlices(ctx, r.Namespace, r.Service, list, func(items []discoveryv1.EndpointSlice) bool {
+			objects.EndpointSlices = items
+			if next, err := r.Compute(objects, time.Now()); err == nil {
 				res = next
 			}
-			return len(res.Endpoints) >= r.minReady
+			return !r.Short(res)
 		})
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			diags.Append(watchDiagnostic(r, err))
 		}
 	}
 	diags.Append(expiryWarnings(res.Warnings)...)
-	if len(res.Endpoints) < r.minReady {
+	if r.Short(res) {
 		diags.Append(tooFewDiagnostic(r, len(res.Endpoints), waited))
 	}
 	return res, diags

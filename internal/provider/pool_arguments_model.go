@@ -8,6 +8,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
+	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
 // poolArgumentsModel holds the arguments of poolArguments, embedded in the
@@ -38,7 +39,7 @@ func (p poolArgumentsModel) withDefaults() poolArgumentsModel {
 }
 
 // query is what the rules need of the arguments, and whether the pool is of nodes.
-func (p poolArgumentsModel) query(ctx context.Context) (endpoints.Query, nodeTarget, diag.Diagnostics) {
+func (p poolArgumentsModel) query(ctx context.Context) (endpoints.Query, pools.NodeTarget, diag.Diagnostics) {
 	var zones []string
 	diags := p.Zones.ElementsAs(ctx, &zones, false)
 	q := endpoints.Query{

@@ -125,7 +125,7 @@ func (d *readyEndpointsDataSource) readState(ctx context.Context, config tfsdk.C
 		return nil, diags
 	}
 	tflog.Debug(ctx, "read ready endpoints", map[string]any{
-		"namespace": request.namespace, "service": request.service, "endpoints": len(res.Endpoints),
+		"namespace": request.Namespace, "service": request.Service, "endpoints": len(res.Endpoints),
 	})
 	raw, err := stateFromConfig(config.Raw, state.stateValues(res))
 	if err != nil {

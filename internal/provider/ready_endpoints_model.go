@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
+	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
 const (
@@ -49,12 +50,14 @@ func (m readyEndpointsModel) request(ctx context.Context) (poolRequest, diag.Dia
 	wait, d := m.Timeouts.Read(ctx, 0)
 	diags.Append(d...)
 	r := poolRequest{
-		namespace: m.Namespace.ValueString(),
-		service:   m.Service.ValueString(),
-		minReady:  int(m.MinReady.ValueInt64()),
-		wait:      wait,
+		Request: pools.Request{
+			Namespace: m.Namespace.ValueString(),
+			Service:   m.Service.ValueString(),
+			MinReady:  int(m.MinReady.ValueInt64()),
+		},
+		wait: wait,
 	}
-	r.query, r.nodes, d = m.query(ctx)
+	r.Query, r.Nodes, d = m.query(ctx)
 	diags.Append(d...)
 	return r, diags
 }

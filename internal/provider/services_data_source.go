@@ -168,7 +168,7 @@ func (d *servicesDataSource) readState(ctx context.Context, config tfsdk.Config)
 		return nil, diags
 	}
 	tflog.Debug(ctx, "read services", map[string]any{"services": len(res.Pools), "skipped": len(res.Skipped)})
-	raw, err := stateFromConfig(config.Raw, state.stateValues(request.namespaces, res))
+	raw, err := stateFromConfig(config.Raw, state.stateValues(request.Namespaces, res))
 	if err != nil {
 		diags.Append(stateBugDiagnostic(err))
 		return nil, diags

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
+	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
 type servicesModel struct {
@@ -60,14 +61,16 @@ func (m servicesModel) request(ctx context.Context) (fleetRequest, diag.Diagnost
 	}
 	slices.Sort(namespaces)
 	r := fleetRequest{
-		namespaces:  namespaces,
-		selector:    m.LabelSelector.ValueString(),
-		names:       names,
-		minReady:    int(m.MinReady.ValueInt64()),
-		minServices: int(m.MinServices.ValueInt64()),
-		wait:        wait,
+		FleetRequest: pools.FleetRequest{
+			Namespaces:  namespaces,
+			Selector:    m.LabelSelector.ValueString(),
+			Names:       names,
+			MinReady:    int(m.MinReady.ValueInt64()),
+			MinServices: int(m.MinServices.ValueInt64()),
+		},
+		wait: wait,
 	}
-	r.query, r.nodes, d = m.query(ctx)
+	r.Query, r.Nodes, d = m.query(ctx)
 	diags.Append(d...)
 	return r, diags
 }

@@ -1,0 +1,272 @@
+// Package companion is the provider binary's second use: `sync`, a
+// long-running companion that runs Terraform exactly when a pool in its state
+// would change, and `check`, one pass that says whether any would. Both learn
+// what to watch from the state of a working directory, through the real CLI,
+// and recompute each pool with the provider's own code (provider.StatePool,
+// package pools), so a pool is what the provider version of the
+// configuration would read.
+package companion
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vigie/terraform-provider-k8s/internal/kube"
+)
+
+// Exit codes of both subcommands; check also exits exitDrift.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitDrift = 2
+)
+
+// Commands are the subcommands main hands to Main.
+var Commands = []string{"sync", "check"}
+
+// Main runs a subcommand with its arguments and gives the exit code.
+func Main(command string, args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	switch command {
+	case "sync":
+		return runSync(ctx, args, stderr)
+	case "check":
+		return runCheck(ctx, args, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "unknown command %q: the commands are %s\n", command, strings.Join(Commands, ", "))
+	return exitError
+}
+
+// common are the flags of both subcommands.
+type common struct {
+	opts                SyncOptions
+	kubeconfig, context string
+	requestTimeout      time.Duration
+	logFormat           string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	c.opts = DefaultSyncOptions()
+	fs.StringVar(&c.opts.Dir, "chdir", c.opts.Dir, "the working directory of the configuration, initialized (terraform init)")
+	fs.StringVar(&c.opts.Terraform, "terraform", c.opts.Terraform, "the CLI: terraform or tofu, on PATH or a path")
+	fs.StringVar(&c.opts.Alias, "provider-alias", "", "the alias of the k8s provider configuration to serve; empty for the default one")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file; else $KUBECONFIG, ~/.kube/config, then the pod's service account, as the provider")
+	fs.StringVar(&c.context, "context", "", "kubeconfig context; empty for the current one")
+	fs.DurationVar(&c.requestTimeout, "request-timeout", kube.DefaultOptions().RequestTimeout, "bound of one API request")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+}
+
+func (c *common) logger(stderr io.Writer) *slog.Logger {
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(stderr, nil))
+}
+
+// prepare checks what can be checked before anything starts, and makes the
+// client: the CLI found, the directory a configuration, the kubeconfig usable.
+func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
+	log := c.logger(stderr)
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return nil, log, fmt.Errorf("-log-format %q: use text or json", c.logFormat)
+	}
+	path, err := exec.LookPath(c.opts.Terraform)
+	if err != nil {
+		return nil, log, fmt.Errorf("-terraform %q: the CLI was not found (%v): install terraform or tofu, or give its path", c.opts.Terraform, err)
+	}
+	c.opts.Terraform = path
+	if info, err := os.Stat(c.opts.Dir); err != nil || !info.IsDir() {
+		return nil, log, fmt.Errorf("-chdir %q is not a directory", c.opts.Dir)
+	}
+	loaded, err := kube.DefaultConfigLoader().Load(c.kubeconfig, c.context)
+	if err != nil {
+		return nil, log, fmt.Errorf("unable to load the kubeconfig: %w; give -kubeconfig and -context, or set $KUBECONFIG", err)
+	}
+	opts := kube.DefaultOptions()
+	opts.RequestTimeout = c.requestTimeout
+	opts.UserAgent = "terraform-provider-k8s-sync"
+	client, err := kube.NewClient(loaded.Rest, opts)
+	if err != nil {
+		return nil, log, err
+	}
+	log.Info("cluster", "source", loaded.Source, "server", loaded.Rest.Host)
+	return client, log, nil
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func runSync(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sync", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c common
+	c.register(fs)
+	var (
+		allowed        stringList
+		listen         string
+		leaderElect    bool
+		leaseNamespace string
+		leaseName      string
+		identity       string
+	)
+	fs.DurationVar(&c.opts.Quiet, "settle-quiet", c.opts.Quiet, "settle window: the quiet time after the last pool change before a run")
+	fs.DurationVar(&c.opts.MaxWait, "settle-max", c.opts.MaxWait, "settle window: the longest wait from the first pool change, however busy the cluster")
+	fs.DurationVar(&c.opts.LockTimeout, "lock-timeout", c.opts.LockTimeout, "how long plan and apply wait for a state lock held by someone else")
+	fs.DurationVar(&c.opts.StopTimeout, "stop-timeout", c.opts.StopTimeout, "on SIGTERM, how long a running command has after its SIGINT before it is killed")
+	fs.DurationVar(&c.opts.RetryInitial, "retry-initial", c.opts.RetryInitial, "wait before the first retry of a failed run; it doubles")
+	fs.DurationVar(&c.opts.RetryMax, "retry-max", c.opts.RetryMax, "the longest wait between retries")
+	fs.Float64Var(&c.opts.MaxShrink, "max-shrink", c.opts.MaxShrink, "the largest share of a pool's members one run may remove (1 turns the guard off)")
+	fs.BoolVar(&c.opts.AllowEmpty, "allow-empty", false, "let a run empty a pool")
+	fs.Var(&allowed, "allow", "an address a run may change (repeat); replaces the resources derived from the configuration")
+	fs.StringVar(&c.opts.Command, "command", "", "a command (sh -c) that replaces plan and apply, for remote execution; $K8S_SYNC_CHANGES holds the changes")
+	fs.BoolVar(&c.opts.Refresh, "refresh", true, "plan with -refresh (false: only the data sources are read again)")
+	fs.DurationVar(&c.opts.StateInterval, "state-interval", c.opts.StateInterval, "how often state is read again without a run")
+	fs.StringVar(&listen, "listen", "127.0.0.1:9464", "address of /healthz and /metrics; empty for none")
+	fs.BoolVar(&leaderElect, "leader-elect", false, "run only while holding a Lease, so that of several replicas one runs")
+	fs.StringVar(&leaseNamespace, "lease-namespace", "default", "namespace of the Lease")
+	fs.StringVar(&leaseName, "lease-name", "terraform-provider-k8s-sync", "name of the Lease")
+	fs.StringVar(&identity, "identity", "", "this replica's name in the Lease; default: host name and process id")
+	if err := fs.Parse(args); err != nil {
+		return exitError
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sync takes no arguments, got %q\n", fs.Args())
+		return exitError
+	}
+	c.opts.Allowed = allowed
+	client, log, err := c.prepare(stderr)
+	if err == nil {
+		err = validateSync(c.opts)
+	}
+	if err != nil {
+		log.Error("not started", "error", err.Error())
+		return exitError
+	}
+	s := newSyncer(c.opts, client, log)
+	if listen != "" {
+		l, err := net.Listen("tcp", listen)
+		if err != nil {
+			log.Error("not started", "error", fmt.Sprintf("-listen %s: %v", listen, err))
+			return exitError
+		}
+		log.Info("serving /healthz and /metrics", "address", l.Addr().String())
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = server.Serve(l) }()
+		defer server.Close()
+	}
+	run := s.Run
+	if leaderElect {
+		if identity == "" {
+			host, _ := os.Hostname()
+			identity = fmt.Sprintf("%s-%d", host, os.Getpid())
+		}
+		lease := kube.LeaseConfig{Namespace: leaseNamespace, Name: leaseName, Identity: identity}.WithDefaults()
+		run = func(ctx context.Context) error {
+			return client.WithLease(ctx, lease, log, s.Run)
+		}
+	}
+	if err := run(ctx); err != nil {
+		log.Error("stopped", "error", err.Error())
+		return exitError
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+func validateSync(o SyncOptions) error {
+	switch {
+	case o.MaxShrink <= 0 || o.MaxShrink > 1:
+		return fmt.Errorf("-max-shrink %v: give a share in (0, 1]", o.MaxShrink)
+	case o.Quiet < 0 || o.MaxWait < o.Quiet:
+		return fmt.Errorf("-settle-quiet %v and -settle-max %v: the quiet time must be at least 0 and at most the longest wait", o.Quiet, o.MaxWait)
+	case o.RetryInitial <= 0 || o.RetryMax < o.RetryInitial:
+		return fmt.Errorf("-retry-initial %v and -retry-max %v: give 0 < initial <= max", o.RetryInitial, o.RetryMax)
+	case o.StateInterval <= 0:
+		return fmt.Errorf("-state-interval %v: give a positive duration", o.StateInterval)
+	}
+	return nil
+}
+
+// runCheck is `check`: one pass over the pools of state, exit 0 when each
+// matches the cluster, 2 when one differs, 1 on error.
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c common
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return exitError
+	}
+	client, log, err := c.prepare(stderr)
+	if err != nil {
+		log.Error("check failed", "error", err.Error())
+		return exitError
+	}
+	s := newSyncer(c.opts, client, log)
+	// check plans nothing: it needs no configuration.
+	s.checkOnly = true
+	if err := s.loadState(ctx); err != nil {
+		log.Error("check failed", "error", err.Error())
+		return exitError
+	}
+	defer s.stopCache()
+	evals := s.evaluate(nil)
+	p := pendingOf(s.instances, evals)
+	code := exitOK
+	for _, in := range s.instances {
+		if err, ok := p.errors[in.address]; ok {
+			fmt.Fprintf(stdout, "%s: error: %v\n", in.address, err)
+			code = exitError
+			continue
+		}
+		changes, ok := p.changes[in.address]
+		if !ok {
+			fmt.Fprintf(stdout, "%s: matches the cluster\n", in.address)
+			continue
+		}
+		if code == exitOK {
+			code = exitDrift
+		}
+		for _, ch := range changes {
+			name := in.address
+			if ch.Name != "" {
+				name += " " + ch.Name
+			}
+			fmt.Fprintf(stdout, "%s: differs: added [%s] removed [%s]\n", name, strings.Join(ch.Added, " "), strings.Join(ch.Removed, " "))
+		}
+	}
+	if code == exitError && len(p.changes) > 0 {
+		// An error wins: the caller cannot trust the rest.
+		log.Warn("some pools differ, but others could not be checked")
+	}
+	return code
+}
+
+// IsCommand says whether args (os.Args[1:]) start with a subcommand, and
+// which: the plugin protocol's start by Terraform has none.
+func IsCommand(args []string) (string, bool) {
+	if len(args) == 0 || !slices.Contains(Commands, args[0]) {
+		return "", false
+	}
+	return args[0], true
+}

@@ -1,0 +1,106 @@
+package companion
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/vigie/terraform-provider-k8s/internal/provider"
+)
+
+// rawState is the part of a state (`terraform state pull`, format version 4)
+// the companion reads. `state pull` goes through the configured backend, so
+// any backend works: local, S3, the cloud block.
+type rawState struct {
+	Version   int           `json:"version"`
+	Serial    int64         `json:"serial"`
+	Lineage   string        `json:"lineage"`
+	Resources []rawResource `json:"resources"`
+}
+
+type rawResource struct {
+	Module    string        `json:"module"`
+	Mode      string        `json:"mode"`
+	Type      string        `json:"type"`
+	Name      string        `json:"name"`
+	Provider  string        `json:"provider"`
+	Instances []rawInstance `json:"instances"`
+}
+
+type rawInstance struct {
+	IndexKey   json.RawMessage `json:"index_key"`
+	Attributes json.RawMessage `json:"attributes"`
+}
+
+// instance is one pool data source instance of state.
+type instance struct {
+	// address is its address in the configuration,
+	// module.m.data.k8s_ready_endpoints.web["a"].
+	address string
+	// resource is the address without the instance key, as the
+	// configuration names it: module.m.data.k8s_ready_endpoints.web.
+	resource string
+	// alias is the alias of its provider configuration, "" for the default.
+	alias string
+	pool  *provider.StatePool
+}
+
+// poolsOfState reads the pool data sources of a state, those of the provider
+// configuration alias (others are returned by address in ignored). A pool
+// whose attributes this provider version cannot read is an error naming it.
+func poolsOfState(ctx context.Context, raw []byte, alias string) (found []instance, ignored []string, serial int64, err error) {
+	var st rawState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, nil, 0, fmt.Errorf("the state is not JSON: %w", err)
+	}
+	if st.Version != 4 {
+		return nil, nil, 0, fmt.Errorf("the state has format version %d; this companion reads version 4", st.Version)
+	}
+	for _, r := range st.Resources {
+		if r.Mode != "data" || (r.Type != provider.ReadyEndpointsType && r.Type != provider.ServicesType) {
+			continue
+		}
+		resource := "data." + r.Type + "." + r.Name
+		if r.Module != "" {
+			resource = r.Module + "." + resource
+		}
+		a := providerAlias(r.Provider)
+		for _, in := range r.Instances {
+			address := resource + indexSuffix(in.IndexKey)
+			if a != alias {
+				ignored = append(ignored, fmt.Sprintf("%s (provider %s)", address, r.Provider))
+				continue
+			}
+			pool, err := provider.DecodeStatePool(ctx, r.Type, in.Attributes)
+			if err != nil {
+				return nil, nil, 0, fmt.Errorf("%s: %w", address, err)
+			}
+			found = append(found, instance{address: address, resource: resource, alias: a, pool: pool})
+		}
+	}
+	return found, ignored, st.Serial, nil
+}
+
+// providerAlias is the alias of a state's provider address,
+// provider["host/ns/k8s"].east, or "" without one.
+func providerAlias(p string) string {
+	i := strings.LastIndex(p, "\"]")
+	if i < 0 {
+		return ""
+	}
+	return strings.TrimPrefix(p[i+2:], ".")
+}
+
+// indexSuffix is the instance key as an address writes it: [0], ["a"].
+func indexSuffix(key json.RawMessage) string {
+	if len(key) == 0 || string(key) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(key, &s) == nil {
+		return "[" + strconv.Quote(s) + "]"
+	}
+	return "[" + string(key) + "]"
+}

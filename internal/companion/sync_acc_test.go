@@ -1,0 +1,503 @@
+package companion
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// webWithPods makes Service web with ready pods web-1..n at 10.244.0.1..n.
+func webWithPods(t *testing.T, ns string, n int) {
+	t.Helper()
+	createService(t, ns, "web", corev1.ServiceTypeClusterIP)
+	for i := 1; i <= n; i++ {
+		runPod(t, ns, "web", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.244.0.%d", i), true)
+	}
+	waitForReady(t, ns, "web", n, n)
+}
+
+func members(ips ...int) []string {
+	out := []string{}
+	for _, i := range ips {
+		out = append(out, fmt.Sprintf("10.244.0.%d:8080", i))
+	}
+	return out
+}
+
+func wantMembers(t *testing.T, w *workdir, want []string) {
+	t.Helper()
+	if got := w.members(t); !reflect.DeepEqual(got, want) {
+		t.Fatalf("state has members %v, want %v", got, want)
+	}
+}
+
+func TestAccSyncAPodThatBecomesReadyIsOneRun(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	w := newWorkdir(t, poolConfig(ns, ""))
+	if code, out := check(t, w); code != 0 {
+		t.Fatalf("check after apply exited %d, want 0:\n%s", code, out)
+	}
+	c := startSync(t, w)
+
+	runPod(t, ns, "web", "web-3", "10.244.0.3", false)
+	waitForReady(t, ns, "web", 2, 3)
+	if code, out := check(t, w); code != 0 {
+		t.Fatalf("check with a pod not ready yet exited %d, want 0:\n%s", code, out)
+	}
+	setReady(t, ns, "web-3", true)
+	waitForReady(t, ns, "web", 3, 3)
+	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
+	wantMembers(t, w, members(1, 2, 3))
+	c.quiet(t, 4*time.Second)
+	if n := c.runs(); n != 1 {
+		t.Errorf("%d runs, want exactly 1", n)
+	}
+	if code, out := check(t, w); code != 0 {
+		t.Errorf("check after the run exited %d, want 0:\n%s", code, out)
+	}
+}
+
+func TestAccSyncCheckNamesWhatDiffers(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	w := newWorkdir(t, poolConfig(ns, ""))
+	deletePod(t, ns, "web-2")
+	runPod(t, ns, "web", "web-4", "10.244.0.4", true)
+	waitForReady(t, ns, "web", 2, 2)
+	code, out := check(t, w)
+	if code != 2 {
+		t.Fatalf("check exited %d, want 2:\n%s", code, out)
+	}
+	for _, want := range []string{"data.k8s_ready_endpoints.web: differs", "added [10.244.0.4:8080]", "removed [10.244.0.2:8080]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check's output lacks %q:\n%s", want, out)
+		}
+	}
+	// A state whose Service is gone: a plan would fail, check says so.
+	if err := acc.client.CoreV1().Services(ns).Delete(testCtx(t), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := check(t, w); code != 1 || !strings.Contains(out, "service "+ns+"/web not found") {
+		t.Errorf("check of a deleted Service exited %d, want 1 naming it:\n%s", code, out)
+	}
+}
+
+func TestAccSyncFiftyUpdatesInASecondAreOneRun(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 5)
+	w := newWorkdir(t, poolConfig(ns, ""))
+	c := startSync(t, w, "-settle-quiet", "2s", "-settle-max", "10s")
+	start := time.Now()
+	for i := range 50 {
+		// Pods 4 and 5 flap; the last write leaves 5 not ready.
+		name := fmt.Sprintf("web-%d", 4+i%2)
+		setReady(t, ns, name, (i/2)%2 == 0 && i != 49)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Logf("the 50 updates took %s", d)
+	}
+	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
+	c.quiet(t, 5*time.Second)
+	if n := c.runs(); n != 1 {
+		t.Errorf("%d runs for 50 updates in a burst, want 1", n)
+	}
+	waitForReady(t, ns, "web", 4, 5)
+	wantMembers(t, w, members(1, 2, 3, 4))
+}
+
+func TestAccSyncUnrelatedChangesStartNothing(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	w := newWorkdir(t, poolConfig(ns, ""))
+	c := startSync(t, w)
+	// Another Service with a ready pod, and a pod of web that is not ready.
+	createService(t, ns, "other", corev1.ServiceTypeClusterIP)
+	runPod(t, ns, "other", "other-1", "10.244.1.1", true)
+	runPod(t, ns, "web", "web-3", "10.244.0.3", false)
+	waitForReady(t, ns, "web", 2, 3)
+	waitForReady(t, ns, "other", 1, 1)
+	c.quiet(t, 5*time.Second)
+	if n := c.count("pool differs from state", nil); n != 0 {
+		t.Errorf("%d pool changes seen, want none:\n%s", n, c.log())
+	}
+}
+
+func TestAccSyncRefusesAPlanThatChangesMoreThanPools(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	w := newWorkdir(t, poolConfig(ns, ""))
+	c := startSync(t, w)
+	// Someone adds an unrelated resource to the configuration, not applied.
+	w.write(t, poolConfig(ns, "resource \"terraform_data\" \"unrelated\" {\n  input = \"x\"\n}\n"))
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	c.waitFor(t, 60*time.Second, "run ended", nil)
+	c.waitFor(t, 5*time.Second, "run refused: the plan changes more than pools; fix or apply it by hand", map[string]string{"blocked": "terraform_data.unrelated"})
+	wantMembers(t, w, members(1, 2))
+	c.quiet(t, 3*time.Second)
+}
+
+func TestAccSyncAChangeDuringARunIsExactlyOneMoreRun(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	// A provisioner that takes a while keeps the apply running.
+	w := newWorkdir(t, poolConfig(ns, `
+resource "terraform_data" "slow" {
+  triggers_replace = local.members
+  provisioner "local-exec" {
+    command = "sleep 3"
+  }
+}
+`))
+	c := startSync(t, w)
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	c.waitFor(t, 60*time.Second, "applying the saved plan")
+	// The saved plan is applied: this change cannot be in it.
+	runPod(t, ns, "web", "web-4", "10.244.0.4", true)
+	c.waitForCount(t, 90*time.Second, "run ended", 2, map[string]string{"result": "applied"})
+	wantMembers(t, w, members(1, 2, 3, 4))
+	c.quiet(t, 4*time.Second)
+	if n := c.runs(); n != 2 {
+		t.Errorf("%d runs, want exactly 2", n)
+	}
+}
+
+func TestAccSyncRetriesAFailingCommandWithBackoff(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	w := newWorkdir(t, poolConfig(ns, ""))
+	// A terraform that fails its first three plans, then works.
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "terraform")
+	counter := filepath.Join(dir, "plans")
+	script := fmt.Sprintf(`#!/bin/sh
+if [ "$1" = plan ]; then
+  n=$(cat %[1]q 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]q
+  if [ $n -le 3 ]; then echo "Error: the backend is down (attempt $n)" >&2; exit 1; fi
+fi
+exec %[2]q "$@"
+`, counter, acc.terraform)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := startSync(t, w, "-terraform", wrapper)
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	c.waitFor(t, 90*time.Second, "run ended", map[string]string{"result": "applied"})
+	if n := c.count("run failed: retrying with backoff", map[string]string{"error": "the backend is down"}); n != 3 {
+		t.Errorf("%d failed runs, want 3", n)
+	}
+	// The waits doubled: 500ms, 1s, 2s (with 10%% jitter).
+	c.mu.Lock()
+	var waits []string
+	for _, e := range c.logs {
+		if e["msg"] == "run failed: retrying with backoff" {
+			waits = append(waits, fmt.Sprint(e["retry_in"]))
+		}
+	}
+	c.mu.Unlock()
+	var durations []time.Duration
+	for _, s := range waits {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		durations = append(durations, d)
+	}
+	for i := 1; i < len(durations); i++ {
+		if durations[i] < durations[i-1]*3/2 {
+			t.Errorf("retry waits %v do not grow exponentially", durations)
+		}
+	}
+	wantMembers(t, w, members(1, 2, 3))
+}
+
+func TestAccSyncRecoversFromAnAPIServerRestart(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	w := newWorkdir(t, poolConfig(ns, ""))
+	c := startSync(t, w)
+	if err := acc.cluster.RestartAPIServer(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Made before the companion's informers are back.
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	c.waitFor(t, 120*time.Second, "run ended", map[string]string{"result": "applied"})
+	wantMembers(t, w, members(1, 2, 3))
+}
+
+func TestAccSyncShrinkGuardRefusesAPoolHalvedAtOnce(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 4)
+	w := newWorkdir(t, poolConfig(ns, ""))
+	// A quiet time that takes the three deletions into one run.
+	c := startSync(t, w, "-settle-quiet", "3s", "-settle-max", "10s")
+	for _, p := range []string{"web-1", "web-2", "web-3"} {
+		deletePod(t, ns, p)
+	}
+	waitForReady(t, ns, "web", 1, 1)
+	c.waitFor(t, 60*time.Second, "run refused by the shrink guard", map[string]string{"reason": "would lose 3 of its 4 members"})
+	c.quiet(t, 3*time.Second)
+	if n := c.runs(); n != 0 {
+		t.Errorf("%d runs, want none", n)
+	}
+	wantMembers(t, w, members(1, 2, 3, 4))
+}
+
+func TestAccSyncSIGTERMDuringARunEndsItCleanly(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	w := newWorkdir(t, poolConfig(ns, `
+resource "terraform_data" "slow" {
+  triggers_replace = local.members
+  provisioner "local-exec" {
+    command = "sleep 30"
+  }
+}
+`))
+	c := startSync(t, w)
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	c.waitFor(t, 60*time.Second, "applying the saved plan")
+	time.Sleep(time.Second)
+	start := time.Now()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(40 * time.Second):
+		t.Fatalf("the companion did not stop within 40 s of SIGTERM:\n%s", c.log())
+	}
+	if c.code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0:\n%s", c.code, c.log())
+	}
+	if d := time.Since(start); d > 25*time.Second {
+		t.Errorf("stopping took %s: the sleep of 30 s was not interrupted", d)
+	}
+	if n := c.count("run ended", map[string]string{"error": "stopped by SIGINT"}); n != 1 {
+		t.Errorf("no run ended by SIGINT:\n%s", c.log())
+	}
+	// The state is not locked: a plan that does not wait for locks works.
+	w.terraform(t, "plan", "-input=false", "-no-color", "-lock-timeout=0s")
+}
+
+func TestAccSyncNodePoolRunsWhenANodeIsTaintedForDeletion(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	nodes := []string{"sync-pool-a-" + ns, "sync-pool-b-" + ns}
+	for i, name := range nodes {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": ns}},
+			Status: corev1.NodeStatus{
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+				Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("192.0.2.%d", i+1)}},
+			},
+		}
+		created, err := acc.client.CoreV1().Nodes().Create(testCtx(t), node, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status = node.Status
+		if _, err := acc.client.CoreV1().Nodes().UpdateStatus(testCtx(t), created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = acc.client.CoreV1().Nodes().Delete(testCtx(t), name, metav1.DeleteOptions{}) })
+	}
+	createService(t, ns, "web", corev1.ServiceTypeNodePort)
+	runPod(t, ns, "web", "web-1", "10.244.0.1", true)
+	waitForReady(t, ns, "web", 1, 1)
+	config := fmt.Sprintf(`
+terraform {
+  required_providers {
+    k8s = { source = "vigie/k8s" }
+  }
+}
+provider "k8s" {
+  kubeconfig = %q
+}
+data "k8s_ready_endpoints" "web" {
+  namespace     = %q
+  service       = "web"
+  port_name     = "http"
+  target        = "nodes"
+  node_selector = "pool=%s"
+}
+resource "terraform_data" "pool" {
+  input = [for e in data.k8s_ready_endpoints.web.endpoints : e.address]
+}
+output "members" {
+  value = terraform_data.pool.output
+}
+`, acc.kubeconfig, ns, ns)
+	w := newWorkdir(t, config)
+	if got := w.members(t); len(got) != 2 {
+		t.Fatalf("node pool %v, want both nodes", got)
+	}
+	c := startSync(t, w, "-max-shrink", "1")
+	node, err := acc.client.CoreV1().Nodes().Get(testCtx(t), nodes[1], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "ToBeDeletedByClusterAutoscaler", Value: "1", Effect: corev1.TaintEffectNoSchedule})
+	if _, err := acc.client.CoreV1().Nodes().Update(testCtx(t), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
+	if got := w.members(t); !reflect.DeepEqual(got, []string{"192.0.2.1"}) {
+		t.Errorf("node pool after the taint %v, want [192.0.2.1]", got)
+	}
+}
+
+func TestAccSyncTwoReplicasOneLeaderRuns(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	w := newWorkdir(t, poolConfig(ns, ""))
+	lease := []string{"-leader-elect", "-lease-namespace", ns, "-lease-name", "sync"}
+	a := startSync(t, w, append(lease, "-identity", "a")...)
+	b := startSync(t, w, append(lease, "-identity", "b")...)
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	deadline := time.Now().Add(60 * time.Second)
+	for a.count("run ended", nil)+b.count("run ended", nil) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(4 * time.Second)
+	if la, lb := a.count("leading", nil), b.count("leading", nil); la+lb != 1 {
+		t.Errorf("replicas leading: a %d, b %d; want exactly one", la, lb)
+	}
+	if ra, rb := a.runs(), b.runs(); ra+rb != 1 {
+		t.Errorf("runs: a %d, b %d; want exactly one in all", ra, rb)
+	}
+	wantMembers(t, w, members(1, 2, 3))
+}
+
+func TestAccSyncRefusesToStartOnBadInput(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 1)
+	applied := newWorkdir(t, poolConfig(ns, ""))
+	empty := &workdir{dir: t.TempDir()}
+	empty.write(t, poolConfig(ns, ""))
+	noPools := &workdir{dir: t.TempDir()}
+	noPools.write(t, "resource \"terraform_data\" \"x\" {\n  input = 1\n}\n")
+	noPools.terraform(t, "apply", "-auto-approve", "-input=false", "-no-color")
+	for _, tt := range []struct {
+		name string
+		w    *workdir
+		args []string
+		want string
+	}{
+		{"a directory without state", empty, nil, "has no state: apply the configuration once"},
+		{"a state without a k8s data source", noPools, nil, "has no k8s_ready_endpoints or k8s_services"},
+		{"a kubeconfig that cannot be loaded", applied, []string{"-kubeconfig", "/nonexistent/kubeconfig"}, "unable to load the kubeconfig"},
+		{"a CLI that is not found", applied, []string{"-terraform", "no-such-terraform"}, "the CLI was not found"},
+		{"another provider alias", applied, []string{"-provider-alias", "east"}, "of provider configuration k8s.east: nothing to watch"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, command := range []string{"sync", "check"} {
+				args := append([]string{command, "-chdir", tt.w.dir, "-terraform", acc.terraform, "-kubeconfig", acc.kubeconfig, "-listen", ""}, tt.args...)
+				if command == "check" {
+					args = removeFlag(args, "-listen")
+				}
+				cmd := execCommand(args...)
+				out, err := cmd.CombinedOutput()
+				code := 0
+				if err != nil {
+					code = cmd.ProcessState.ExitCode()
+				}
+				if code != 1 || !strings.Contains(string(out), tt.want) {
+					t.Errorf("%s exited %d, want 1 with %q:\n%s", command, code, tt.want, out)
+				}
+			}
+		})
+	}
+}
+
+func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if _, err := acc.client.CoreV1().Services(ns).Create(testCtx(t), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const annotation = "example.com/expires"
+	expires := time.Now().Add(12 * time.Second).UTC()
+	for i, at := range []string{"", expires.Format(time.RFC3339)} {
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%d", i+1),
+				Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "sync-acc"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.244.0.%d", i+1)}}},
+		}
+		if at != "" {
+			slice.Annotations = map[string]string{annotation: at}
+		}
+		if _, err := acc.client.DiscoveryV1().EndpointSlices(ns).Create(testCtx(t), slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := strings.Replace(poolConfig(ns, ""), `port_name = "http"`, "port_name = \"http\"\n  expiry_annotation = \""+annotation+"\"", 1)
+	w := newWorkdir(t, config)
+	wantMembers(t, w, members(1, 2))
+	c := startSync(t, w)
+	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
+	if ran := c.count("run started", nil); ran != 1 {
+		t.Errorf("%d runs, want 1", ran)
+	}
+	started := c.firstTime("run started")
+	if started.Before(expires) {
+		t.Errorf("the run started at %s, before the expiry %s", started, expires)
+	}
+	wantMembers(t, w, members(1))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The daemon-free pattern of examples/sync/check-block: a refresh-only plan
+// warns once the pool is stale, and not before.
+func TestAccCheckBlockExampleWarnsWhenThePoolIsStale(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	example, err := os.ReadFile(filepath.Join("..", "..", "examples", "sync", "check-block", "main.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", acc.kubeconfig)
+	w := &workdir{dir: t.TempDir()}
+	w.write(t, string(example))
+	vars := []string{"-var", "namespace=" + ns, "-var", "service=web"}
+	w.terraform(t, append([]string{"apply", "-auto-approve", "-input=false", "-no-color"}, vars...)...)
+	const warning = "is stale: run terraform apply"
+	if out := w.terraform(t, append([]string{"plan", "-refresh-only", "-input=false", "-no-color"}, vars...)...); strings.Contains(out, warning) {
+		t.Fatalf("a current pool warned:\n%s", out)
+	}
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	waitForReady(t, ns, "web", 3, 3)
+	out := w.terraform(t, append([]string{"plan", "-refresh-only", "-input=false", "-no-color"}, vars...)...)
+	if !strings.Contains(out, warning) || !strings.Contains(out, "pool_is_current") {
+		t.Errorf("a stale pool did not warn:\n%s", out)
+	}
+}

@@ -1,0 +1,365 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// A Cache keeps the Services, EndpointSlices and Nodes that the sync
+// companion computes pools from, current with client-go's informers: their
+// reflectors list, then watch, relist when a watch's resourceVersion is too
+// old (410 Gone), and reconnect with backoff when the API server goes away,
+// so no loop of ours decides when the cache is right.
+
+// CacheScope is what a Cache watches.
+type CacheScope struct {
+	// Namespaces whose Services and EndpointSlices are watched; "" among them
+	// watches every namespace with one informer of each kind.
+	Namespaces []string
+	// Nodes watches the cluster's Nodes too, for pools of nodes.
+	Nodes bool
+}
+
+// Change names an object that was added, updated or deleted.
+type Change struct {
+	// Kind is "Service", "EndpointSlice" or "Node".
+	Kind      string
+	Namespace string
+	// Service is the Service's name, or the Service an EndpointSlice is
+	// labelled for; empty for a Node.
+	Service string
+	// Name is the object's own name.
+	Name string
+}
+
+// Cache holds what its informers watch. Its lookups give copies that the
+// rules may read but never change.
+type Cache struct {
+	services, slices map[string]cache.SharedIndexInformer // by namespace; "" for all
+	nodes            cache.SharedIndexInformer
+	scope            CacheScope
+	client           *Client
+}
+
+const byService = "service"
+
+// NewCache makes the informers of scope; onChange is called, from the
+// informers' goroutines, for every change they see after Run. It contacts
+// nothing.
+func (c *Client) NewCache(scope CacheScope, onChange func(Change)) (*Cache, error) {
+	watchConfig := rest.CopyConfig(c.base)
+	watchConfig.Timeout = 0
+	clientFor := func(cfg *rest.Config, apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
+		cfg = rest.CopyConfig(cfg)
+		cfg.APIPath = apiPath
+		cfg.GroupVersion = &gv
+		return rest.RESTClientFor(cfg)
+	}
+	coreWatch, err := clientFor(watchConfig, "/api", corev1.SchemeGroupVersion)
+	if err != nil {
+		return nil, fmt.Errorf("build core/v1 watch client: %w", err)
+	}
+	discoveryWatch, err := clientFor(watchConfig, "/apis", discoveryv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, fmt.Errorf("build discovery.k8s.io/v1 watch client: %w", err)
+	}
+	k := &Cache{services: map[string]cache.SharedIndexInformer{}, slices: map[string]cache.SharedIndexInformer{}, scope: scope, client: c}
+	namespaces := scope.Namespaces
+	if slices.Contains(namespaces, "") {
+		namespaces = []string{""}
+	}
+	for _, ns := range namespaces {
+		if _, ok := k.services[ns]; ok {
+			continue
+		}
+		k.services[ns] = newInformer(c.core, coreWatch, "services", ns, "", &corev1.Service{},
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, onChange)
+		k.slices[ns] = newInformer(c.discovery, discoveryWatch, "endpointslices", ns, discoveryv1.LabelServiceName, &discoveryv1.EndpointSlice{},
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byService: sliceServiceIndex}, onChange)
+	}
+	if scope.Nodes {
+		k.nodes = newInformer(c.core, coreWatch, "nodes", "", "", &corev1.Node{}, cache.Indexers{}, onChange)
+	}
+	return k, nil
+}
+
+func newInformer(list, watchClient *rest.RESTClient, resource, namespace, labelSelector string, example runtime.Object,
+	indexers cache.Indexers, onChange func(Change),
+) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+			options.LabelSelector = labelSelector
+			return list.Get().Namespace(namespace).Resource(resource).VersionedParams(&options, metav1.ParameterCodec).Do(ctx).Get()
+		},
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			options.Watch = true
+			options.LabelSelector = labelSelector
+			return watchClient.Get().Namespace(namespace).Resource(resource).VersionedParams(&options, metav1.ParameterCodec).Watch(ctx)
+		},
+	}
+	informer := cache.NewSharedIndexInformer(lw, example, 0, indexers)
+	// Keep only what the rules read: managedFields and kubectl's copy of
+	// the whole object would double what a large fleet holds.
+	_ = informer.SetTransform(trimForCache)
+	if onChange != nil {
+		notify := func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if ch, ok := changeOf(obj); ok {
+				onChange(ch)
+			}
+		}
+		_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    notify,
+			UpdateFunc: func(_, obj any) { notify(obj) },
+			DeleteFunc: notify,
+		})
+	}
+	return informer
+}
+
+func trimForCache(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		o.ManagedFields = nil
+		delete(o.Annotations, lastAppliedAnnotation)
+	case *discoveryv1.EndpointSlice:
+		o.ManagedFields = nil
+		delete(o.Annotations, lastAppliedAnnotation)
+	case *corev1.Node:
+		trimmed := trimNode(o)
+		trimmed.ResourceVersion = o.ResourceVersion
+		return &trimmed, nil
+	}
+	return obj, nil
+}
+
+// lastAppliedAnnotation is kubectl's copy of the whole object.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+func changeOf(obj any) (Change, bool) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		return Change{Kind: "Service", Namespace: o.Namespace, Service: o.Name, Name: o.Name}, true
+	case *discoveryv1.EndpointSlice:
+		return Change{Kind: "EndpointSlice", Namespace: o.Namespace, Service: o.Labels[discoveryv1.LabelServiceName], Name: o.Name}, true
+	case *corev1.Node:
+		return Change{Kind: "Node", Name: o.Name}, true
+	}
+	return Change{}, false
+}
+
+func sliceServiceIndex(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+}
+
+// Run runs the informers until ctx ends.
+func (k *Cache) Run(ctx context.Context) {
+	for _, inf := range k.informers() {
+		go inf.RunWithContext(ctx)
+	}
+}
+
+// WaitForSync waits until every informer has listed once; false when ctx
+// ended first.
+func (k *Cache) WaitForSync(ctx context.Context) bool {
+	var synced []cache.InformerSynced
+	for _, inf := range k.informers() {
+		synced = append(synced, inf.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
+}
+
+func (k *Cache) informers() []cache.SharedIndexInformer {
+	var out []cache.SharedIndexInformer
+	for _, ns := range slices.Sorted(mapKeys(k.services)) {
+		out = append(out, k.services[ns], k.slices[ns])
+	}
+	if k.nodes != nil {
+		out = append(out, k.nodes)
+	}
+	return out
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for key := range m {
+			if !yield(key) {
+				return
+			}
+		}
+	}
+}
+
+// informerFor is the informer of a namespace's objects, nil when the
+// namespace is not watched.
+func (k *Cache) informerFor(of map[string]cache.SharedIndexInformer, namespace string) cache.SharedIndexInformer {
+	if inf, ok := of[""]; ok {
+		return inf
+	}
+	return of[namespace]
+}
+
+// Watches says whether the cache holds the Services of namespace ("" for all).
+func (k *Cache) Watches(namespace string) bool {
+	if _, ok := k.services[""]; ok {
+		return true
+	}
+	_, ok := k.services[namespace]
+	return ok && namespace != ""
+}
+
+// Service is the Service namespace/name, false when there is none.
+func (k *Cache) Service(namespace, name string) (*corev1.Service, bool) {
+	inf := k.informerFor(k.services, namespace)
+	if inf == nil {
+		return nil, false
+	}
+	obj, ok, err := inf.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return obj.(*corev1.Service), true
+}
+
+// EndpointSlices are the slices labelled for the Service namespace/service.
+func (k *Cache) EndpointSlices(namespace, service string) []discoveryv1.EndpointSlice {
+	inf := k.informerFor(k.slices, namespace)
+	if inf == nil {
+		return nil
+	}
+	objs, _ := inf.GetIndexer().ByIndex(byService, namespace+"/"+service)
+	return slicesOf(objs)
+}
+
+// Services are the Services of namespace ("" for every watched one) that
+// selector matches.
+func (k *Cache) Services(namespace string, selector labels.Selector) []corev1.Service {
+	var objs []any
+	if namespace == "" {
+		for _, inf := range k.services {
+			objs = append(objs, inf.GetStore().List()...)
+		}
+	} else if inf := k.informerFor(k.services, namespace); inf != nil {
+		objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	}
+	out := make([]corev1.Service, 0, len(objs))
+	for _, o := range objs {
+		s := o.(*corev1.Service)
+		if selector == nil || selector.Matches(labels.Set(s.Labels)) {
+			out = append(out, *s)
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.Service) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return out
+}
+
+// ServiceEndpointSlices are the slices of namespace ("" for every watched
+// one) labelled for a Service.
+func (k *Cache) ServiceEndpointSlices(namespace string) []discoveryv1.EndpointSlice {
+	var objs []any
+	if namespace == "" {
+		for _, inf := range k.slices {
+			objs = append(objs, inf.GetStore().List()...)
+		}
+	} else if inf := k.informerFor(k.slices, namespace); inf != nil {
+		objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	}
+	return slicesOf(objs)
+}
+
+func slicesOf(objs []any) []discoveryv1.EndpointSlice {
+	out := make([]discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, *o.(*discoveryv1.EndpointSlice))
+	}
+	slices.SortFunc(out, func(a, b discoveryv1.EndpointSlice) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return out
+}
+
+// Nodes are the Nodes that selector matches (all when nil).
+func (k *Cache) Nodes(selector labels.Selector) []corev1.Node {
+	if k.nodes == nil {
+		return nil
+	}
+	objs := k.nodes.GetStore().List()
+	out := make([]corev1.Node, 0, len(objs))
+	for _, o := range objs {
+		n := o.(*corev1.Node)
+		if selector == nil || selector.Matches(labels.Set(n.Labels)) {
+			out = append(out, *n)
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// ErrForbidden marks a probe refused by RBAC.
+var ErrForbidden = errors.New("forbidden")
+
+// Probe lists and watches each kind of the scope once, bounded by the
+// client's request timeout, so that missing RBAC is said at start rather
+// than retried for ever by the informers. Its error names the rule to add.
+func (k *Cache) Probe(ctx context.Context) error {
+	type probe struct {
+		list, watch                *rest.RESTClient
+		group, resource, namespace string
+	}
+	var probes []probe
+	for _, ns := range slices.Sorted(mapKeys(k.services)) {
+		probes = append(probes,
+			probe{k.client.core, k.client.core, "", "services", ns},
+			probe{k.client.discovery, k.client.discovery, "discovery.k8s.io", "endpointslices", ns})
+	}
+	if k.nodes != nil {
+		probes = append(probes, probe{k.client.core, k.client.core, "", "nodes", ""})
+	}
+	for _, p := range probes {
+		for _, verb := range []string{"list", "watch"} {
+			req := p.list.Get().Namespace(p.namespace).Resource(p.resource).Param("limit", "1")
+			var err error
+			if verb == "watch" {
+				var w watch.Interface
+				w, err = p.watch.Get().Namespace(p.namespace).Resource(p.resource).Param("watch", "true").Param("timeoutSeconds", "1").Watch(ctx)
+				if err == nil {
+					w.Stop()
+				}
+			} else {
+				err = req.Do(ctx).Error()
+			}
+			if err == nil {
+				continue
+			}
+			if apierrors.IsForbidden(err) {
+				return fmt.Errorf("%w: %s %s in %s: add the RBAC rule {apiGroups: [%q], resources: [%q], verbs: [\"list\", \"watch\"]} "+
+					"(a Role in that namespace, or a ClusterRole for all namespaces and for nodes): %v",
+					ErrForbidden, verb, p.resource, Scope(p.namespace), p.group, p.resource, err)
+			}
+			return fmt.Errorf("%s %s in %s: %w", verb, p.resource, Scope(p.namespace), err)
+		}
+	}
+	return nil
+}
