@@ -87,7 +87,7 @@ func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
 	}
 	path, err := exec.LookPath(c.opts.Terraform)
 	if err != nil {
-		return nil, log, fmt.Errorf("-terraform %q: the CLI was not found (%v): install terraform or tofu, or give its path", c.opts.Terraform, err)
+		return nil, log, fmt.Errorf("-terraform %q: the CLI was not found (%w): install terraform or tofu, or give its path", c.opts.Terraform, err)
 	}
 	c.opts.Terraform = path
 	if info, err := os.Stat(c.opts.Dir); err != nil || !info.IsDir() {

@@ -2,7 +2,6 @@ package companion
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -253,11 +252,12 @@ func withoutKeys(address string) string {
 	for _, r := range address {
 		switch {
 		case quoted:
-			if escaped {
+			switch {
+			case escaped:
 				escaped = false
-			} else if r == '\\' {
+			case r == '\\':
 				escaped = true
-			} else if r == '"' {
+			case r == '"':
 				quoted = false
 			}
 		case r == '"' && depth > 0:
@@ -271,10 +271,4 @@ func withoutKeys(address string) string {
 		}
 	}
 	return b.String()
-}
-
-// fileExists says whether path is a regular file.
-func fileExists(path string) bool {
-	info, err := os.Stat(path)
-	return err == nil && info.Mode().IsRegular()
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -138,8 +139,6 @@ func namespace(t *testing.T) string {
 	})
 	return name
 }
-
-var webLabels = map[string]string{"app": "web"}
 
 func createService(t *testing.T, ns, name string, typ corev1.ServiceType) {
 	t.Helper()
@@ -396,13 +395,13 @@ func (c *companion) quiet(t *testing.T, d time.Duration) {
 }
 
 // check runs `check` and gives its exit code and output.
-func check(t *testing.T, w *workdir, args ...string) (int, string) {
+func check(t *testing.T, w *workdir) (int, string) {
 	t.Helper()
-	base := []string{"check", "-chdir", w.dir, "-terraform", acc.terraform, "-kubeconfig", acc.kubeconfig}
-	cmd := exec.Command(acc.binary, append(base, args...)...)
+	cmd := exec.Command(acc.binary, "check", "-chdir", w.dir, "-terraform", acc.terraform, "-kubeconfig", acc.kubeconfig)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		if exit, ok := err.(*exec.ExitError); ok {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
 			return exit.ExitCode(), string(out)
 		}
 		t.Fatal(err)

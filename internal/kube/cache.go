@@ -238,7 +238,8 @@ func (k *Cache) Service(namespace, name string) (*corev1.Service, bool) {
 	if err != nil || !ok {
 		return nil, false
 	}
-	return obj.(*corev1.Service), true
+	svc, ok := obj.(*corev1.Service)
+	return svc, ok
 }
 
 // EndpointSlices are the slices labelled for the Service namespace/service.
@@ -264,7 +265,10 @@ func (k *Cache) Services(namespace string, selector labels.Selector) []corev1.Se
 	}
 	out := make([]corev1.Service, 0, len(objs))
 	for _, o := range objs {
-		s := o.(*corev1.Service)
+		s, ok := o.(*corev1.Service)
+		if !ok {
+			continue
+		}
 		if selector == nil || selector.Matches(labels.Set(s.Labels)) {
 			out = append(out, *s)
 		}
@@ -292,7 +296,9 @@ func (k *Cache) ServiceEndpointSlices(namespace string) []discoveryv1.EndpointSl
 func slicesOf(objs []any) []discoveryv1.EndpointSlice {
 	out := make([]discoveryv1.EndpointSlice, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, *o.(*discoveryv1.EndpointSlice))
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, *s)
+		}
 	}
 	slices.SortFunc(out, func(a, b discoveryv1.EndpointSlice) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -308,7 +314,10 @@ func (k *Cache) Nodes(selector labels.Selector) []corev1.Node {
 	objs := k.nodes.GetStore().List()
 	out := make([]corev1.Node, 0, len(objs))
 	for _, o := range objs {
-		n := o.(*corev1.Node)
+		n, ok := o.(*corev1.Node)
+		if !ok {
+			continue
+		}
 		if selector == nil || selector.Matches(labels.Set(n.Labels)) {
 			out = append(out, *n)
 		}

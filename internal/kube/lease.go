@@ -95,7 +95,9 @@ func (c *Client) WithLease(ctx context.Context, cfg LeaseConfig, log *slog.Logge
 			}
 			log.Error("lost the Lease: stopping", "lease", cfg.Namespace+"/"+cfg.Name, "error", errText(err))
 			stop()
-			<-done
+			if err := <-done; err != nil {
+				return fmt.Errorf("lost the Lease %s/%s: %w", cfg.Namespace, cfg.Name, err)
+			}
 			return errors.New("lost the Lease " + cfg.Namespace + "/" + cfg.Name)
 		}
 	}
