@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,7 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
@@ -180,10 +184,10 @@ func (c *Client) listEndpointSlices(ctx context.Context, namespace, service stri
 }
 
 func (c *Client) listSlices(ctx context.Context, namespace, selector string) (SliceList, error) {
-	items, rv, err := listAll(ctx, c, func(ctx context.Context, token string) ([]discoveryv1.EndpointSlice, metav1.ListMeta, error) {
+	items, rv, err := listAll(ctx, c, selector, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []discoveryv1.EndpointSlice, error) {
 		page := &discoveryv1.EndpointSliceList{}
-		err := c.page(c.discovery.Get(), namespace, "endpointslices", selector, token).Do(ctx).Into(page)
-		return page.Items, page.ListMeta, err
+		err := pageRequest(c.discovery.Get(), namespace, "endpointslices", opts).Do(ctx).Into(page)
+		return page, page.Items, err
 	})
 	return SliceList{Items: items, ResourceVersion: rv}, err
 }
@@ -199,10 +203,10 @@ type ServiceList struct {
 // whole or not at all. Its error starts with "list services in namespace
 // NAMESPACE: " or "list services in all namespaces: ".
 func (c *Client) ListServices(ctx context.Context, namespace, selector string) (ServiceList, error) {
-	items, rv, err := listAll(ctx, c, func(ctx context.Context, token string) ([]corev1.Service, metav1.ListMeta, error) {
+	items, rv, err := listAll(ctx, c, selector, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Service, error) {
 		page := &corev1.ServiceList{}
-		err := c.page(c.core.Get(), namespace, "services", selector, token).Do(ctx).Into(page)
-		return page.Items, page.ListMeta, err
+		err := pageRequest(c.core.Get(), namespace, "services", opts).Do(ctx).Into(page)
+		return page, page.Items, err
 	})
 	if err != nil {
 		return ServiceList{}, fmt.Errorf("list services in %s: %w", Scope(namespace), err)
@@ -235,13 +239,13 @@ type NodeList struct {
 // (see trimNode): a Node's image list alone can weigh tens of kilobytes. Its
 // error starts with "list nodes: ".
 func (c *Client) ListNodes(ctx context.Context, selector string) (NodeList, error) {
-	items, rv, err := listAll(ctx, c, func(ctx context.Context, token string) ([]corev1.Node, metav1.ListMeta, error) {
+	items, rv, err := listAll(ctx, c, selector, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Node, error) {
 		page := &corev1.NodeList{}
-		err := c.page(c.core.Get(), "", "nodes", selector, token).Do(ctx).Into(page)
+		err := pageRequest(c.core.Get(), "", "nodes", opts).Do(ctx).Into(page)
 		for i := range page.Items {
 			page.Items[i] = trimNode(&page.Items[i])
 		}
-		return page.Items, page.ListMeta, err
+		return page, page.Items, err
 	})
 	if err != nil {
 		return NodeList{}, fmt.Errorf("list nodes: %w", err)
@@ -277,50 +281,92 @@ func Scope(namespace string) string {
 	return "namespace " + namespace
 }
 
-// page is one page of a LIST of resource in namespace (all when empty).
-func (c *Client) page(req *rest.Request, namespace, resource, selector, token string) *rest.Request {
-	req = req.MaxRetries(0).Namespace(namespace).Resource(resource).Param("limit", strconv.FormatInt(c.opts.PageSize, 10))
-	if selector != "" {
-		req = req.Param("labelSelector", selector)
+// pageRequest is one page of a LIST of resource in namespace (all when
+// empty), as the pager asks for it.
+func pageRequest(req *rest.Request, namespace, resource string, opts metav1.ListOptions) *rest.Request {
+	req = req.MaxRetries(0).Namespace(namespace).Resource(resource).Param("limit", strconv.FormatInt(opts.Limit, 10))
+	if opts.LabelSelector != "" {
+		req = req.Param("labelSelector", opts.LabelSelector)
 	}
-	if token != "" {
-		req = req.Param("continue", token)
+	if opts.Continue != "" {
+		req = req.Param("continue", opts.Continue)
 	}
 	return req
 }
 
-// listAll reads a LIST page by page, each page bounded and retried. A list is
-// given whole or not at all: an error on any page fails it, and an expired
-// continue token starts it over, since pages of two snapshots cannot be
-// mixed. It never returns a nil slice without an error.
-func listAll[T any](ctx context.Context, c *Client, page func(ctx context.Context, token string) ([]T, metav1.ListMeta, error)) ([]T, string, error) {
-	items := []T{}
-	token, relists := "", 0
-	for pages := 0; ; pages++ {
-		if pages == maxPages {
-			return nil, "", fmt.Errorf("more than %d pages; the API server keeps returning continue tokens", maxPages)
-		}
-		var got []T
-		var meta metav1.ListMeta
-		err := c.withRetries(ctx, func(ctx context.Context) error {
-			var err error
-			got, meta, err = page(ctx, token)
-			return err
-		})
-		if token != "" && apierrors.IsResourceExpired(err) && relists < maxRelists {
-			items, token = []T{}, ""
-			relists++
+// errTooManyPages stops a LIST from an API server that never ends it.
+var errTooManyPages = fmt.Errorf("more than %d pages; the API server keeps returning continue tokens", maxPages)
+
+// listAll reads a LIST of the objects that selector picks with client-go's
+// pager, each page bounded and retried by withRetries. fetch asks for one
+// page and gives it with its items. A list is given whole or not at all: an
+// error on any page fails it, and an expired continue token starts it over,
+// since pages of two snapshots cannot be mixed. It never returns a nil slice
+// without an error.
+func listAll[T any](ctx context.Context, c *Client, selector string,
+	fetch func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []T, error),
+) ([]T, string, error) {
+	var (
+		pages     int
+		continued bool // whether the last page asked for was a continued one
+		lastItems []T  // the items of the last page, for a list of one page
+	)
+	lister := &pager.ListPager{
+		PageSize: c.opts.PageSize,
+		// On an expired token the pager would fall back to one LIST without
+		// a limit, the unbounded answer that paging is there to avoid: the
+		// list starts over page by page instead (below), maxRelists times.
+		FullListIfExpired: false,
+		PageFn: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			if pages == maxPages {
+				return nil, errTooManyPages
+			}
+			pages++
+			continued = opts.Continue != ""
+			var page runtime.Object
+			err := c.withRetries(ctx, func(ctx context.Context) error {
+				var err error
+				page, lastItems, err = fetch(ctx, opts)
+				return err
+			})
+			return page, err
+		},
+	}
+	for relists := 0; ; relists++ {
+		got, _, err := lister.List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if continued && apierrors.IsResourceExpired(err) && relists < maxRelists {
 			continue
 		}
 		if err != nil {
 			return nil, "", err
 		}
-		items = append(items, got...)
-		token = meta.Continue
-		if token == "" {
-			return items, meta.ResourceVersion, nil
-		}
+		return listItems(got, lastItems)
 	}
+}
+
+// listItems takes the items out of what the pager gives: the page itself
+// when the list had one page (whose items are lastItems), else a list of
+// pointers into each page's items.
+func listItems[T any](got runtime.Object, lastItems []T) ([]T, string, error) {
+	if pages, ok := got.(*metainternalversion.List); ok {
+		items := make([]T, 0, len(pages.Items))
+		for _, obj := range pages.Items {
+			item, ok := any(obj).(*T)
+			if !ok {
+				return nil, "", fmt.Errorf("unexpected %T in a list of %T", obj, item)
+			}
+			items = append(items, *item)
+		}
+		return items, pages.ResourceVersion, nil
+	}
+	list, err := meta.ListAccessor(got)
+	if err != nil {
+		return nil, "", err
+	}
+	if lastItems == nil {
+		lastItems = []T{}
+	}
+	return lastItems, list.GetResourceVersion(), nil
 }
 
 // TimeoutError is a request attempt that got no answer within its bound.
@@ -337,37 +383,77 @@ func (e *TimeoutError) Unwrap() error { return e.Err }
 
 // withRetries runs one request, each attempt bounded by RequestTimeout,
 // retrying what may pass (429, 5xx, a dropped or refused connection, a
-// timeout) up to Attempts times in all.
+// timeout) up to Attempts times in all. The waits are a wait.Backoff from
+// Backoff, doubling, except after a 429 or 5xx that says how long to wait
+// (Retry-After, capped by MaxRetryAfter). retry.OnError is not used: its
+// wait ignores the context and knows no Retry-After.
 func (c *Client) withRetries(ctx context.Context, do func(context.Context) error) error {
-	wait := c.opts.Backoff
-	for attempt := 1; ; attempt++ {
-		attemptCtx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
-		err := do(attemptCtx)
-		stalled := ctx.Err() == nil && (errors.Is(attemptCtx.Err(), context.DeadlineExceeded) || isTimeout(err))
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if stalled {
-			err = &TimeoutError{After: c.opts.RequestTimeout, Err: err}
-		}
-		if !stalled && !isTransient(err) {
-			return err
-		}
-		if attempt >= c.opts.Attempts {
-			return fmt.Errorf("gave up after %d attempts: %w", attempt, err)
-		}
-		delay := wait
-		if seconds, ok := apierrors.SuggestsClientDelay(err); ok && seconds > 0 {
-			delay = min(time.Duration(seconds)*time.Second, c.opts.MaxRetryAfter)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (while waiting to retry: %w)", err, ctx.Err())
-		case <-time.After(delay):
-		}
-		wait *= 2
+	first := retrier{client: c, do: do, backoff: wait.Backoff{Duration: c.opts.Backoff, Factor: 2, Steps: c.opts.Attempts}}
+	// The first attempt runs outside wait's loop, whose timer and closures
+	// a request answered at once never needs.
+	if done, err := first.try(ctx); done || err != nil {
+		return err
 	}
+	r := first
+	err := wait.DelayFunc(r.delay).Until(ctx, false, true, r.try)
+	if err != nil && r.lastErr != nil {
+		// The context ended while waiting to retry: the request's own error
+		// says more than the context's alone.
+		return fmt.Errorf("%w (while waiting to retry: %w)", r.lastErr, err)
+	}
+	return err
+}
+
+// retrier is the state of one request's attempts.
+type retrier struct {
+	client     *Client
+	do         func(context.Context) error
+	backoff    wait.Backoff
+	attempts   int
+	retryAfter time.Duration // asked for by the last answer, 0 if none
+	lastErr    error         // the error of the attempt being waited on, nil while one runs
+}
+
+// try is one attempt, as a wait condition: done, or the error that ends the
+// request, or neither, to try again.
+func (r *retrier) try(ctx context.Context) (bool, error) {
+	r.attempts, r.lastErr, r.retryAfter = r.attempts+1, nil, 0
+	err := r.client.attempt(ctx, r.do)
+	switch {
+	case err == nil:
+		return true, nil
+	case !isStall(err) && !isTransient(err):
+		return false, err
+	case r.attempts >= r.client.opts.Attempts:
+		return false, fmt.Errorf("gave up after %d attempts: %w", r.attempts, err)
+	}
+	if seconds, ok := apierrors.SuggestsClientDelay(err); ok && seconds > 0 {
+		r.retryAfter = min(time.Duration(seconds)*time.Second, r.client.opts.MaxRetryAfter)
+	}
+	r.lastErr = err
+	return false, nil
+}
+
+// delay is the wait before the next attempt. The backoff steps on even when
+// Retry-After decides the wait, so that the waits after it still double.
+func (r *retrier) delay() time.Duration {
+	d := r.backoff.Step()
+	if r.retryAfter > 0 {
+		d = r.retryAfter
+	}
+	return d
+}
+
+// attempt runs do once within RequestTimeout; an attempt that got no answer
+// in time, while the caller still waits, gives a *TimeoutError.
+func (c *Client) attempt(ctx context.Context, do func(context.Context) error) error {
+	attemptCtx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	err := do(attemptCtx)
+	if err != nil && ctx.Err() == nil && (errors.Is(attemptCtx.Err(), context.DeadlineExceeded) || isTimeout(err)) {
+		return &TimeoutError{After: c.opts.RequestTimeout, Err: err}
+	}
+	return err
 }
 
 // isTransient tells the errors that a retry may cure from those it cannot
@@ -383,6 +469,12 @@ func isTransient(err error) bool {
 	return utilnet.IsConnectionReset(err) || utilnet.IsConnectionRefused(err) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// isStall tells an attempt that got no answer in time.
+func isStall(err error) bool {
+	var timeout *TimeoutError
+	return errors.As(err, &timeout)
 }
 
 func isTimeout(err error) bool {

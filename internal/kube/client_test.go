@@ -326,6 +326,28 @@ func TestAnExpiredContinueTokenStartsTheListOver(t *testing.T) {
 	}
 }
 
+func TestAContinueTokenThatAlwaysExpiresStartsTheListOverABoundedNumberOfTimes(t *testing.T) {
+	c, calls := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
+		if r.URL.Query().Get("continue") != "" {
+			writeStatus(w, apierrors.NewResourceExpired("The provided continue parameter is too old"))
+			return
+		}
+		writeJSON(w, 200, discoveryv1.EndpointSliceList{
+			TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
+			ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "1"},
+			Items:    []discoveryv1.EndpointSlice{{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "a"}, AddressType: discoveryv1.AddressTypeIPv4}},
+		})
+	})
+	list, err := c.ListEndpointSlices(context.Background(), "shop", "web")
+	if !apierrors.IsResourceExpired(err) || list.Items != nil {
+		t.Fatalf("items = %v, err = %v; want no items and the expired error", names(list.Items), err)
+	}
+	// the list and maxRelists lists more, each a first page and an expired one
+	if want := int32(2 * (1 + maxRelists)); calls.Load() != want {
+		t.Errorf("%d requests, want %d", calls.Load(), want)
+	}
+}
+
 func TestAFailingPageFailsTheWholeListRatherThanGivingPartOfIt(t *testing.T) {
 	pages := &slicePages{t: t, pages: [][]string{{"a", "b"}, {"c", "d"}, {"e"}}, failFrom: 1}
 	c, _ := newTestClient(t, pages.serve)

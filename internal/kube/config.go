@@ -16,10 +16,9 @@ import (
 const InClusterSource = "in-cluster service account"
 
 // ConfigLoader finds the cluster to connect to. Its fields are the outside
-// world it looks at, so tests can replace them.
+// world it looks at, so tests can replace them; $KUBECONFIG is read from the
+// process's environment by clientcmd, as kubectl reads it.
 type ConfigLoader struct {
-	// Getenv reads $KUBECONFIG.
-	Getenv func(string) string
 	// HomeDir gives the directory that a leading "~/" and ~/.kube/config are in.
 	HomeDir func() (string, error)
 	// InCluster loads the pod's service account, as rest.InClusterConfig does.
@@ -28,7 +27,7 @@ type ConfigLoader struct {
 
 // DefaultConfigLoader looks at the real environment.
 func DefaultConfigLoader() ConfigLoader {
-	return ConfigLoader{Getenv: os.Getenv, HomeDir: os.UserHomeDir, InCluster: rest.InClusterConfig}
+	return ConfigLoader{HomeDir: os.UserHomeDir, InCluster: rest.InClusterConfig}
 }
 
 // LoadedConfig is a usable client configuration and where it came from.
@@ -100,13 +99,11 @@ func (l ConfigLoader) candidates(path string) ([]string, string, error) {
 		expanded, err := l.expandHome(path)
 		return []string{expanded}, attrOrigin, err
 	}
-	if env := l.Getenv("KUBECONFIG"); env != "" {
-		var files []string
-		for _, f := range filepath.SplitList(env) {
-			if f != "" && !slices.Contains(files, f) {
-				files = append(files, f)
-			}
-		}
+	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" {
+		// clientcmd's default loading rules split $KUBECONFIG as kubectl
+		// does, each file once. Their home file is not used: it is fixed
+		// when the package loads, and HomeDir decides it here.
+		files := slices.DeleteFunc(clientcmd.NewDefaultClientConfigLoadingRules().GetLoadingPrecedence(), func(f string) bool { return f == "" })
 		if len(files) > 0 {
 			return files, envOrigin, nil
 		}

@@ -30,7 +30,6 @@ func FuzzLoadKubeconfig(f *testing.F) {
 			t.Fatal(err)
 		}
 		l := ConfigLoader{
-			Getenv:    func(string) string { return "" },
 			HomeDir:   func() (string, error) { return dir, nil },
 			InCluster: func() (*rest.Config, error) { return nil, rest.ErrNotInCluster },
 		}

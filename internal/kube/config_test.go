@@ -35,14 +35,19 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
-// loader looks at a fake home and environment; its service account is
-// absent unless inCluster is given.
-func loader(home string, env map[string]string, inCluster func() (*rest.Config, error)) ConfigLoader {
+// loader looks at a fake home and at env as the test's environment (no
+// $KUBECONFIG unless env sets it); its service account is absent unless
+// inCluster is given.
+func loader(t *testing.T, home string, env map[string]string, inCluster func() (*rest.Config, error)) ConfigLoader {
+	t.Helper()
+	t.Setenv("KUBECONFIG", "")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 	if inCluster == nil {
 		inCluster = func() (*rest.Config, error) { return nil, rest.ErrNotInCluster }
 	}
 	return ConfigLoader{
-		Getenv:    func(k string) string { return env[k] },
 		HomeDir:   func() (string, error) { return home, nil },
 		InCluster: inCluster,
 	}
@@ -78,6 +83,9 @@ func TestLoadFindsTheCluster(t *testing.T) {
 		{name: "a context from the second file of $KUBECONFIG can be chosen", context: "second",
 			env:      map[string]string{"KUBECONFIG": first + string(os.PathListSeparator) + second},
 			wantHost: "https://second.example:6443"},
+		{name: "a file named twice in $KUBECONFIG is read once, and an empty entry is no file",
+			env:      map[string]string{"KUBECONFIG": first + string(os.PathListSeparator) + string(os.PathListSeparator) + first},
+			wantHost: "https://first.example:6443", wantFrom: "$KUBECONFIG " + first + ", context first"},
 		{name: "missing files in $KUBECONFIG are skipped, as kubectl does",
 			env:      map[string]string{"KUBECONFIG": missing + string(os.PathListSeparator) + second},
 			wantHost: "https://second.example:6443"},
@@ -88,7 +96,7 @@ func TestLoadFindsTheCluster(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := loader(home, tt.env, tt.inCluster).Load(tt.path, tt.context)
+			got, err := loader(t, home, tt.env, tt.inCluster).Load(tt.path, tt.context)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +115,7 @@ func TestLoadFindsTheCluster(t *testing.T) {
 
 func TestLoadFallsBackToTheServiceAccountOnlyWhenNoKubeconfigExists(t *testing.T) {
 	home := t.TempDir()
-	l := loader(home, nil, func() (*rest.Config, error) { return &rest.Config{Host: "https://10.96.0.1:443"}, nil })
+	l := loader(t, home, nil, func() (*rest.Config, error) { return &rest.Config{Host: "https://10.96.0.1:443"}, nil })
 	got, err := l.Load("", "")
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +183,7 @@ contexts:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := loader(home, tt.env, nil).Load(tt.path, tt.context)
+			got, err := loader(t, home, tt.env, nil).Load(tt.path, tt.context)
 			if err == nil {
 				t.Fatalf("loaded %s, want an error", got.Rest.Host)
 			}

@@ -6,10 +6,16 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"sync"
 
+	"github.com/go-logr/logr"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
 )
 
 // WatchEndpointSlices follows the Service's EndpointSlices from the state in
@@ -65,46 +71,16 @@ func (c *Client) watchSlices(ctx context.Context, namespace, selector string, fr
 
 	rv, ok := from.ResourceVersion, satisfied()
 	for !ok {
-		if err := ctx.Err(); err != nil {
+		expired, err := c.followSlices(ctx, namespace, selector, rv, current, satisfied)
+		if err != nil || !expired {
 			return err
 		}
-		var w watch.Interface
-		// The stream must live as long as the wait (ctx), not one attempt:
-		// the attempt's context ends when the request returns its headers.
-		err := c.withRetries(ctx, func(context.Context) error {
-			var err error
-			w, err = c.watcher.Get().MaxRetries(0).Namespace(namespace).Resource("endpointslices").
-				Param("labelSelector", selector).
-				Param("resourceVersion", rv).
-				Param("allowWatchBookmarks", "true").
-				Param("watch", "true").
-				Watch(ctx)
-			return err
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return err
-		}
-		var end watchEnd
-		rv, end, err = follow(w, current, rv, satisfied)
-		w.Stop()
+		list, err := relist(ctx)
 		if err != nil {
 			return err
 		}
-		switch end {
-		case watchSatisfied:
-			ok = true
-		case watchExpired:
-			list, err := relist(ctx)
-			if err != nil {
-				return err
-			}
-			reset(list)
-			rv, ok = list.ResourceVersion, satisfied()
-		case watchClosed:
-		}
+		reset(list)
+		rv, ok = list.ResourceVersion, satisfied()
 	}
 	return nil
 }
@@ -112,53 +88,159 @@ func (c *Client) watchSlices(ctx context.Context, namespace, selector string, fr
 // sliceKey identifies a slice in a watch that may span namespaces.
 func sliceKey(s *discoveryv1.EndpointSlice) string { return s.Namespace + "/" + s.Name }
 
-// watchEnd is why follow returned.
-type watchEnd int
+// errWatchExpired ends a watch whose resourceVersion is too old to resume.
+var errWatchExpired = errors.New("the watch's resourceVersion is too old")
 
-const (
-	// watchClosed: the API server ended the watch; the next one resumes it.
-	watchClosed watchEnd = iota
-	// watchSatisfied: the slices are what the caller waits for.
-	watchSatisfied
-	// watchExpired: the version the watch started from is too old.
-	watchExpired
-)
-
-// follow applies the events of one watch to current until satisfied holds or
-// the watch ends, and returns the last resourceVersion seen and why it stopped.
-func follow(w watch.Interface, current map[string]discoveryv1.EndpointSlice, rv string, satisfied func() bool) (string, watchEnd, error) {
-	for ev := range w.ResultChan() {
+// followSlices applies the events of the slices from rv on to current until
+// satisfied holds (false, nil) or rv is too old to go on from (true, nil).
+// client-go's RetryWatcher resumes the watch from the last version seen
+// whenever the API server ends it; sliceSource keeps each WATCH request
+// bounded and retried like every other request, and stops the wait at an
+// error that no retry cures, which RetryWatcher alone would retry until
+// the caller's deadline.
+func (c *Client) followSlices(ctx context.Context, namespace, selector, rv string,
+	current map[string]discoveryv1.EndpointSlice, satisfied func() bool,
+) (expired bool, err error) {
+	// client-go's watch tools log through klog, to the plugin's stderr: the
+	// error this returns says what went wrong, once.
+	watchCtx, cancel := context.WithCancel(klog.NewContext(ctx, logr.Discard()))
+	defer cancel()
+	source := &sliceSource{client: c, namespace: namespace, selector: selector, stop: cancel}
+	w, err := watchtools.NewRetryWatcherWithContext(watchCtx, rv, source)
+	if err != nil {
+		return false, err
+	}
+	_, err = watchtools.UntilWithoutRetry(watchCtx, w, func(ev watch.Event) (bool, error) {
 		switch ev.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
 			slice, ok := ev.Object.(*discoveryv1.EndpointSlice)
 			if !ok {
-				return rv, watchClosed, fmt.Errorf("unexpected %T in a watch of EndpointSlices", ev.Object)
+				return false, fmt.Errorf("unexpected %T in a watch of EndpointSlices", ev.Object)
 			}
 			if ev.Type == watch.Deleted {
 				delete(current, sliceKey(slice))
 			} else {
 				current[sliceKey(slice)] = *slice
 			}
-			rv = slice.ResourceVersion
-		case watch.Bookmark:
-			if slice, ok := ev.Object.(*discoveryv1.EndpointSlice); ok {
-				rv = slice.ResourceVersion
-			}
-			continue
+			return satisfied(), nil
 		case watch.Error:
-			err := apierrors.FromObject(ev.Object)
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				return rv, watchExpired, nil
+			// RetryWatcher hands on only what it cannot resume from: a
+			// version too old, or an error of its own.
+			if err := apierrors.FromObject(ev.Object); !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+				return false, err
 			}
-			var status *apierrors.StatusError
-			if errors.As(err, &status) && status.ErrStatus.Code >= 500 {
-				return rv, watchClosed, nil // the next watch starts where this one stopped
-			}
-			return rv, watchClosed, err
+			return false, errWatchExpired
 		}
-		if satisfied() {
-			return rv, watchSatisfied, nil
-		}
+		return false, nil
+	})
+	w.Stop()
+	<-w.Done()
+	if failed := source.failure(); failed != nil {
+		return false, failed
 	}
-	return rv, watchClosed, nil
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, errWatchExpired):
+		return true, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	}
+	return false, err
 }
+
+// sliceSource makes the WATCH requests of a RetryWatcher: each one bounded
+// and retried by withRetries, and the wait stopped (stop) with the error of a
+// request that gave up or of an event that no retry cures.
+type sliceSource struct {
+	client              *Client
+	namespace, selector string
+	stop                context.CancelFunc
+
+	mu     sync.Mutex
+	failed error
+}
+
+func (s *sliceSource) fail(err error) {
+	s.mu.Lock()
+	if s.failed == nil {
+		s.failed = err
+	}
+	s.mu.Unlock()
+	s.stop()
+}
+
+func (s *sliceSource) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+func (s *sliceSource) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	var w watch.Interface
+	// The stream must live as long as the wait (ctx), not one attempt: the
+	// attempt's context ends when the request returns its headers.
+	err := s.client.withRetries(ctx, func(context.Context) error {
+		var err error
+		w, err = s.client.watcher.Get().MaxRetries(0).Namespace(s.namespace).Resource("endpointslices").
+			Param("labelSelector", s.selector).
+			Param("resourceVersion", opts.ResourceVersion).
+			Param("allowWatchBookmarks", strconv.FormatBool(opts.AllowWatchBookmarks)).
+			Param("watch", "true").
+			Watch(ctx)
+		return err
+	})
+	var status apierrors.APIStatus
+	switch {
+	case err == nil:
+		return s.failFast(ctx, w), nil
+	case (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) && errors.As(err, &status):
+		// Handed on as the event an API server sends in a watch, which
+		// RetryWatcher passes on, so that the slices are listed again
+		// (RetryWatcher alone would ask for the same version forever).
+		expired := status.Status()
+		events := make(chan watch.Event, 1)
+		events <- watch.Event{Type: watch.Error, Object: &expired}
+		close(events)
+		return watch.NewProxyWatcher(events), nil
+	case ctx.Err() == nil:
+		s.fail(err)
+	}
+	return nil, err
+}
+
+// failFast passes the events of w on, but fails the wait at the first error
+// event that a new watch would not cure: the API server resumes after a 5xx
+// and is listed again after a 410; anything else is given to the caller.
+func (s *sliceSource) failFast(ctx context.Context, w watch.Interface) watch.Interface {
+	events := make(chan watch.Event)
+	go func() {
+		defer close(events)
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				err := apierrors.FromObject(ev.Object)
+				var status *apierrors.StatusError
+				resumable := errors.As(err, &status) && status.ErrStatus.Code >= 500
+				if !resumable && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+					s.fail(err)
+					return
+				}
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return &forwardedWatch{Interface: w, events: events}
+}
+
+// forwardedWatch is a watch whose events pass through a goroutine first; Stop
+// stops the watch underneath, which ends the goroutine.
+type forwardedWatch struct {
+	watch.Interface
+	events chan watch.Event
+}
+
+func (f *forwardedWatch) ResultChan() <-chan watch.Event { return f.events }

@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func readySlice(name, rv string) discoveryv1.EndpointSlice {
@@ -106,5 +109,117 @@ func TestWatchEndpointSlicesStopsWhenTheWaitEnds(t *testing.T) {
 		func(s []discoveryv1.EndpointSlice) bool { got = s; return len(s) == 2 })
 	if err == nil || names(got) != "a" {
 		t.Fatalf("got %s, %v; want the last state seen and the context's error", names(got), err)
+	}
+}
+
+func TestWatchEndpointSlicesResumesFromTheLastVersionSeenWhenTheServerEndsTheWatch(t *testing.T) {
+	var watches atomic.Int32
+	c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
+		if r.URL.Query().Get("watch") != "true" {
+			t.Errorf("a LIST, want only watches")
+			return
+		}
+		from := r.URL.Query().Get("resourceVersion")
+		switch watches.Add(1) {
+		case 1:
+			if from != "10" {
+				t.Errorf("first watch from %q, want 10", from)
+			}
+			watchEvents(w, event("ADDED", readySlice("a", "11")))
+		default:
+			if from != "11" {
+				t.Errorf("resumed watch from %q, want the last version seen, 11", from)
+			}
+			watchEvents(w, event("ADDED", readySlice("b", "12")))
+		}
+	})
+	var got []discoveryv1.EndpointSlice
+	err := c.WatchEndpointSlices(context.Background(), "shop", "web", SliceList{ResourceVersion: "10"},
+		func(s []discoveryv1.EndpointSlice) bool { got = s; return len(s) == 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names(got) != "a,b" || watches.Load() != 2 {
+		t.Errorf("slices %s after %d watches, want a,b after 2", names(got), watches.Load())
+	}
+}
+
+func TestAWatchThatCannotStartFailsTheWaitWithinItsBounds(t *testing.T) {
+	tests := []struct {
+		name     string
+		status   *apierrors.StatusError
+		requests int32
+		want     string
+	}{
+		{"forbidden is given at once", apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", errors.New("no watch")),
+			1, "watch endpointslices of service shop/web: endpointslices.discovery.k8s.io is forbidden"},
+		{"a server error is retried, then given", apierrors.NewServiceUnavailable("etcd is down"),
+			3, "watch endpointslices of service shop/web: gave up after 3 attempts: etcd is down"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, calls := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, _ int32) { writeStatus(w, tt.status) })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := c.WatchEndpointSlices(ctx, "shop", "web", SliceList{ResourceVersion: "10"},
+				func([]discoveryv1.EndpointSlice) bool { return false })
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want it to start with %q", err, tt.want)
+			}
+			if ctx.Err() != nil {
+				t.Error("the wait ran out its deadline instead of failing")
+			}
+			if calls.Load() != tt.requests {
+				t.Errorf("%d requests, want %d", calls.Load(), tt.requests)
+			}
+		})
+	}
+}
+
+func TestAnErrorEventThatANewWatchWouldNotCureFailsTheWait(t *testing.T) {
+	var watches atomic.Int32
+	c, _ := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, _ int32) {
+		watches.Add(1)
+		bad := apierrors.NewBadRequest("unsupported selector").Status()
+		bad.APIVersion, bad.Kind = "v1", "Status"
+		watchEvents(w, event("ERROR", bad))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.WatchEndpointSlices(ctx, "shop", "web", SliceList{ResourceVersion: "10"},
+		func([]discoveryv1.EndpointSlice) bool { return false })
+	if !apierrors.IsBadRequest(err) || ctx.Err() != nil {
+		t.Fatalf("error = %v (deadline: %v), want the bad request at once", err, ctx.Err())
+	}
+	if watches.Load() != 1 {
+		t.Errorf("%d watches, want 1", watches.Load())
+	}
+}
+
+func TestAWatchRefusedForATooOldVersionListsAgain(t *testing.T) {
+	var watches, lists atomic.Int32
+	c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
+		if r.URL.Query().Get("watch") != "true" {
+			lists.Add(1)
+			writeJSON(w, 200, discoveryv1.EndpointSliceList{
+				TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
+				ListMeta: metav1.ListMeta{ResourceVersion: "20"},
+				Items:    []discoveryv1.EndpointSlice{readySlice("a", "20")},
+			})
+			return
+		}
+		watches.Add(1)
+		writeStatus(w, apierrors.NewResourceExpired("too old resource version: 10 (15)"))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []discoveryv1.EndpointSlice
+	err := c.WatchEndpointSlices(ctx, "shop", "web", SliceList{ResourceVersion: "10"},
+		func(s []discoveryv1.EndpointSlice) bool { got = s; return len(s) == 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names(got) != "a" || watches.Load() != 1 || lists.Load() != 1 {
+		t.Errorf("slices %s after %d watches and %d lists, want a after 1 watch and 1 list", names(got), watches.Load(), lists.Load())
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -15,7 +17,9 @@ import (
 // its own, so that a Ctrl-C meant for the test run reaches the harness, which
 // stops the daemons in order, and so that stopping it stops anything it
 // started; and it gets SIGKILL when the harness dies (parent-death signal), so
-// that no run leaves daemons behind, even one killed outright.
+// that no run leaves daemons behind, even one killed outright. The signal
+// follows the thread that forked the daemon, not the process, so every
+// daemon is forked by the one thread of startThread.
 type process struct {
 	name    string
 	logPath string
@@ -38,7 +42,7 @@ func (p *process) start(bin string) error {
 	cmd := exec.Command(filepath.Join(bin, p.name), p.args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := startOnLockedThread(cmd); err != nil {
 		_ = log.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
@@ -50,6 +54,38 @@ func (p *process) start(bin string) error {
 		close(p.done)
 	}()
 	return nil
+}
+
+// starts are the daemons to fork on startThread.
+var (
+	starts           = make(chan startRequest)
+	startThreadReady sync.Once
+)
+
+type startRequest struct {
+	cmd  *exec.Cmd
+	done chan<- error
+}
+
+// startOnLockedThread starts cmd from startThread. Linux sends a daemon its
+// parent-death signal when the thread that forked it ends, and the Go runtime
+// ends a thread when a goroutine locked to it returns, which any goroutine
+// (or a library) may do: a daemon forked from an ordinary goroutine could be
+// killed while the harness runs on (golang/go#27505).
+func startOnLockedThread(cmd *exec.Cmd) error {
+	startThreadReady.Do(func() { go startThread() })
+	done := make(chan error, 1)
+	starts <- startRequest{cmd: cmd, done: done}
+	return <-done
+}
+
+// startThread forks every daemon from one thread that lives as long as the
+// process: its goroutine holds the thread and never returns.
+func startThread() {
+	runtime.LockOSThread()
+	for req := range starts {
+		req.done <- req.cmd.Start()
+	}
 }
 
 // exited reports whether the process has ended, and how.

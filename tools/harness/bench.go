@@ -216,7 +216,7 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, profileTop)
+	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv())
 	out := b.opts.out
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(b.root, out)

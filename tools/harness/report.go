@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -88,9 +89,16 @@ func runGoBenchmarks(ctx context.Context, root string) ([]goBenchmark, error) {
 	if err != nil {
 		return nil, fmt.Errorf("go test -bench: %w\n%s", err, out)
 	}
+	return parseGoBenchmarks(string(out)), nil
+}
+
+// parseGoBenchmarks gives the median of each benchmark of the output of go
+// test -bench -benchmem, in the order they first appear, without the -N
+// suffix of GOMAXPROCS.
+func parseGoBenchmarks(out string) []goBenchmark {
 	samples := map[string][3][]float64{}
 	var order []string
-	for line := range strings.SplitSeq(string(out), "\n") {
+	for line := range strings.SplitSeq(out, "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 3 || !strings.HasPrefix(fields[0], "Benchmark") {
 			continue
@@ -124,24 +132,38 @@ func runGoBenchmarks(ctx context.Context, root string) ([]goBenchmark, error) {
 		s := samples[name]
 		result = append(result, goBenchmark{name: name, nsPerOp: median(s[0]), bytes: median(s[1]), allocs: median(s[2])})
 	}
-	return result, nil
+	return result
 }
 
-func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenchmark, profileTop string) string {
+// reportEnv is what the report says of the machine and the run that the
+// measurements do not: apart, so that a test can give a fixed one.
+type reportEnv struct {
+	date                        time.Time
+	machine                     string
+	goVersion, terraformVersion string
+	loadEnd                     string
+}
+
+func currentReportEnv() reportEnv {
+	env := reportEnv{date: time.Now(), machine: machine(), terraformVersion: "unknown", loadEnd: loadAverage()}
+	if out, err := exec.Command("terraform", "version").Output(); err == nil {
+		env.terraformVersion = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	goVersion, _ := exec.Command("go", "env", "GOVERSION").Output()
+	env.goVersion = strings.TrimSpace(string(goVersion))
+	return env
+}
+
+func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenchmark, profileTop string, env reportEnv) string {
 	var r strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
 	runs := b.opts.runs
-	terraformVersion := "unknown"
-	if out, err := exec.Command("terraform", "version").Output(); err == nil {
-		terraformVersion = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-	}
-	goVersion, _ := exec.Command("go", "env", "GOVERSION").Output()
 	p("# make bench results")
 	p("")
-	p("Written by `make bench` (tools/harness bench) on %s; see [README.md](README.md) for what each number means and how to run it.", time.Now().UTC().Format("2006-01-02"))
+	p("Written by `make bench` (tools/harness bench) on %s; see [README.md](README.md) for what each number means and how to run it.", env.date.UTC().Format("2006-01-02"))
 	p("")
 	p("Machine: %s, Linux; %s, %s; Kubernetes %s (local control plane). Load average (1, 5, 15 min) %s at the start, %s at the end. %d timed rounds of every command, interleaved, after one untimed round.",
-		machine(), strings.TrimSpace(string(goVersion)), terraformVersion, b.cluster.Version, b.loadStart, loadAverage(), runs)
+		env.machine, env.goVersion, env.terraformVersion, b.cluster.Version, b.loadStart, env.loadEnd, runs)
 	p("")
 
 	plan100 := b.find("`terraform plan`, 100 `k8s_ready_endpoints`")
@@ -247,7 +269,11 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 	for k := range requests.byKind {
 		kinds = append(kinds, k)
 	}
-	slices.SortFunc(kinds, func(a, b string) int { return requests.byKind[b] - requests.byKind[a] })
+	// Most requests first; kinds of as many requests by name, so that two
+	// runs with the same counts give the same table.
+	slices.SortFunc(kinds, func(a, b string) int {
+		return cmp.Or(requests.byKind[b]-requests.byKind[a], strings.Compare(a, b))
+	})
 	for _, k := range kinds {
 		f := strings.Split(k, "\t")
 		p("| %s | %s | %s | %d | %.2f |", f[0], f[1], f[2], requests.byKind[k], float64(requests.byKind[k])/float64(reads))
