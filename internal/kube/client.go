@@ -1,5 +1,6 @@
-// Package kube reads Services and EndpointSlices from the Kubernetes API. It
-// is the only package that uses client-go, and it knows nothing of Terraform.
+// Package kube reads Services, EndpointSlices and Nodes from the Kubernetes
+// API, and keeps them in an informer cache for the sync companion. It is the
+// only package that uses client-go, and it knows nothing of Terraform.
 package kube
 
 import (
@@ -77,8 +78,8 @@ const maxRelists = 3
 // maxPages stops a LIST from an API server that never ends it.
 const maxPages = 10000
 
-// Client reads Services and EndpointSlices. It is safe for concurrent use;
-// one is shared by all reads of a provider instance.
+// Client reads Services, EndpointSlices and Nodes. It is safe for
+// concurrent use; one is shared by all reads of a provider instance.
 type Client struct {
 	core      *rest.RESTClient
 	discovery *rest.RESTClient
