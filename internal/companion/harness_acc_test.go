@@ -441,3 +441,16 @@ func (c *companion) firstTime(msg string) time.Time {
 	}
 	return time.Time{}
 }
+
+// field is the value of key in the first line with message msg.
+func (c *companion) field(msg, key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.logs {
+		if e["msg"] == msg {
+			s, _ := e[key].(string)
+			return s
+		}
+	}
+	return ""
+}

@@ -2,7 +2,10 @@ package companion
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -499,5 +502,65 @@ func TestAccCheckBlockExampleWarnsWhenThePoolIsStale(t *testing.T) {
 	out := w.terraform(t, append([]string{"plan", "-refresh-only", "-input=false", "-no-color"}, vars...)...)
 	if !strings.Contains(out, warning) || !strings.Contains(out, "pool_is_current") {
 		t.Errorf("a stale pool did not warn:\n%s", out)
+	}
+}
+
+func TestAccSyncWaitsForAStateLockAndServesMetrics(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	slow := `
+resource "terraform_data" "slow" {
+  provisioner "local-exec" {
+    command = "sleep 8"
+  }
+}
+`
+	w := newWorkdir(t, poolConfig(ns, slow))
+	c := startSync(t, w, "-listen", "127.0.0.1:0", "-allow", "terraform_data.pool")
+	// Someone else's apply holds the state lock for 8 s.
+	holder := exec.Command(acc.terraform, "apply", "-auto-approve", "-input=false", "-no-color", "-replace=terraform_data.slow")
+	holder.Dir = w.dir
+	holder.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+acc.cliConfig)
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	c.waitFor(t, 30*time.Second, "run started")
+	if err := holder.Wait(); err != nil {
+		t.Fatalf("the lock holder's apply: %v", err)
+	}
+	c.waitFor(t, 90*time.Second, "run ended", map[string]string{"result": "applied"})
+	if n := c.count("run failed: retrying with backoff", nil); n != 0 {
+		t.Errorf("%d failed runs while the lock was held, want none: the lock is waited for", n)
+	}
+	wantMembers(t, w, members(1, 2, 3))
+
+	address := c.field("serving /healthz and /metrics", "address")
+	for path, want := range map[string]string{
+		"/healthz": "ok",
+		"/metrics": `k8s_sync_runs_total{result="applied"} 1`,
+	} {
+		resp, err := http.Get("http://" + address + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %s, want 200 with %q:\n%s", path, resp.Status, want, body)
+		}
+	}
+	for _, want := range []string{"k8s_sync_pools_watched 1", "k8s_sync_drift_detected_total 1", "k8s_sync_settle_delay_seconds_count 1"} {
+		resp, err := http.Get("http://" + address + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }
