@@ -9,6 +9,7 @@
 //	harness cli NAME                                        print the path of an acceptance-test CLI (building it if needed)
 //	harness demo -kubeconfig FILE [-namespace demo]         the demo's Service and pods in every state
 //	harness bench [flags]                                   measure; writes bench/results.md (see bench/README.md)
+//	harness bench-sync [flags]                              the sync companion's part alone (bench -only sync)
 //	harness pin VERSION                                     rewrite tools/cluster for another Kubernetes version
 //	harness build-control-plane [-version v1.X.Y]           build (or find) the control plane binaries
 package main
@@ -63,6 +64,8 @@ func run(command string, args []string) error {
 		err = demo(ctx, args)
 	case "bench":
 		err = bench(ctx, args)
+	case "bench-sync":
+		err = bench(ctx, append([]string{"-only", "sync"}, args...))
 	case "pin":
 		err = pin(ctx, args)
 	case "build-control-plane":
@@ -74,7 +77,7 @@ func run(command string, args []string) error {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage: harness up|down|cli|demo|bench|pin|build-control-plane [flags]  (see tools/harness/main.go)`)
+	fmt.Fprintln(os.Stderr, `usage: harness up|down|cli|demo|bench|bench-sync|pin|build-control-plane [flags]  (see tools/harness/main.go)`)
 	os.Exit(2)
 }
 
