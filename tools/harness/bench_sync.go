@@ -73,10 +73,12 @@ type syncResults struct {
 	// its start to its "watching" line, its CPU then (own, and of the
 	// commands it ran and waited for: terraform state pull), its CPU over
 	// idle seconds after that, and its peak RSS (VmHWM) at the end, MiB.
-	syncWall, syncCPU, syncChildCPU float64
-	idle, idleCPU                   float64
-	peakRSS                         float64
-	idleRuns                        int
+	watching, syncWall, syncCPU, syncChildCPU float64
+	idle, idleCPU                             float64
+	// idleSlices is the CPU of each sixth of the idle window, s.
+	idleSlices []float64
+	peakRSS    float64
+	idleRuns   int
 
 	checks []*checkVsPlan
 }
@@ -303,26 +305,34 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 	if err != nil {
 		return err
 	}
-	r.syncWall = watching.time.Sub(started).Seconds()
+	r.watching = watching.time.Sub(started).Seconds()
 	// After its "watching" line the companion compares every pool with
-	// state once: part of the initial sync.
-	time.Sleep(5 * time.Second)
-	before, err := readProcStat(c.pid())
+	// state once: part of the initial sync, which ends when its CPU stops
+	// growing (at most 1 tick, 10 ms, in 2 s).
+	before, settled, err := settleCPU(ctx, c.pid(), 2*time.Second, 1, 3*time.Minute)
 	if err != nil {
 		return err
 	}
+	r.syncWall = settled.Sub(started).Seconds()
 	r.syncCPU, r.syncChildCPU = before.self(), before.children()
-	fmt.Fprintf(logw, "  watching after %.1f s; CPU %.2f s, its commands %.2f s; now idle for %s\n", r.syncWall, r.syncCPU, r.syncChildCPU, o.idle)
+	fmt.Fprintf(logw, "  watching after %.1f s, CPU quiet after %.1f s; CPU %.2f s, its commands %.2f s; now idle for %s\n", r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, o.idle)
 	idleStart := time.Now()
-	select {
-	case <-time.After(o.idle):
-	case <-ctx.Done():
-		return ctx.Err()
+	const parts = 6
+	last := before
+	for range parts {
+		select {
+		case <-time.After(o.idle / parts):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		now, err := readProcStat(c.pid())
+		if err != nil {
+			return err
+		}
+		r.idleSlices = append(r.idleSlices, now.self()+now.children()-last.self()-last.children())
+		last = now
 	}
-	after, err := readProcStat(c.pid())
-	if err != nil {
-		return err
-	}
+	after := last
 	r.idle = time.Since(idleStart).Seconds()
 	r.idleCPU = after.self() + after.children() - before.self() - before.children()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid()))
@@ -337,6 +347,35 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 	r.idleRuns = c.count("run started") + c.count("pool differs from state")
 	fmt.Fprintf(logw, "  idle CPU %.3f s over %.1f s (%.2f %% of a core), peak RSS %.1f MiB\n", r.idleCPU, r.idle, r.idleCPU/r.idle*100, r.peakRSS)
 	return nil
+}
+
+// settleCPU waits until the process's CPU (own and its waited-for
+// children's) grows by at most ticks clock ticks over window, and gives it
+// then, with the time.
+func settleCPU(ctx context.Context, pid int, window time.Duration, ticks int64, timeout time.Duration) (procStat, time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	prev, err := readProcStat(pid)
+	if err != nil {
+		return procStat{}, time.Time{}, err
+	}
+	for {
+		select {
+		case <-time.After(window):
+		case <-ctx.Done():
+			return procStat{}, time.Time{}, ctx.Err()
+		}
+		now, err := readProcStat(pid)
+		if err != nil {
+			return procStat{}, time.Time{}, err
+		}
+		if now.total()-prev.total() <= ticks {
+			return now, time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return procStat{}, time.Time{}, fmt.Errorf("the companion's CPU did not settle within %s", timeout)
+		}
+		prev = now
+	}
 }
 
 func (s *syncBench) wantOutput(ctx context.Context, dir, name string, want int) error {
@@ -602,6 +641,7 @@ const clockTicks = 100
 
 func (p procStat) self() float64     { return float64(p.utime+p.stime) / clockTicks }
 func (p procStat) children() float64 { return float64(p.cutime+p.cstime) / clockTicks }
+func (p procStat) total() int64      { return p.utime + p.stime + p.cutime + p.cstime }
 
 func readProcStat(pid int) (procStat, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -679,6 +719,7 @@ func syncTargetRows(r *syncResults) []string {
 		row("| companion idle CPU watching %d Services x %d endpoints (over %.0f s, no change) | %.2f %% of a core | < 1 %% | %s |",
 			syncFleetServices, syncFleetEndpoints, r.idle, pct, idleVerdict)
 		row("| companion peak RSS (VmHWM), same | %.1f MiB | ≤ 150 MiB | %s |", r.peakRSS, verdict(r.peakRSS, 150, " MiB"))
+		row("| companion initial sync of those Services (start → CPU quiet): wall; CPU (own + `terraform state pull`) | %.1f s; %.2f s + %.2f s | — | |", r.syncWall, r.syncCPU, r.syncChildCPU)
 	}
 	for _, c := range r.checks {
 		if len(c.planWall) == 0 {
@@ -713,8 +754,12 @@ func syncSection(r *syncResults) string {
 		p("")
 	}
 	if r.idle > 0 {
-		p("Watching %d Services x %d endpoints (one `k8s_services` in state): `watching` %.1f s after its start, having used %.2f s of CPU (and %.2f s in the commands it ran: `terraform state pull`); then %.3f s of CPU over %.1f s idle; peak RSS %.1f MiB. Runs or pool differences while idle: %d.",
-			syncFleetServices, syncFleetEndpoints, r.syncWall, r.syncCPU, r.syncChildCPU, r.idleCPU, r.idle, r.peakRSS, r.idleRuns)
+		var each []string
+		for _, v := range r.idleSlices {
+			each = append(each, fmt.Sprintf("%.2f", v))
+		}
+		p("Watching %d Services x %d endpoints (one `k8s_services` in state): its line `watching` %.1f s after its start; the initial sync (state read, informers listed, every pool compared with state) ended, by its CPU going quiet (≤ 10 ms in 2 s), %.1f s after its start, having used %.2f s of CPU (and %.2f s in the commands it ran and waited for: `terraform state pull`). Then %.3f s of CPU over %.1f s idle (by sixths: %s s); peak RSS %.1f MiB. Runs or pool differences while idle: %d.",
+			syncFleetServices, syncFleetEndpoints, r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, r.idleCPU, r.idle, strings.Join(each, ", "), r.peakRSS, r.idleRuns)
 		p("")
 	}
 	if len(r.checks) > 0 {

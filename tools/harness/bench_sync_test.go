@@ -96,10 +96,11 @@ func TestChangeLatencyFromTheLogLine(t *testing.T) {
 
 func TestSyncRowsGiveVerdicts(t *testing.T) {
 	r := &syncResults{
-		quiet:     200 * time.Millisecond,
-		latency:   []float64{0.1, 0.2, 0.3, 1.4},
-		detection: []float64{0.1, 0.2, 0.3, 1.4},
-		idle:      60, idleCPU: 0.9, peakRSS: 160,
+		quiet:      200 * time.Millisecond,
+		latency:    []float64{0.1, 0.2, 0.3, 1.4},
+		detection:  []float64{0.1, 0.2, 0.3, 1.4},
+		idleSlices: []float64{0.1, 0.2},
+		idle:       60, idleCPU: 0.9, peakRSS: 160, syncWall: 12.5, syncCPU: 9, syncChildCPU: 1,
 		checks: []*checkVsPlan{{title: "500 `k8s_ready_endpoints`", checkWall: []float64{1, 1, 1}, checkCPU: []float64{1, 1, 1}, planWall: []float64{10, 10, 10}, planCPU: []float64{4, 4, 4}}},
 	}
 	rows := syncTargetRows(r)
@@ -108,6 +109,7 @@ func TestSyncRowsGiveVerdicts(t *testing.T) {
 		"| 1.400 s | ≤ 1 s | **miss** by 0.40 s (40 % over) |",
 		"| 1.50 % of a core | < 1 % | **miss** by 0.50 % of a core |",
 		"| 160.0 MiB | ≤ 150 MiB | **miss** by 10.00 MiB (7 % over) |",
+		"| 12.5 s; 9.00 s + 1.00 s | — | |",
 		"| 0.100× | ≤ 0.2× | **pass** (50 % under) |",
 		"| 0.250× | — | |",
 	}
@@ -126,7 +128,7 @@ func TestSyncRowsGiveVerdicts(t *testing.T) {
 	if syncSection(nil) != "" {
 		t.Error("no results gave a section")
 	}
-	if s := syncSection(r); !strings.Contains(s, "## Companion") || !strings.Contains(s, "| 500 `k8s_ready_endpoints` | 1.000") {
+	if s := syncSection(r); !strings.Contains(s, "## Companion") || !strings.Contains(s, "by sixths: 0.10, 0.20 s") || !strings.Contains(s, "| 500 `k8s_ready_endpoints` | 1.000") {
 		t.Errorf("section:\n%s", s)
 	}
 }
