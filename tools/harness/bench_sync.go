@@ -75,10 +75,13 @@ type syncResults struct {
 	// idle seconds after that, and its peak RSS (VmHWM) at the end, MiB.
 	watching, syncWall, syncCPU, syncChildCPU float64
 	idle, idleCPU                             float64
-	// idleSlices is the CPU of each sixth of the idle window, s.
-	idleSlices []float64
-	peakRSS    float64
-	idleRuns   int
+	// idleSlices is the CPU of each sixth of the idle window, s; idleGC
+	// the garbage collections during it (GODEBUG=gctrace=1), idleForcedGC
+	// those the runtime forces every 2 minutes.
+	idleSlices           []float64
+	idleGC, idleForcedGC int
+	peakRSS              float64
+	idleRuns             int
 
 	checks []*checkVsPlan
 }
@@ -296,7 +299,9 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 		return err
 	}
 	started := time.Now()
-	c, err := s.startCompanion(ctx, dir, "-command", "true")
+	// gctrace: one line per garbage collection on its standard error, to
+	// say what the idle CPU is.
+	c, err := s.startCompanionEnv(ctx, dir, []string{"GODEBUG=gctrace=1"}, "-command", "true")
 	if err != nil {
 		return err
 	}
@@ -316,7 +321,7 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 	r.syncWall = settled.Sub(started).Seconds()
 	r.syncCPU, r.syncChildCPU = before.self(), before.children()
 	fmt.Fprintf(logw, "  watching after %.1f s, CPU quiet after %.1f s; CPU %.2f s, its commands %.2f s; now idle for %s\n", r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, o.idle)
-	idleStart := time.Now()
+	idleStart, gcBefore, forcedBefore := time.Now(), c.countPrefix("gc "), c.countForcedGC()
 	const parts = 6
 	last := before
 	for range parts {
@@ -334,6 +339,7 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 	}
 	after := last
 	r.idle = time.Since(idleStart).Seconds()
+	r.idleGC, r.idleForcedGC = c.countPrefix("gc ")-gcBefore, c.countForcedGC()-forcedBefore
 	r.idleCPU = after.self() + after.children() - before.self() - before.children()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid()))
 	if err != nil {
@@ -540,10 +546,16 @@ func parseLogLine(line string) (logEntry, bool) {
 }
 
 func (s *syncBench) startCompanion(ctx context.Context, dir string, args ...string) (*companionProc, error) {
+	return s.startCompanionEnv(ctx, dir, nil, args...)
+}
+
+// startCompanionEnv starts `sync` on dir with extra variables in its
+// environment.
+func (s *syncBench) startCompanionEnv(ctx context.Context, dir string, extraEnv []string, args ...string) (*companionProc, error) {
 	base := []string{"sync", "-chdir", dir, "-terraform", s.terraform, "-kubeconfig", s.b.cluster.Kubeconfig(),
 		"-log-format", "json", "-listen", "127.0.0.1:0", "-settle-quiet", "200ms", "-settle-max", "2s"}
 	cmd := exec.CommandContext(ctx, s.b.provider, append(base, args...)...)
-	cmd.Env = s.env
+	cmd.Env = append(slices.Clone(s.env), extraEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = time.Minute
@@ -582,6 +594,32 @@ func (c *companionProc) count(msg string) int {
 	n := 0
 	for _, e := range c.logs {
 		if e.msg == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// countPrefix is how many lines of its standard error start with prefix.
+func (c *companionProc) countPrefix(prefix string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, line := range c.raw {
+		if strings.HasPrefix(line, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// countForcedGC is how many gctrace lines are of a forced collection.
+func (c *companionProc) countForcedGC() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, line := range c.raw {
+		if strings.HasPrefix(line, "gc ") && strings.HasSuffix(line, "(forced)") {
 			n++
 		}
 	}
@@ -758,8 +796,8 @@ func syncSection(r *syncResults) string {
 		for _, v := range r.idleSlices {
 			each = append(each, fmt.Sprintf("%.2f", v))
 		}
-		p("Watching %d Services x %d endpoints (one `k8s_services` in state): its line `watching` %.1f s after its start; the initial sync (state read, informers listed, every pool compared with state) ended, by its CPU going quiet (≤ 10 ms in 2 s), %.1f s after its start, having used %.2f s of CPU (and %.2f s in the commands it ran and waited for: `terraform state pull`). Then %.3f s of CPU over %.1f s idle (by sixths: %s s); peak RSS %.1f MiB. Runs or pool differences while idle: %d.",
-			syncFleetServices, syncFleetEndpoints, r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, r.idleCPU, r.idle, strings.Join(each, ", "), r.peakRSS, r.idleRuns)
+		p("Watching %d Services x %d endpoints (one `k8s_services` in state): its line `watching` %.1f s after its start; the initial sync (state read, informers listed, every pool compared with state) ended, by its CPU going quiet (≤ 10 ms in 2 s), %.1f s after its start, having used %.2f s of CPU (and %.2f s in the commands it ran and waited for: `terraform state pull`). Then %.3f s of CPU over %.1f s idle (by sixths: %s s), with %d garbage collections (%d forced by the runtime's 2-minute rule); peak RSS %.1f MiB. Runs or pool differences while idle: %d.",
+			syncFleetServices, syncFleetEndpoints, r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, r.idleCPU, r.idle, strings.Join(each, ", "), r.idleGC, r.idleForcedGC, r.peakRSS, r.idleRuns)
 		p("")
 	}
 	if len(r.checks) > 0 {
