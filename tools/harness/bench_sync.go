@@ -334,13 +334,13 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 		if err != nil {
 			return err
 		}
-		r.idleSlices = append(r.idleSlices, now.self()+now.children()-last.self()-last.children())
+		r.idleSlices = append(r.idleSlices, float64(now.total()-last.total())/clockTicks)
 		last = now
 	}
 	after := last
 	r.idle = time.Since(idleStart).Seconds()
 	r.idleGC, r.idleForcedGC = c.countPrefix("gc ")-gcBefore, c.countForcedGC()-forcedBefore
-	r.idleCPU = after.self() + after.children() - before.self() - before.children()
+	r.idleCPU = float64(after.total()-before.total()) / clockTicks
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid()))
 	if err != nil {
 		return err
