@@ -322,6 +322,7 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 	r.syncCPU, r.syncChildCPU = before.self(), before.children()
 	fmt.Fprintf(logw, "  watching after %.1f s, CPU quiet after %.1f s; CPU %.2f s, its commands %.2f s; now idle for %s\n", r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, o.idle)
 	idleStart, gcBefore, forcedBefore := time.Now(), c.countPrefix("gc "), c.countForcedGC()
+	eventsBefore := c.count("run started") + c.count("pool differs from state")
 	const parts = 6
 	last := before
 	for range parts {
@@ -350,7 +351,7 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 		return err
 	}
 	r.peakRSS = float64(hwm) / 1024
-	r.idleRuns = c.count("run started") + c.count("pool differs from state")
+	r.idleRuns = c.count("run started") + c.count("pool differs from state") - eventsBefore
 	fmt.Fprintf(logw, "  idle CPU %.3f s over %.1f s (%.2f %% of a core), peak RSS %.1f MiB\n", r.idleCPU, r.idle, r.idleCPU/r.idle*100, r.peakRSS)
 	return nil
 }
