@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -125,6 +126,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		leaseNamespace string
 		leaseName      string
 		identity       string
+		memoryLimitMiB int64
 	)
 	fs.DurationVar(&c.opts.Quiet, "settle-quiet", c.opts.Quiet, "settle window: the quiet time after the last pool change before a run")
 	fs.DurationVar(&c.opts.MaxWait, "settle-max", c.opts.MaxWait, "settle window: the longest wait from the first pool change, however busy the cluster")
@@ -143,6 +145,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&leaseNamespace, "lease-namespace", "default", "namespace of the Lease")
 	fs.StringVar(&leaseName, "lease-name", "terraform-provider-k8s-sync", "name of the Lease")
 	fs.StringVar(&identity, "identity", "", "this replica's name in the Lease; default: host name and process id")
+	fs.Int64Var(&memoryLimitMiB, "memory-limit-mib", 128, "soft memory limit of the Go runtime, in MiB (0: none; $GOMEMLIMIT wins)")
 	if err := fs.Parse(args); err != nil {
 		return exitError
 	}
@@ -151,6 +154,12 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitError
 	}
 	c.opts.Allowed = allowed
+	// Reading a large state makes short-lived copies of it; a soft limit
+	// makes the collector reclaim them before the heap doubles, for a
+	// process that then stays up for months.
+	if memoryLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimitMiB << 20)
+	}
 	client, log, err := c.prepare(stderr)
 	if err == nil {
 		err = validateSync(c.opts)
