@@ -33,8 +33,9 @@ import (
 //     sync` runs on the working directory (rolloutSettleQuiet,
 //     rolloutSettleMax) and applies each change of the pool: the
 //     provisioner of reloadingPool writes the backend and reloads HAProxy.
-//     With each mode, no request fails: the companion's apply ends within
-//     the grace period, while the old pod still serves.
+//     With exclude and fallback, no request fails (asserted): the
+//     companion's apply ends within the grace period, while the old pod
+//     still serves. With include, the count is reported, not asserted.
 func TestAccTrafficRollingUpdate(t *testing.T) {
 	t.Run("baseline", func(t *testing.T) { rollingUpdateThroughHAProxy(t, "exclude", false) })
 	for _, mode := range []string{"exclude", "fallback", "include"} {
@@ -335,7 +336,10 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	if reloadCount < 1 || reloadCount > 15 || applied != reloadCount {
 		t.Errorf("%s: %d reloads, %d runs applied (of %d); want one reload per applied run, 1 to 15", name, reloadCount, applied, runs)
 	}
-	if duringRollout.Failed != 0 {
+	// The documented settings for zero (docs/guides/rollout.md) are exclude
+	// and fallback; include is measured and reported (a pod kept in the pool
+	// until it is gone: a request may still reach it as its network goes).
+	if terminating != "include" && duringRollout.Failed != 0 {
 		t.Errorf("%s: %d/%d requests failed during the rollout: %v", name, duringRollout.Failed, duringRollout.Total, duringRollout.Failures)
 	}
 	if after.Failed != 0 || !slices.Equal(after.Pods(), slices.Sorted(slices.Values(next))) {
