@@ -195,6 +195,11 @@ func (b *benchRun) run(ctx context.Context) error {
 		return err
 	}
 
+	trafficSection, err := b.trafficLatency(ctx, client)
+	if err != nil {
+		return err
+	}
+
 	var profileTop string
 	if b.opts.profile {
 		b.say("CPU profile of the provider during a plan of 100")
@@ -216,7 +221,7 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv())
+	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + "\n" + trafficSection
 	out := b.opts.out
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(b.root, out)
