@@ -203,15 +203,7 @@ type workdir struct {
 // poolConfig is a configuration with one pool of Service web in ns, kept by
 // terraform_data.pool; extra is added to it.
 func poolConfig(ns, extra string) string {
-	return fmt.Sprintf(`
-terraform {
-  required_providers {
-    k8s = { source = "vigie/k8s" }
-  }
-}
-provider "k8s" {
-  kubeconfig = %q
-}
+	return providerHeader() + fmt.Sprintf(`
 data "k8s_ready_endpoints" "web" {
   namespace = %q
   service   = "web"
@@ -226,7 +218,21 @@ resource "terraform_data" "pool" {
 output "members" {
   value = terraform_data.pool.output
 }
-%s`, acc.kubeconfig, ns, extra)
+%s`, ns, extra)
+}
+
+// providerHeader requires the provider and points it at the test cluster.
+func providerHeader() string {
+	return fmt.Sprintf(`
+terraform {
+  required_providers {
+    k8s = { source = "vigie/k8s" }
+  }
+}
+provider "k8s" {
+  kubeconfig = %q
+}
+`, acc.kubeconfig)
 }
 
 func newWorkdir(t *testing.T, config string) *workdir {
@@ -440,4 +446,17 @@ func (c *companion) firstTime(msg string) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// field is the value of key in the first line with message msg.
+func (c *companion) field(msg, key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.logs {
+		if e["msg"] == msg {
+			s, _ := e[key].(string)
+			return s
+		}
+	}
+	return ""
 }

@@ -2,7 +2,10 @@ package companion
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -155,18 +158,7 @@ func TestAccSyncAChangeDuringARunIsExactlyOneMoreRun(t *testing.T) {
 	needCluster(t)
 	ns := namespace(t)
 	webWithPods(t, ns, 2)
-	// A provisioner that takes a while keeps the apply running.
-	w := newWorkdir(t, poolConfig(ns, `
-resource "terraform_data" "slow" {
-  triggers_replace = local.members
-  provisioner "local-exec" {
-    command = "sleep 3"
-  }
-}
-`))
-	c := startSync(t, w)
-	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
-	c.waitFor(t, 60*time.Second, "applying the saved plan")
+	c, w := applyingSlowly(t, ns, 3)
 	// The saved plan is applied: this change cannot be in it.
 	runPod(t, ns, "web", "web-4", "10.244.0.4", true)
 	c.waitForCount(t, 90*time.Second, "run ended", 2, map[string]string{"result": "applied"})
@@ -265,17 +257,7 @@ func TestAccSyncSIGTERMDuringARunEndsItCleanly(t *testing.T) {
 	needCluster(t)
 	ns := namespace(t)
 	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, `
-resource "terraform_data" "slow" {
-  triggers_replace = local.members
-  provisioner "local-exec" {
-    command = "sleep 30"
-  }
-}
-`))
-	c := startSync(t, w)
-	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
-	c.waitFor(t, 60*time.Second, "applying the saved plan")
+	c, w := applyingSlowly(t, ns, 30)
 	time.Sleep(time.Second)
 	start := time.Now()
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -324,15 +306,7 @@ func TestAccSyncNodePoolRunsWhenANodeIsTaintedForDeletion(t *testing.T) {
 	createService(t, ns, "web", corev1.ServiceTypeNodePort)
 	runPod(t, ns, "web", "web-1", "10.244.0.1", true)
 	waitForReady(t, ns, "web", 1, 1)
-	config := fmt.Sprintf(`
-terraform {
-  required_providers {
-    k8s = { source = "vigie/k8s" }
-  }
-}
-provider "k8s" {
-  kubeconfig = %q
-}
+	config := providerHeader() + fmt.Sprintf(`
 data "k8s_ready_endpoints" "web" {
   namespace     = %q
   service       = "web"
@@ -346,7 +320,7 @@ resource "terraform_data" "pool" {
 output "members" {
   value = terraform_data.pool.output
 }
-`, acc.kubeconfig, ns, ns)
+`, ns, ns)
 	w := newWorkdir(t, config)
 	if got := w.members(t); len(got) != 2 {
 		t.Fatalf("node pool %v, want both nodes", got)
@@ -499,5 +473,118 @@ func TestAccCheckBlockExampleWarnsWhenThePoolIsStale(t *testing.T) {
 	out := w.terraform(t, append([]string{"plan", "-refresh-only", "-input=false", "-no-color"}, vars...)...)
 	if !strings.Contains(out, warning) || !strings.Contains(out, "pool_is_current") {
 		t.Errorf("a stale pool did not warn:\n%s", out)
+	}
+}
+
+func TestAccSyncWaitsForAStateLockAndServesMetrics(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, 2)
+	slow := `
+resource "terraform_data" "slow" {
+  provisioner "local-exec" {
+    command = "sleep 8"
+  }
+}
+`
+	w := newWorkdir(t, poolConfig(ns, slow))
+	c := startSync(t, w, "-listen", "127.0.0.1:0", "-allow", "terraform_data.pool")
+	// Someone else's apply holds the state lock for 8 s.
+	holder := exec.Command(acc.terraform, "apply", "-auto-approve", "-input=false", "-no-color", "-replace=terraform_data.slow")
+	holder.Dir = w.dir
+	holder.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+acc.cliConfig)
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	c.waitFor(t, 30*time.Second, "run started")
+	if err := holder.Wait(); err != nil {
+		t.Fatalf("the lock holder's apply: %v", err)
+	}
+	c.waitFor(t, 90*time.Second, "run ended", map[string]string{"result": "applied"})
+	if n := c.count("run failed: retrying with backoff", nil); n != 0 {
+		t.Errorf("%d failed runs while the lock was held, want none: the lock is waited for", n)
+	}
+	wantMembers(t, w, members(1, 2, 3))
+
+	address := c.field("serving /healthz and /metrics", "address")
+	for path, want := range map[string]string{
+		"/healthz": "ok",
+		"/metrics": `k8s_sync_runs_total{result="applied"} 1`,
+	} {
+		resp, err := http.Get("http://" + address + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %s, want 200 with %q:\n%s", path, resp.Status, want, body)
+		}
+	}
+	for _, want := range []string{"k8s_sync_pools_watched 1", "k8s_sync_drift_detected_total 1", "k8s_sync_settle_delay_seconds_count 1"} {
+		resp, err := http.Get("http://" + address + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// applyingSlowly applies a pool of web in ns whose apply takes seconds
+// (a provisioner of a resource replaced with the pool), starts the
+// companion, makes a pool change, and returns once the saved plan is being
+// applied.
+func applyingSlowly(t *testing.T, ns string, seconds int) (*companion, *workdir) {
+	t.Helper()
+	w := newWorkdir(t, poolConfig(ns, fmt.Sprintf(`
+resource "terraform_data" "slow" {
+  triggers_replace = local.members
+  provisioner "local-exec" {
+    command = "sleep %d"
+  }
+}
+`, seconds)))
+	c := startSync(t, w)
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	c.waitFor(t, 60*time.Second, "applying the saved plan")
+	return c, w
+}
+
+func TestAccSyncAFleetRunsForTheServiceThatChanged(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	for i, name := range []string{"web", "api"} {
+		createService(t, ns, name, corev1.ServiceTypeClusterIP)
+		runPod(t, ns, name, name+"-1", fmt.Sprintf("10.244.%d.1", i), true)
+		waitForReady(t, ns, name, 1, 1)
+	}
+	w := newWorkdir(t, providerHeader()+fmt.Sprintf(`
+data "k8s_services" "fleet" {
+  namespace = %q
+  port_name = "http"
+}
+resource "terraform_data" "pool" {
+  for_each = data.k8s_services.fleet.services
+  input    = [for e in each.value.endpoints : "${e.address}:${e.port}"]
+}
+output "members" {
+  value = terraform_data.pool["%s/api"].output
+}
+`, ns, ns))
+	wantMembers(t, w, []string{"10.244.1.1:8080"})
+	c := startSync(t, w)
+	runPod(t, ns, "api", "api-2", "10.244.1.2", true)
+	c.waitFor(t, 60*time.Second, "pool differs from state", map[string]string{"pool": ns + "/api", "added": "10.244.1.2:8080"})
+	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
+	wantMembers(t, w, []string{"10.244.1.1:8080", "10.244.1.2:8080"})
+	c.quiet(t, 3*time.Second)
+	if n := c.count("pool differs from state", map[string]string{"pool": ns + "/web"}); n != 0 {
+		t.Errorf("web, unchanged, was seen as changed %d times", n)
 	}
 }

@@ -2,11 +2,15 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -31,7 +35,11 @@ const (
 )
 
 // StatePool is one instance of a pool data source in Terraform state: what it
-// asked for, and what its last read wrote.
+// asked for, and a digest of what its last read wrote. State is read once per
+// run; a pool is compared on every change of the cluster, so what is kept is
+// small (a SHA-256 of each pool's state encoding, and its members) and a
+// comparison writes the pool with the read's own writer and hashes it,
+// without building Terraform values.
 type StatePool struct {
 	// Type is ReadyEndpointsType or ServicesType.
 	Type string
@@ -39,9 +47,26 @@ type StatePool struct {
 	Pool  *pools.Request
 	Fleet *pools.FleetRequest
 
-	value    tftypes.Value
 	ready    readyEndpointsModel
 	services servicesModel
+	// pools are the digests of state, by pool name ("" for a
+	// k8s_ready_endpoints, "<namespace>/<name>" in a k8s_services).
+	pools map[string]poolDigest
+	// skipped is the digest of a k8s_services' skipped list.
+	skipped [sha256.Size]byte
+}
+
+// poolDigest is what a comparison needs of one pool of state.
+type poolDigest struct {
+	sum     [sha256.Size]byte
+	members []string
+}
+
+// The attributes that hold what a read found, large for a big pool or
+// fleet: left out of the arguments, digested instead.
+var foundAttributes = map[string][]string{
+	ReadyEndpointsType: {"endpoints"},
+	ServicesType:       {"services", "skipped"},
 }
 
 // DecodeStatePool reads an instance of typeName from its attributes in state,
@@ -62,12 +87,25 @@ func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*
 	if !ok {
 		return nil, fmt.Errorf("%s: the schema is not an object", typeName)
 	}
-	value, err := tftypes.ValueFromJSONWithOpts(attributes, typ, tftypes.ValueFromJSONOpts{IgnoreUndefinedAttributes: true})
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(attributes, &fields); err != nil {
+		return nil, fmt.Errorf("%s: state is not a JSON object: %w", typeName, err)
+	}
+	found := map[string]json.RawMessage{}
+	for _, name := range foundAttributes[typeName] {
+		found[name] = fields[name]
+		fields[name] = json.RawMessage("null")
+	}
+	arguments, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
+	}
+	value, err := tftypes.ValueFromJSONWithOpts(arguments, typ, tftypes.ValueFromJSONOpts{IgnoreUndefinedAttributes: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s: state does not match the schema of this provider version: %w", typeName, err)
 	}
 	config := tfsdk.Config{Raw: value, Schema: resp.Schema}
-	p := &StatePool{Type: typeName, value: value}
+	p := &StatePool{Type: typeName, pools: map[string]poolDigest{}}
 	switch typeName {
 	case ReadyEndpointsType:
 		if diags := getConfig(ctx, config, &p.ready); diags.HasError() {
@@ -79,6 +117,11 @@ func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*
 			return nil, fmt.Errorf("%s: %s", typeName, diagnosticsText(diags))
 		}
 		p.Pool = &r.Request
+		d, err := digestOfJSON(found["endpoints"], typ.AttributeTypes["endpoints"])
+		if err != nil {
+			return nil, fmt.Errorf("%s: endpoints: %w", typeName, err)
+		}
+		p.pools[""] = d
 	case ServicesType:
 		if diags := getConfig(ctx, config, &p.services); diags.HasError() {
 			return nil, fmt.Errorf("%s: %s", typeName, diagnosticsText(diags))
@@ -89,8 +132,52 @@ func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*
 			return nil, fmt.Errorf("%s: %s", typeName, diagnosticsText(diags))
 		}
 		p.Fleet = &r.FleetRequest
+		mapType, ok := typ.AttributeTypes["services"].(tftypes.Map)
+		if !ok {
+			return nil, fmt.Errorf("%s: services is not a map", typeName)
+		}
+		var services map[string]json.RawMessage
+		if err := json.Unmarshal(found["services"], &services); err != nil {
+			return nil, fmt.Errorf("%s: services: %w", typeName, err)
+		}
+		for key, raw := range services {
+			d, err := digestOfJSON(raw, mapType.ElementType)
+			if err != nil {
+				return nil, fmt.Errorf("%s: services[%q]: %w", typeName, key, err)
+			}
+			p.pools[key] = d
+		}
+		d, err := digestOfJSON(found["skipped"], typ.AttributeTypes["skipped"])
+		if err != nil {
+			return nil, fmt.Errorf("%s: skipped: %w", typeName, err)
+		}
+		p.skipped = d.sum
 	}
 	return p, nil
+}
+
+// digestOfJSON is the digest of a value of state, given as JSON: its
+// MessagePack encoding as the read writes it (tftypes writes the same bytes:
+// TestStateIsWhatTftypesWrites), with last_change_trigger_time null, and the
+// members of its endpoints.
+func digestOfJSON(raw json.RawMessage, typ tftypes.Type) (poolDigest, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage("null")
+	}
+	v, err := tftypes.ValueFromJSONWithOpts(raw, typ, tftypes.ValueFromJSONOpts{IgnoreUndefinedAttributes: true})
+	if err != nil {
+		return poolDigest{}, err
+	}
+	v = withoutTriggerTimes(v)
+	encoded, err := tfprotov6.NewDynamicValue(typ, v)
+	if err != nil {
+		return poolDigest{}, err
+	}
+	list := v
+	if _, isObject := typ.(tftypes.Object); isObject {
+		list = attributeValue(v, "endpoints")
+	}
+	return poolDigest{sum: sha256.Sum256(encoded.MsgPack), members: members(list)}, nil
 }
 
 // PoolChange is how one pool computed now differs from state.
@@ -111,15 +198,13 @@ func (p *StatePool) ComparePool(res endpoints.Result) ([]PoolChange, error) {
 	if p.Pool == nil {
 		return nil, fmt.Errorf("%s is not a k8s_ready_endpoints", p.Type)
 	}
-	next, err := encodeStateValue(readyEndpointsAttributes, p.value, &readyEndpointsState{readyEndpointsModel: p.ready, res: res})
-	if err != nil {
-		return nil, err
-	}
-	before, after := withoutTriggerTimes(p.value), withoutTriggerTimes(next)
-	if before.Equal(after) {
+	w := &msgpackWriter{}
+	writeList(w, endpointObject, res.Endpoints)
+	old := p.pools[""]
+	if sha256.Sum256(w.b) == old.sum {
 		return nil, nil
 	}
-	return []PoolChange{poolChange("", attributeValue(before, "endpoints"), attributeValue(after, "endpoints"))}, nil
+	return []PoolChange{poolChange("", old.members, membersOf(res.Endpoints))}, nil
 }
 
 // CompareFleet is what a read of a k8s_services giving res would change in
@@ -128,53 +213,34 @@ func (p *StatePool) CompareFleet(res endpoints.FleetResult) ([]PoolChange, error
 	if p.Fleet == nil {
 		return nil, fmt.Errorf("%s is not a k8s_services", p.Type)
 	}
-	next, err := encodeStateValue(servicesAttributes, p.value, &servicesState{servicesModel: p.services, namespaces: p.Fleet.Namespaces, res: res})
-	if err != nil {
-		return nil, err
-	}
-	before, after := withoutTriggerTimes(p.value), withoutTriggerTimes(next)
-	if before.Equal(after) {
-		return nil, nil
-	}
 	var changes []PoolChange
-	oldServices, newServices := mapOf(attributeValue(before, "services")), mapOf(attributeValue(after, "services"))
-	names := map[string]bool{}
-	for name := range oldServices {
-		names[name] = true
-	}
-	for name := range newServices {
-		names[name] = true
-	}
-	sorted := make([]string, 0, len(names))
-	for name := range names {
-		sorted = append(sorted, name)
-	}
-	slices.Sort(sorted)
-	for _, name := range sorted {
-		o, n := oldServices[name], newServices[name]
-		if o.Equal(n) {
+	seen := make(map[string]bool, len(res.Pools))
+	w := &msgpackWriter{}
+	for i := range res.Pools {
+		pool := res.Pools[i]
+		pool.LastChangeTriggerTime = time.Time{}
+		key := pool.Service.Namespace + "/" + pool.Service.Name
+		seen[key] = true
+		w.b = w.b[:0]
+		serviceObject.write(w, &pool)
+		old, inState := p.pools[key]
+		if inState && sha256.Sum256(w.b) == old.sum {
 			continue
 		}
-		changes = append(changes, poolChange(name, attributeValue(o, "endpoints"), attributeValue(n, "endpoints")))
+		changes = append(changes, poolChange(key, old.members, membersOf(pool.Endpoints)))
 	}
-	if !attributeValue(before, "skipped").Equal(attributeValue(after, "skipped")) {
+	for key, old := range p.pools {
+		if !seen[key] {
+			changes = append(changes, poolChange(key, old.members, nil))
+		}
+	}
+	slices.SortFunc(changes, func(a, b PoolChange) int { return strings.Compare(a.Name, b.Name) })
+	w.b = w.b[:0]
+	writeList(w, skippedObject, res.Skipped)
+	if sha256.Sum256(w.b) != p.skipped {
 		changes = append(changes, PoolChange{Name: "skipped"})
 	}
-	if len(changes) == 0 {
-		// Something else of the object, such as id: a change all the same.
-		changes = append(changes, PoolChange{Name: "(data source)"})
-	}
 	return changes, nil
-}
-
-// encodeStateValue is the state a read would write, from the arguments of
-// state, through the read's own writer.
-func encodeStateValue[T any](o object[T], state tftypes.Value, v *T) (tftypes.Value, error) {
-	raw, err := encodeState(o, state, v)
-	if err != nil {
-		return tftypes.Value{}, err
-	}
-	return (&tfprotov6.DynamicValue{MsgPack: raw}).Unmarshal(state.Type())
 }
 
 // withoutTriggerTimes is v with every last_change_trigger_time null.
@@ -204,23 +270,16 @@ func attributeValue(v tftypes.Value, name string) tftypes.Value {
 	return tftypes.NewValue(tftypes.DynamicPseudoType, nil)
 }
 
-func mapOf(v tftypes.Value) map[string]tftypes.Value {
-	var m map[string]tftypes.Value
-	if v.IsNull() || !v.IsKnown() || v.As(&m) != nil {
-		return nil
-	}
-	return m
-}
-
-// poolChange names the members of two endpoints lists and their difference.
-func poolChange(name string, before, after tftypes.Value) PoolChange {
-	c := PoolChange{Name: name, Before: members(before), After: members(after)}
+// poolChange names the members of a pool before and after, and their
+// difference.
+func poolChange(name string, before, after []string) PoolChange {
+	c := PoolChange{Name: name, Before: before, After: after}
 	c.Added = minus(c.After, c.Before)
 	c.Removed = minus(c.Before, c.After)
 	return c
 }
 
-// members are the "address:port" of an endpoints list, sorted.
+// members are the "address:port" of an endpoints list of state, sorted.
 func members(list tftypes.Value) []string {
 	var items []tftypes.Value
 	if list.IsNull() || !list.IsKnown() || list.As(&items) != nil {
@@ -235,6 +294,16 @@ func members(list tftypes.Value) []string {
 		}
 		n, _ := port.Int64()
 		out = append(out, net.JoinHostPort(address, strconv.FormatInt(n, 10)))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// membersOf are the "address:port" of endpoints, sorted.
+func membersOf(eps []endpoints.Endpoint) []string {
+	out := make([]string, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, net.JoinHostPort(e.Address, strconv.FormatInt(int64(e.Port), 10)))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -96,10 +96,11 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	// A unix socket's path holds at most 107 bytes: in Dir when it fits,
-	// else in a temporary directory of its own.
+	// HAProxy takes a master socket path of at most 97 bytes (a unix
+	// socket's 107, less the suffix of the temporary name it binds first):
+	// in Dir when it fits, else in a temporary directory of its own.
 	socketDir := ""
-	if len(filepath.Join(opts.Dir, "master.sock")) >= 100 {
+	if len(filepath.Join(opts.Dir, "master.sock")) > 97 {
 		if socketDir, err = os.MkdirTemp("", "haproxy-"); err != nil {
 			return nil, err
 		}

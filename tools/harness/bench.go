@@ -38,6 +38,11 @@ type benchOptions struct {
 	profile   bool
 	gobench   bool
 	incumbent string
+	// only "sync" runs the companion's part alone; withSync adds it to
+	// the whole bench (bench_sync.go).
+	only     string
+	withSync bool
+	sync     syncOptions
 }
 
 func bench(ctx context.Context, args []string) error {
@@ -47,8 +52,22 @@ func bench(ctx context.Context, args []string) error {
 	out := flags.String("out", "bench/results.md", "Markdown file written, relative to the repository root")
 	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also write a CPU profile of the provider during a plan of 100 (PROFILE=1)")
 	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
+	only := flags.String("only", "", "run one part alone: sync (the companion; writes -out, default bench/results-sync.md)")
+	withSync := flags.Bool("sync", true, "also measure the sync companion (bench_sync.go)")
+	var syncOpts syncOptions
+	syncOpts.register(flags)
 	_ = flags.Parse(args)
-	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT")}
+	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
+		only: *only, withSync: *withSync, sync: syncOpts}
+	switch opts.only {
+	case "":
+	case "sync":
+		if !isFlagSet(flags, "out") {
+			opts.out = "bench/results-sync.md"
+		}
+	default:
+		return fmt.Errorf("-only %q: the part that runs alone is sync", opts.only)
+	}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
@@ -167,6 +186,9 @@ func (b *benchRun) run(ctx context.Context) error {
 	if err := b.prepare(ctx, client); err != nil {
 		return err
 	}
+	if b.opts.only == "sync" {
+		return b.runSyncOnly(ctx, client)
+	}
 
 	b.say("warm-up: one untimed run of each command")
 	for _, m := range b.ms {
@@ -207,6 +229,12 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
+	var syncRes *syncResults
+	if b.opts.withSync {
+		if syncRes, err = b.benchSync(ctx, client); err != nil {
+			return err
+		}
+	}
 	b.cluster.Stop()
 
 	b.say("binary size")
@@ -221,7 +249,7 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + "\n" + trafficSection
+	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + syncSection(syncRes) + "\n" + trafficSection
 	out := b.opts.out
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(b.root, out)

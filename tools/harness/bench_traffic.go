@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -216,18 +215,8 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 		"On the way: the sync companion (`-settle-quiet %s -settle-max %s`, so at least %s of the figure is its settle window), `terraform plan` and `apply` of the saved plan (examples/pools/haproxy and a `terraform_data` whose provisioner writes the backend and reloads HAProxy with SIGUSR2). %d companion runs in all.\n\n",
 		trafficSamples, trafficPoll, trafficSettleQuiet, trafficSettleMax, trafficSettleQuiet, runs)
 	r.WriteString("| pods | median | p99 | min–max |\n|---|---|---|---|\n")
-	fmt.Fprintf(&r, "| %d | %.2f s | %.2f s | %s s |\n", len(latencies), median(latencies), percentile(latencies, 0.99), minMax(latencies, "%.2f"))
+	fmt.Fprintf(&r, "| %d | %.2f s | %.2f s | %s s |\n", len(latencies), median(latencies), percentile(latencies, 99), minMax(latencies, "%.2f"))
 	return r.String(), nil
-}
-
-// percentile is the nearest-rank percentile q (0 < q <= 1) of v.
-func percentile(v []float64, q float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(v))
-	rank := int(math.Ceil(q * float64(len(s))))
-	return s[max(rank, 1)-1]
 }
 
 // benchCompanion is `terraform-provider-k8s sync` on the bench's working

@@ -11,6 +11,7 @@
 //	                                                        the demo's Service and pods in every state (-network: pods that answer)
 //	harness haproxy -dir DIR -backend FILE [-ready FILE]    HAProxy on a rendered backend until stopped; SIGHUP reloads
 //	harness bench [flags]                                   measure; writes bench/results.md (see bench/README.md)
+//	harness bench-sync [flags]                              the sync companion's part alone (bench -only sync)
 //	harness pin VERSION                                     rewrite tools/cluster for another Kubernetes version
 //	harness build-control-plane [-version v1.X.Y]           build (or find) the control plane binaries
 package main
@@ -67,6 +68,8 @@ func run(command string, args []string) error {
 		err = haproxy(ctx, args)
 	case "bench":
 		err = bench(ctx, args)
+	case "bench-sync":
+		err = bench(ctx, append([]string{"-only", "sync"}, args...))
 	case "pin":
 		err = pin(ctx, args)
 	case "build-control-plane":
@@ -78,7 +81,7 @@ func run(command string, args []string) error {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage: harness up|down|cli|demo|haproxy|bench|pin|build-control-plane [flags]  (see tools/harness/main.go)`)
+	fmt.Fprintln(os.Stderr, `usage: harness up|down|cli|demo|haproxy|bench|bench-sync|pin|build-control-plane [flags]  (see tools/harness/main.go)`)
 	os.Exit(2)
 }
 

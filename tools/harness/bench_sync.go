@@ -1,0 +1,859 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+)
+
+// The sync companion's part of the bench (issue 19, item 8): how soon a
+// run starts after a pod's Ready condition is written, what the companion
+// costs while it watches a large fleet and does nothing, and `check` against
+// `terraform plan` of the same configuration. See bench/README.md.
+
+const (
+	// syncLatencyNamespace holds the Service whose pool changes.
+	syncLatencyNamespace = "bench-sync"
+	syncLatencyService   = "lat"
+	// syncFleetNamespace holds syncFleetServices selector-less Services with
+	// syncFleetEndpoints hand-written endpoints each.
+	syncFleetNamespace = "bench-sync-fleet"
+	syncFleetServices  = 5000
+	syncFleetEndpoints = 10
+)
+
+// syncOptions are the flags of the companion's part.
+type syncOptions struct {
+	changes int
+	quiet   time.Duration
+	idle    time.Duration
+	rounds  int
+}
+
+func (o *syncOptions) register(flags *flag.FlagSet) {
+	flags.IntVar(&o.changes, "sync-changes", 50, "companion: pool changes timed for the detection latency")
+	flags.DurationVar(&o.quiet, "sync-quiet", 200*time.Millisecond, "companion: the settle window's quiet time during the latency measurement")
+	flags.DurationVar(&o.idle, "sync-idle", 60*time.Second, "companion: the idle window over which its CPU is measured")
+	flags.IntVar(&o.rounds, "sync-rounds", 5, "companion: rounds of check and plan, alternating")
+}
+
+// syncResults is what the companion's part measured.
+type syncResults struct {
+	quiet time.Duration
+	// latency is, per change, the run's start (its log line) minus the write
+	// of the Ready condition minus the quiet time, s; detection is the
+	// opening of the settle window (run start minus its "settled") minus the
+	// write, s.
+	latency, detection []float64
+	// extraRuns are runs that no change of the bench explains.
+	extraRuns int
+
+	// The companion watching syncFleetServices Services: the wall time from
+	// its start to its "watching" line, its CPU then (own, and of the
+	// commands it ran and waited for: terraform state pull), its CPU over
+	// idle seconds after that, and its peak RSS (VmHWM) at the end, MiB.
+	watching, syncWall, syncCPU, syncChildCPU float64
+	idle, idleCPU                             float64
+	// idleSlices is the CPU of each sixth of the idle window, s; idleGC
+	// the garbage collections during it (GODEBUG=gctrace=1), idleForcedGC
+	// those the runtime forces every 2 minutes.
+	idleSlices           []float64
+	idleGC, idleForcedGC int
+	peakRSS              float64
+	idleRuns             int
+
+	checks []*checkVsPlan
+}
+
+// checkVsPlan is `check` and `terraform plan` of one configuration, run
+// alternately; wall s and CPU s (user + system of the finished process tree).
+type checkVsPlan struct {
+	title                                  string
+	checkWall, checkCPU, planWall, planCPU []float64
+}
+
+// benchSync runs the companion's part on the running cluster, with the
+// fleet fixture of createFixture already there.
+func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (*syncResults, error) {
+	o := b.opts.sync
+	r := &syncResults{quiet: o.quiet}
+	terraform, err := exec.LookPath("terraform")
+	if err != nil {
+		return nil, err
+	}
+	// The companion and the CLIs it runs use the release build directly,
+	// without the rusage wrapper of the plans.
+	rc := filepath.Join(b.work, "terraformrc-sync")
+	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "bin"}); err != nil {
+		return nil, err
+	}
+	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
+	s := &syncBench{b: b, client: client, terraform: terraform, env: env}
+
+	b.say("companion: detection latency over %d pool changes (settle quiet time %s)", o.changes, o.quiet)
+	if err := s.latency(ctx, r); err != nil {
+		return nil, fmt.Errorf("companion latency: %w", err)
+	}
+	b.say("companion: %d Services x %d endpoints watched, %s idle", syncFleetServices, syncFleetEndpoints, o.idle)
+	if err := s.idle(ctx, r); err != nil {
+		return nil, fmt.Errorf("companion idle: %w", err)
+	}
+	b.say("companion: check against terraform plan, %d rounds", o.rounds)
+	if err := s.checkVsPlan(ctx, r); err != nil {
+		return nil, fmt.Errorf("companion check: %w", err)
+	}
+	return r, nil
+}
+
+type syncBench struct {
+	b         *benchRun
+	client    kubernetes.Interface
+	terraform string
+	env       []string
+}
+
+func (s *syncBench) terraformCmd(ctx context.Context, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, s.terraform, append([]string{"-chdir=" + dir}, args...)...)
+	cmd.Env = s.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("terraform %s in %s: %w\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return nil
+}
+
+func (s *syncBench) apply(ctx context.Context, dir string) error {
+	return s.terraformCmd(ctx, dir, "apply", "-auto-approve", "-input=false", "-parallelism=10", "-no-color")
+}
+
+const providerBlock = "terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n"
+
+// latency: a Service of 4 ready pods, one of which is made not ready and
+// ready again, alternately, so that each change removes or adds a member.
+// The companion's command is a refresh-only apply, so that state follows
+// the pool: with a command that changes nothing (true), the pool would
+// still differ from state after the run (a run again and again), and every
+// other change would only bring the pool back to what state has (no run).
+// That command's time comes after the run's start and is not measured.
+func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
+	o := s.b.opts.sync
+	client := s.client
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: syncLatencyNamespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := testcluster.WaitForServiceAccount(ctx, client, syncLatencyNamespace, time.Minute); err != nil {
+		return err
+	}
+	labels := map[string]string{"app": syncLatencyService}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: syncLatencyNamespace, Name: syncLatencyService},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{
+			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
+		}},
+	}
+	if _, err := client.CoreV1().Services(syncLatencyNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	const pods = 4
+	toggled := fmt.Sprintf("%s-%d", syncLatencyService, pods-1)
+	for j := range pods {
+		if err := testcluster.RunPod(ctx, client, syncLatencyNamespace, testcluster.Pod{
+			Name: fmt.Sprintf("%s-%d", syncLatencyService, j), Labels: labels, IPs: []string{fmt.Sprintf("10.250.0.%d", j+1)},
+			Ready: true, Node: benchNode, Ports: map[string]int32{"http": 8080},
+		}); err != nil {
+			return err
+		}
+	}
+	if err := testcluster.WaitForSlices(ctx, client, syncLatencyNamespace, syncLatencyService, 2*time.Minute,
+		testcluster.EndpointCount(discoveryv1.AddressTypeIPv4, pods, pods)); err != nil {
+		return err
+	}
+	dir, err := s.b.config("sync-latency", providerBlock+fmt.Sprintf(
+		"\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = length(data.k8s_ready_endpoints.lat.endpoints)\n}\n",
+		syncLatencyNamespace, syncLatencyService))
+	if err != nil {
+		return err
+	}
+	if err := s.apply(ctx, dir); err != nil {
+		return err
+	}
+	c, err := s.startCompanion(ctx, dir, "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String(),
+		"-command", "\"$K8S_SYNC_TERRAFORM\" apply -refresh-only -auto-approve -input=false -no-color")
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	if _, err := c.waitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
+		return err
+	}
+	// Nothing differs at the start: no run.
+	time.Sleep(2 * time.Second)
+	if n := c.count("run started"); n != 0 {
+		return fmt.Errorf("%d run(s) started before any change:\n%s", n, c.text())
+	}
+	for i := range o.changes {
+		ready := i%2 == 1 // the first change removes the member
+		before := c.count("run started")
+		written, err := writeReady(ctx, client, syncLatencyNamespace, toggled, ready)
+		if err != nil {
+			return err
+		}
+		started, err := c.waitNth(ctx, "run started", before+1, 2*time.Minute)
+		if err != nil {
+			return err
+		}
+		ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
+		if err != nil {
+			return err
+		}
+		if res, _ := ended.fields["result"].(string); res != "applied" {
+			return fmt.Errorf("change %d: the run ended %q, not applied:\n%s", i+1, res, c.text())
+		}
+		lat, det, err := changeLatency(written, started, o.quiet)
+		if err != nil {
+			return err
+		}
+		r.latency, r.detection = append(r.latency, lat), append(r.detection, det)
+		fmt.Fprintf(logw, "  change %d (%s): run started %.0f ms after the write, settle window opened after %.0f ms\n",
+			i+1, map[bool]string{true: "add", false: "remove"}[ready], (lat+o.quiet.Seconds())*1000, det*1000)
+		// After a run the companion reads state again (terraform state
+		// pull) before it looks at changes: let it, so that the next change
+		// is not timed behind that read.
+		time.Sleep(time.Second)
+	}
+	time.Sleep(2 * time.Second)
+	r.extraRuns = c.count("run started") - o.changes
+	return nil
+}
+
+// changeLatency is the run's start minus the write minus the quiet time,
+// and the opening of the settle window minus the write, s.
+func changeLatency(written time.Time, started logEntry, quiet time.Duration) (latency, detection float64, err error) {
+	settledText, _ := started.fields["settled"].(string)
+	settled, err := time.ParseDuration(settledText)
+	if err != nil {
+		return 0, 0, fmt.Errorf("run started line without a settled duration: %v", started.fields)
+	}
+	run := started.time.Sub(written)
+	return (run - quiet).Seconds(), (run - settled).Seconds(), nil
+}
+
+// writeReady writes the pod's Ready condition, as a kubelet does, and gives
+// the time just before the write.
+func writeReady(ctx context.Context, client kubernetes.Interface, namespace, name string, ready bool) (time.Time, error) {
+	pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, err
+	}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
+	written := time.Now()
+	_, err = client.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	return written, err
+}
+
+// idle: one k8s_services over syncFleetServices selector-less Services,
+// each with one hand-written slice of syncFleetEndpoints endpoints (not
+// managed by the controller), applied; then the companion watching them.
+func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
+	o := s.b.opts.sync
+	start := time.Now()
+	if err := createSyncFleet(ctx, s.client); err != nil {
+		return err
+	}
+	fmt.Fprintf(logw, "  %d Services and their slices created in %.1f s\n", syncFleetServices, time.Since(start).Seconds())
+	want := syncFleetServices * syncFleetEndpoints
+	dir, err := s.b.config("sync-fleet", providerBlock+fmt.Sprintf(
+		"\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n\noutput \"fleet_endpoints\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n",
+		syncFleetNamespace))
+	if err != nil {
+		return err
+	}
+	if err := s.apply(ctx, dir); err != nil {
+		return err
+	}
+	if err := s.wantOutput(ctx, dir, "fleet_endpoints", want); err != nil {
+		return err
+	}
+	started := time.Now()
+	// gctrace: one line per garbage collection on its standard error, to
+	// say what the idle CPU is.
+	c, err := s.startCompanionEnv(ctx, dir, []string{"GODEBUG=gctrace=1"}, "-command", "true")
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	watching, err := c.waitNth(ctx, "watching", 1, 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	r.watching = watching.time.Sub(started).Seconds()
+	// After its "watching" line the companion compares every pool with
+	// state once: part of the initial sync, which ends when its CPU stops
+	// growing (at most 1 tick, 10 ms, in 2 s).
+	before, settled, err := settleCPU(ctx, c.pid(), 2*time.Second, 1, 3*time.Minute)
+	if err != nil {
+		return err
+	}
+	r.syncWall = settled.Sub(started).Seconds()
+	r.syncCPU, r.syncChildCPU = before.self(), before.children()
+	fmt.Fprintf(logw, "  watching after %.1f s, CPU quiet after %.1f s; CPU %.2f s, its commands %.2f s; now idle for %s\n", r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, o.idle)
+	idleStart, gcBefore, forcedBefore := time.Now(), c.countPrefix("gc "), c.countForcedGC()
+	eventsBefore := c.count("run started") + c.count("pool differs from state")
+	const parts = 6
+	last := before
+	for range parts {
+		select {
+		case <-time.After(o.idle / parts):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		now, err := readProcStat(c.pid())
+		if err != nil {
+			return err
+		}
+		r.idleSlices = append(r.idleSlices, float64(now.total()-last.total())/clockTicks)
+		last = now
+	}
+	after := last
+	r.idle = time.Since(idleStart).Seconds()
+	r.idleGC, r.idleForcedGC = c.countPrefix("gc ")-gcBefore, c.countForcedGC()-forcedBefore
+	r.idleCPU = float64(after.total()-before.total()) / clockTicks
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid()))
+	if err != nil {
+		return err
+	}
+	hwm, err := parseVmHWM(status)
+	if err != nil {
+		return err
+	}
+	r.peakRSS = float64(hwm) / 1024
+	r.idleRuns = c.count("run started") + c.count("pool differs from state") - eventsBefore
+	fmt.Fprintf(logw, "  idle CPU %.3f s over %.1f s (%.2f %% of a core), peak RSS %.1f MiB\n", r.idleCPU, r.idle, r.idleCPU/r.idle*100, r.peakRSS)
+	return nil
+}
+
+// settleCPU waits until the process's CPU (own and its waited-for
+// children's) grows by at most ticks clock ticks over window, and gives it
+// then, with the time.
+func settleCPU(ctx context.Context, pid int, window time.Duration, ticks int64, timeout time.Duration) (procStat, time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	prev, err := readProcStat(pid)
+	if err != nil {
+		return procStat{}, time.Time{}, err
+	}
+	for {
+		select {
+		case <-time.After(window):
+		case <-ctx.Done():
+			return procStat{}, time.Time{}, ctx.Err()
+		}
+		now, err := readProcStat(pid)
+		if err != nil {
+			return procStat{}, time.Time{}, err
+		}
+		if now.total()-prev.total() <= ticks {
+			return now, time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return procStat{}, time.Time{}, fmt.Errorf("the companion's CPU did not settle within %s", timeout)
+		}
+		prev = now
+	}
+}
+
+func (s *syncBench) wantOutput(ctx context.Context, dir, name string, want int) error {
+	cmd := exec.CommandContext(ctx, s.terraform, "-chdir="+dir, "output", "-json", name)
+	cmd.Env = s.env
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("terraform output %s in %s: %w", name, dir, err)
+	}
+	var got int
+	if err := json.Unmarshal(out, &got); err != nil || got != want {
+		return fmt.Errorf("output %s in %s is %s, want %d", name, dir, bytes.TrimSpace(out), want)
+	}
+	return nil
+}
+
+func syncFleetName(i int) string { return fmt.Sprintf("fleet-%04d", i) }
+
+// createSyncFleet makes the selector-less Services of syncFleetNamespace and
+// one slice of each, as a controller other than Kubernetes' would.
+func createSyncFleet(ctx context.Context, client kubernetes.Interface) error {
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: syncFleetNamespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	ready, node, zone, port, name := true, benchNode, benchZone, int32(8080), "http"
+	return parallel(ctx, syncFleetServices, func(ctx context.Context, i int) error {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: syncFleetNamespace, Name: syncFleetName(i)},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		}
+		if _, err := client.CoreV1().Services(syncFleetNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: syncFleetNamespace, Name: syncFleetName(i) + "-1", Labels: map[string]string{
+				discoveryv1.LabelServiceName: syncFleetName(i), discoveryv1.LabelManagedBy: "harness-bench",
+			}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port}},
+		}
+		for e := range syncFleetEndpoints {
+			k := i*syncFleetEndpoints + e
+			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+				Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 20+k/62500, k/250%250, k%250+1)},
+				Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+				NodeName:   &node, Zone: &zone,
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: syncFleetNamespace, Name: fmt.Sprintf("%s-%d", syncFleetName(i), e)},
+			})
+		}
+		_, err := client.DiscoveryV1().EndpointSlices(syncFleetNamespace).Create(ctx, slice, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// checkVsPlan: the fleet of createFixture read as fleetServices
+// k8s_ready_endpoints (for_each) and as one k8s_services, with an output that
+// sums the endpoints, applied; then, alternately, `check` and `terraform
+// plan` of each. No resource keeps the pools: with a terraform_data per
+// pool, for_each over the 500 data sources, the first apply had not ended
+// after 5.5 minutes (2.3 min of Terraform's CPU, on a loaded machine).
+func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
+	names := make([]string, fleetServices)
+	for i := range names {
+		names[i] = fmt.Sprintf("%q", serviceName(i))
+	}
+	configs := []struct{ name, title, main string }{
+		{"sync-each", fmt.Sprintf("%d `k8s_ready_endpoints` (`for_each`)", fleetServices), providerBlock + fmt.Sprintf(
+			"\nlocals {\n  services = toset([%s])\n}\n\ndata \"k8s_ready_endpoints\" \"svc\" {\n  for_each  = local.services\n  namespace = %q\n  service   = each.key\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_ready_endpoints.svc : length(s.endpoints)])\n}\n",
+			strings.Join(names, ", "), benchNamespace)},
+		{"sync-fleet-500", fmt.Sprintf("1 `k8s_services` of %d Services", fleetServices), providerBlock + fmt.Sprintf(
+			"\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n",
+			benchNamespace)},
+	}
+	for _, cfg := range configs {
+		dir, err := s.b.config(cfg.name, cfg.main)
+		if err != nil {
+			return err
+		}
+		if err := s.apply(ctx, dir); err != nil {
+			return err
+		}
+		if err := s.wantOutput(ctx, dir, "members", fleetServices*10); err != nil {
+			return err
+		}
+		m := &checkVsPlan{title: cfg.title}
+		r.checks = append(r.checks, m)
+		check := []string{s.b.provider, "check", "-chdir", dir, "-terraform", s.terraform, "-kubeconfig", s.b.cluster.Kubeconfig()}
+		plan := []string{s.terraform, "-chdir=" + dir, "plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color", "-detailed-exitcode"}
+		// One untimed run of each, then the rounds.
+		for round := 0; round <= s.b.opts.sync.rounds; round++ {
+			cw, cc, err := s.timed(ctx, check, "matches the cluster")
+			if err != nil {
+				return err
+			}
+			pw, pc, err := s.timed(ctx, plan, "No changes.")
+			if err != nil {
+				return err
+			}
+			if round == 0 {
+				continue
+			}
+			m.checkWall, m.checkCPU = append(m.checkWall, cw), append(m.checkCPU, cc)
+			m.planWall, m.planCPU = append(m.planWall, pw), append(m.planCPU, pc)
+			fmt.Fprintf(logw, "  %s, round %d: check %.2fs (CPU %.2fs), plan %.2fs (CPU %.2fs)\n", cfg.title, round, cw, cc, pw, pc)
+		}
+	}
+	return nil
+}
+
+// timed runs argv, which must exit 0 with want in its output, and gives its
+// wall time and the CPU the kernel accounted to it and to the descendants
+// it waited for (the rusage of wait4: user + system), s.
+func (s *syncBench) timed(ctx context.Context, argv []string, want string) (wall, cpu float64, err error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = s.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err = cmd.Run()
+	wall = time.Since(start).Seconds()
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, out.Bytes())
+	}
+	if !strings.Contains(out.String(), want) {
+		return 0, 0, fmt.Errorf("%s: no %q in its output:\n%s", strings.Join(argv, " "), want, out.Bytes())
+	}
+	usage, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0, 0, errors.New("no rusage")
+	}
+	return wall, rusageCPU(usage), nil
+}
+
+func rusageCPU(u *syscall.Rusage) float64 {
+	return float64(u.Utime.Nano()+u.Stime.Nano()) / 1e9
+}
+
+// companionProc is a running `sync`, its JSON log parsed line by line.
+type companionProc struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	logs []logEntry
+	raw  []string
+	done chan struct{}
+}
+
+type logEntry struct {
+	msg    string
+	time   time.Time
+	fields map[string]any
+}
+
+// parseLogLine reads one line of the companion's JSON log (log/slog's:
+// time, level, msg, then the attributes).
+func parseLogLine(line string) (logEntry, bool) {
+	var fields map[string]any
+	if json.Unmarshal([]byte(line), &fields) != nil {
+		return logEntry{}, false
+	}
+	msg, _ := fields["msg"].(string)
+	text, _ := fields["time"].(string)
+	t, err := time.Parse(time.RFC3339Nano, text)
+	if msg == "" || err != nil {
+		return logEntry{}, false
+	}
+	return logEntry{msg: msg, time: t, fields: fields}, true
+}
+
+func (s *syncBench) startCompanion(ctx context.Context, dir string, args ...string) (*companionProc, error) {
+	return s.startCompanionEnv(ctx, dir, nil, args...)
+}
+
+// startCompanionEnv starts `sync` on dir with extra variables in its
+// environment.
+func (s *syncBench) startCompanionEnv(ctx context.Context, dir string, extraEnv []string, args ...string) (*companionProc, error) {
+	base := []string{"sync", "-chdir", dir, "-terraform", s.terraform, "-kubeconfig", s.b.cluster.Kubeconfig(),
+		"-log-format", "json", "-listen", "127.0.0.1:0", "-settle-quiet", "200ms", "-settle-max", "2s"}
+	cmd := exec.CommandContext(ctx, s.b.provider, append(base, args...)...)
+	cmd.Env = append(slices.Clone(s.env), extraEnv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = time.Minute
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &companionProc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		scanner := bufio.NewScanner(stderr)
+		scanner.Buffer(make([]byte, 1<<20), 1<<22)
+		for scanner.Scan() {
+			line := scanner.Text()
+			e, ok := parseLogLine(line)
+			c.mu.Lock()
+			c.raw = append(c.raw, line)
+			if ok {
+				c.logs = append(c.logs, e)
+			}
+			c.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+func (c *companionProc) pid() int { return c.cmd.Process.Pid }
+
+func (c *companionProc) count(msg string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, e := range c.logs {
+		if e.msg == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// countPrefix is how many lines of its standard error start with prefix.
+func (c *companionProc) countPrefix(prefix string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, line := range c.raw {
+		if strings.HasPrefix(line, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// countForcedGC is how many gctrace lines are of a forced collection.
+func (c *companionProc) countForcedGC() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, line := range c.raw {
+		if strings.HasPrefix(line, "gc ") && strings.HasSuffix(line, "(forced)") {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *companionProc) text() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.raw, "\n")
+}
+
+// waitNth waits for the n-th line of message msg and gives it.
+func (c *companionProc) waitNth(ctx context.Context, msg string, n int, timeout time.Duration) (logEntry, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		c.mu.Lock()
+		seen := 0
+		for _, e := range c.logs {
+			if e.msg == msg {
+				if seen++; seen == n {
+					c.mu.Unlock()
+					return e, nil
+				}
+			}
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.done:
+			return logEntry{}, fmt.Errorf("the companion exited before line %d %q:\n%s", n, msg, c.text())
+		case <-ctx.Done():
+			return logEntry{}, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return logEntry{}, fmt.Errorf("no line %d %q within %s:\n%s", n, msg, timeout, c.text())
+		}
+	}
+}
+
+// stop sends SIGTERM and waits for the companion to end.
+func (c *companionProc) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(time.Minute):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// procStat is the CPU fields of /proc/PID/stat, in clock ticks.
+type procStat struct{ utime, stime, cutime, cstime int64 }
+
+// USER_HZ of Linux on the machines this runs on.
+const clockTicks = 100
+
+func (p procStat) self() float64     { return float64(p.utime+p.stime) / clockTicks }
+func (p procStat) children() float64 { return float64(p.cutime+p.cstime) / clockTicks }
+func (p procStat) total() int64      { return p.utime + p.stime + p.cutime + p.cstime }
+
+func readProcStat(pid int) (procStat, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseProcStat(data)
+}
+
+// parseProcStat reads utime, stime, cutime and cstime (fields 14 to 17)
+// from the contents of /proc/PID/stat; the command name, field 2, is in
+// parentheses and may hold spaces and parentheses.
+func parseProcStat(data []byte) (procStat, error) {
+	end := bytes.LastIndexByte(data, ')')
+	if end < 0 {
+		return procStat{}, fmt.Errorf("/proc stat %q: no command name", data)
+	}
+	// After the name: field 3 (state) is the first.
+	fields := strings.Fields(string(data[end+1:]))
+	if len(fields) < 15 {
+		return procStat{}, fmt.Errorf("/proc stat %q: %d fields after the name", data, len(fields))
+	}
+	var v [4]int64
+	for i := range v {
+		if _, err := fmt.Sscan(fields[11+i], &v[i]); err != nil {
+			return procStat{}, fmt.Errorf("/proc stat field %d %q: %w", 14+i, fields[11+i], err)
+		}
+	}
+	return procStat{utime: v[0], stime: v[1], cutime: v[2], cstime: v[3]}, nil
+}
+
+// parseVmHWM is the peak resident set size, KiB, from /proc/PID/status.
+func parseVmHWM(status []byte) (int64, error) {
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int64
+			if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kib); err != nil {
+				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
+			}
+			return kib, nil
+		}
+	}
+	return 0, errors.New("no VmHWM line in /proc status")
+}
+
+// percentile is the nearest-rank p-th percentile (0 < p <= 100) of v: the
+// smallest value with at least p % of the values at or below it. Of 50
+// values, the 99th is the largest.
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Sorted(slices.Values(v))
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
+}
+
+// syncTargetRows are the companion's rows of the targets table.
+func syncTargetRows(r *syncResults) []string {
+	var rows []string
+	row := func(format string, args ...any) { rows = append(rows, fmt.Sprintf(format, args...)) }
+	if len(r.latency) > 0 {
+		med, p99 := median(r.latency), percentile(r.latency, 99)
+		row("| companion detection latency: pod Ready written → run started, minus the %s quiet time, median of %d changes | %.3f s | ≤ 1 s | %s |",
+			r.quiet, len(r.latency), med, verdict(med, 1, " s"))
+		row("| that latency, p99 (nearest rank: of %d, the largest) | %.3f s | ≤ 1 s | %s |", len(r.latency), p99, verdict(p99, 1, " s"))
+	}
+	if r.idle > 0 {
+		pct := r.idleCPU / r.idle * 100
+		idleVerdict := verdict(pct, 1, " %")
+		if pct >= 1 {
+			// The target is strict (< 1 %).
+			idleVerdict = fmt.Sprintf("**miss** by %.2f %% of a core", pct-1)
+		}
+		row("| companion idle CPU watching %d Services x %d endpoints (over %.0f s, no change) | %.2f %% of a core | < 1 %% | %s |",
+			syncFleetServices, syncFleetEndpoints, r.idle, pct, idleVerdict)
+		row("| companion peak RSS (VmHWM), same | %.1f MiB | ≤ 150 MiB | %s |", r.peakRSS, verdict(r.peakRSS, 150, " MiB"))
+		row("| companion initial sync of those Services (start → CPU quiet): wall; CPU (own + `terraform state pull`) | %.1f s; %.2f s + %.2f s | — | |", r.syncWall, r.syncCPU, r.syncChildCPU)
+	}
+	for _, c := range r.checks {
+		if len(c.planWall) == 0 {
+			continue
+		}
+		ratio := median(c.checkWall) / median(c.planWall)
+		row("| `check` / `terraform plan`, %s, wall (medians, same rounds) | %.3f× | ≤ 0.2× | %s |", c.title, ratio, verdict(ratio, 0.2, "×"))
+		row("| the same, CPU of the process trees | %.3f× | — | |", median(c.checkCPU)/median(c.planCPU))
+	}
+	return rows
+}
+
+// syncSection is the companion's section of the report.
+func syncSection(r *syncResults) string {
+	if r == nil {
+		return ""
+	}
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("## Companion (`sync`, `check`)")
+	p("")
+	p("| measurement | measured | target | verdict |")
+	p("|---|---:|---:|---|")
+	for _, row := range syncTargetRows(r) {
+		p("%s", row)
+	}
+	p("")
+	if len(r.latency) > 0 {
+		p("Detection latency over %d changes, each removing or adding a member (alternately), each after the previous run ended: run started minus the write minus the quiet time %s: median %.3f s, p90 %.3f s, p99 %.3f s, min–max %s s. The settle window opened (run started minus its `settled`) after median %.3f s, p99 %.3f s. Runs no change explains: %d.",
+			len(r.latency), r.quiet, median(r.latency), percentile(r.latency, 90), percentile(r.latency, 99), minMax(r.latency, "%.3f"),
+			median(r.detection), percentile(r.detection, 99), r.extraRuns)
+		p("")
+	}
+	if r.idle > 0 {
+		var each []string
+		for _, v := range r.idleSlices {
+			each = append(each, fmt.Sprintf("%.2f", v))
+		}
+		p("Watching %d Services x %d endpoints (one `k8s_services` in state): its line `watching` %.1f s after its start; the initial sync (state read, informers listed, every pool compared with state) ended, by its CPU going quiet (≤ 10 ms in 2 s), %.1f s after its start, having used %.2f s of CPU (and %.2f s in the commands it ran and waited for: `terraform state pull`). Then %.3f s of CPU over %.1f s idle (by sixths: %s s), with %d garbage collections (%d forced by the runtime's 2-minute rule); peak RSS %.1f MiB. Runs or pool differences while idle: %d.",
+			syncFleetServices, syncFleetEndpoints, r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, r.idleCPU, r.idle, strings.Join(each, ", "), r.idleGC, r.idleForcedGC, r.peakRSS, r.idleRuns)
+		p("")
+	}
+	if len(r.checks) > 0 {
+		p("`check` and `terraform plan` of the same applied configuration (the data sources and an output that sums their endpoints; no resource), alternately; CPU is user + system of the finished process and the descendants it waited for (wait4's rusage: for plan, Terraform and its provider processes). Medians of %d rounds after one untimed.", len(r.checks[0].planWall))
+		p("")
+		p("| configuration | check wall, s | check CPU, s | plan wall, s | plan CPU, s | wall ratio | CPU ratio |")
+		p("|---|---:|---:|---:|---:|---:|---:|")
+		for _, c := range r.checks {
+			p("| %s | %.3f (%s) | %.3f | %.3f (%s) | %.3f | %.3f× | %.3f× |", c.title, median(c.checkWall), minMax(c.checkWall, "%.2f"), median(c.checkCPU),
+				median(c.planWall), minMax(c.planWall, "%.2f"), median(c.planCPU), median(c.checkWall)/median(c.planWall), median(c.checkCPU)/median(c.planCPU))
+		}
+		p("")
+	}
+	return b.String()
+}
+
+// runSyncOnly is `bench -only sync`: the companion's part alone, on the
+// fixture of the whole bench, its report written to -out.
+func (b *benchRun) runSyncOnly(ctx context.Context, client kubernetes.Interface) error {
+	r, err := b.benchSync(ctx, client)
+	if err != nil {
+		return err
+	}
+	version := b.cluster.Version
+	b.cluster.Stop()
+	terraformVersion := "unknown"
+	if out, err := exec.Command("terraform", "version").Output(); err == nil {
+		terraformVersion = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	goVersion, _ := exec.Command("go", "env", "GOVERSION").Output()
+	report := fmt.Sprintf("# make bench-sync results\n\nWritten by `make bench-sync` (tools/harness bench -only sync) on %s; see [README.md](README.md) for what each number means and how to run it.\n\n"+
+		"Machine: %s, Linux; %s, %s; Kubernetes %s (local control plane). Load average (1, 5, 15 min) %s at the start, %s at the end.\n\n",
+		time.Now().UTC().Format("2006-01-02"), machine(), strings.TrimSpace(string(goVersion)), terraformVersion, version, b.loadStart, loadAverage()) + syncSection(r)
+	out := b.opts.out
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(b.root, out)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+		return err
+	}
+	b.say("results (also in %s)", b.opts.out)
+	fmt.Print(report)
+	return nil
+}
+
+func isFlagSet(flags *flag.FlagSet, name string) bool {
+	set := false
+	flags.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
