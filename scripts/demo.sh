@@ -5,7 +5,9 @@
 # Service with pods in every interesting state, points the real terraform CLI
 # at the provider build with a dev_overrides CLI configuration, applies
 # examples/pools/haproxy, starts a real HAProxy on the backend it rendered and
-# sends requests through it. Real traffic needs root and iproute2 (each pod
+# sends requests through it. Then the sync companion (terraform-provider-k8s
+# sync) runs on the working directory, the demo adds a pod, and HAProxy
+# answers from it without anyone running Terraform. Real traffic needs root and iproute2 (each pod
 # gets a network namespace of its own) and HAProxy (installed from Debian
 # packages when missing); elsewhere the demo prints the rendered backend and
 # says what is missing.
@@ -74,16 +76,46 @@ rm -rf "$work"
 mkdir -p "$work"
 if [ -z "$no_traffic" ]; then
 	say "a dual-stack Service web in namespace demo, with pods in every state (a fake kubelet writes their status; each pod has a network namespace with its IPs and a server that answers with its name)"
-	bin/harness demo -kubeconfig "$KUBECONFIG" -namespace demo -network -hold "$work/pods.serving" &
-	helpers+=("$!")
-	wait_for "$work/pods.serving" "$!" "bin/harness demo"
+	bin/harness demo -kubeconfig "$KUBECONFIG" -namespace demo -network -hold "$work/pods.serving" -add-pod "$work/add-pod" &
 else
 	say "a dual-stack Service web in namespace demo, with pods in every state (a fake kubelet writes their status)"
-	bin/harness demo -kubeconfig "$KUBECONFIG" -namespace demo
+	bin/harness demo -kubeconfig "$KUBECONFIG" -namespace demo -hold "$work/pods.serving" -add-pod "$work/add-pod" &
 fi
+demo_pid="$!"
+helpers+=("$demo_pid")
+wait_for "$work/pods.serving" "$demo_pid" "bin/harness demo"
 
 say "installing the provider for terraform with a dev_overrides CLI configuration"
 cp examples/pools/haproxy/* "$work/"
+# The variables in a file, so that the companion's runs use them too.
+cat >"$work/terraform.tfvars" <<HCL
+namespace = "demo"
+service   = "web"
+port_name = "http"
+HCL
+# What keeps HAProxy current: replaced when the rendered backend changes, it
+# writes backend.cfg and, once HAProxy runs, reloads it gracefully (SIGUSR2
+# to the master). It depends on the data source, so the companion's runs may
+# apply it.
+cat >"$work/reload.tf" <<'HCL'
+resource "terraform_data" "haproxy_backend" {
+  input = templatefile("${path.module}/backend.cfg.tftpl", {
+    name      = "${var.namespace}_${var.service}"
+    endpoints = data.k8s_ready_endpoints.web.endpoints
+  })
+  triggers_replace = data.k8s_ready_endpoints.web.endpoints
+
+  provisioner "local-exec" {
+    command     = <<-EOT
+      printf '%s' "$BACKEND" > backend.cfg.tmp && mv backend.cfg.tmp backend.cfg
+      if [ -s haproxy/haproxy.pid ]; then
+        haproxy -c -q -f haproxy/haproxy.cfg -f backend.cfg && kill -USR2 "$(cat haproxy/haproxy.pid)"
+      fi
+    EOT
+    environment = { BACKEND = self.input }
+  }
+}
+HCL
 cat >"$work/terraformrc" <<HCL
 provider_installation {
   dev_overrides {
@@ -96,8 +128,7 @@ export TF_CLI_CONFIG_FILE="$work/terraformrc" TF_IN_AUTOMATION=1 CHECKPOINT_DISA
 echo "  $TF_CLI_CONFIG_FILE"
 
 say "terraform apply examples/pools/haproxy (the provider finds the cluster through \$KUBECONFIG)"
-if ! terraform -chdir="$work" apply -auto-approve -input=false -no-color \
-	-var namespace=demo -var service=web -var port_name=http >"$work/apply.log" 2>&1; then
+if ! terraform -chdir="$work" apply -auto-approve -input=false -no-color >"$work/apply.log" 2>&1; then
 	cat "$work/apply.log"
 	exit 1
 fi
@@ -107,10 +138,66 @@ say "the pool a load balancer would get (ready pods only, each family, the pods'
 terraform -chdir="$work" output -json endpoints |
 	jq -r '.[] | "  \(.address_type)  \(if .address_type == "IPv6" then "[\(.address)]" else .address end):\(.port)  pod=\(.pod)  node=\(.node_name)  zone=\(.zone)"'
 
-say "rendered HAProxy backend (examples/pools/haproxy/backend.cfg.tftpl)"
-terraform -chdir="$work" output -raw haproxy_backend | tee "$work/backend.cfg"
+say "rendered HAProxy backend (examples/pools/haproxy/backend.cfg.tftpl), written to backend.cfg by the apply"
+cat "$work/backend.cfg"
+
+# sync_demo: the companion on the working directory, a pod added, and what
+# it changed (with traffic: curl through HAProxy; without: backend.cfg),
+# with nobody running Terraform; then SIGTERM.
+sync_demo() {
+	say "the sync companion: terraform-provider-k8s sync -chdir=$work (settle window 500ms quiet, 2s at most; log: sync.log)"
+	bin/terraform-provider-k8s sync -chdir="$work" -terraform=terraform -listen= \
+		-settle-quiet=500ms -settle-max=2s 2>"$work/sync.log" &
+	sync_pid="$!"
+	helpers+=("$sync_pid")
+	for _ in $(seq 600); do
+		grep -q 'msg=watching' "$work/sync.log" && break
+		kill -0 "$sync_pid" 2>/dev/null || { cat "$work/sync.log"; echo "the companion exited" >&2; exit 1; }
+		sleep 0.1
+	done
+	grep 'msg=watching' "$work/sync.log" | sed 's/^/  /'
+
+	say "a new pod, web-3, becomes ready (nobody runs terraform from here on)"
+	touch "$work/add-pod"
+	wait_for "$work/add-pod.done" "$demo_pid" "bin/harness demo"
+
+	say "the companion sees the pool change, plans, and applies the saved plan (the provisioner writes backend.cfg and reloads HAProxy)"
+	for _ in $(seq 1200); do
+		grep -q 'web-3' "$work/backend.cfg" && grep -q 'result=applied' "$work/sync.log" && break
+		sleep 0.1
+	done
+	grep -E 'msg="(pool differs from state|run started|applying the saved plan|run ended)"' "$work/sync.log" | sed 's/^/  /'
+	if ! grep -q 'web-3' "$work/backend.cfg"; then
+		cat "$work/sync.log"
+		echo "backend.cfg has no web-3 after 2 minutes" >&2
+		exit 1
+	fi
+	if [ -n "$no_traffic" ]; then
+		say "backend.cfg, re-rendered by the companion's run"
+		cat "$work/backend.cfg"
+	else
+		say "requests through HAProxy: web-3 answers too"
+		# The reload is done when the apply ends; a few requests at most.
+		for _ in $(seq 100); do
+			case "$(curl -sS --max-time 5 "http://127.0.0.1:$port/")" in "web-3 "*) break ;; esac
+			sleep 0.1
+		done
+		for front in "127.0.0.1" "[::1]"; do
+			for _ in 1 2 3; do
+				printf '  curl http://%s:%s/  ->  %s\n' "$front" "$port" "$(curl -sS --max-time 5 "http://$front:$port/")"
+			done
+		done
+	fi
+
+	say "stopping the companion (SIGTERM: no new run, a running one finishes)"
+	kill -TERM "$sync_pid"
+	code=0
+	wait "$sync_pid" || code=$?
+	echo "  the companion exited $code"
+}
 
 if [ -n "$no_traffic" ]; then
+	sync_demo
 	echo
 	echo "No real traffic ($no_traffic): above is the backend HAProxy would load."
 	echo "The cluster is still running (kubeconfig: $KUBECONFIG). Stop it with: make cluster-down"
@@ -129,6 +216,8 @@ for front in "127.0.0.1" "[::1]"; do
 		printf '  curl http://%s:%s/  ->  %s\n' "$front" "$port" "$(curl -sS --max-time 5 "http://$front:$port/")"
 	done
 done
+
+sync_demo
 
 echo
 echo "The cluster is still running (kubeconfig: $KUBECONFIG). Stop it with: make cluster-down"

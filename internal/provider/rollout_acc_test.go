@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,32 +24,42 @@ import (
 // TestAccTrafficRollingUpdate replaces the 5 pods of a Service one by one
 // (new pod ready, then the old one deleted with a grace period: it drains,
 // then goes) while a bounded client sends 50 requests a second through
-// HAProxy on the backend of examples/pools/haproxy, and reports failed/total.
+// HAProxy on the backend of examples/pools/haproxy, and reports failed/total
+// in one line per case ("rollout: ..."), which the rollout guide quotes.
 //
-//   - "pool applied once": the baseline. The backend of the apply before
-//     the rollout names only the old pods: once they are gone, every request
-//     fails.
-//   - "pool re-applied during the rollout": the test itself runs terraform
-//     apply in a loop (the provisioner of reloadingPool writes the backend
-//     and reloads HAProxy when it changed), as the companion of issue 19
-//     will when a pool changes (this loop is its stand-in): no request
-//     fails.
+//   - "baseline": the pool applied once, before the rollout. Its backend
+//     names only the old pods: once they are gone, every request fails.
+//   - "companion, terminating_endpoints=MODE": `terraform-provider-k8s
+//     sync` runs on the working directory (rolloutSettleQuiet,
+//     rolloutSettleMax) and applies each change of the pool: the
+//     provisioner of reloadingPool writes the backend and reloads HAProxy.
+//     With exclude and fallback, no request fails (asserted): the
+//     companion's apply ends within the grace period, while the old pod
+//     still serves. With include, the count is reported, not asserted.
 func TestAccTrafficRollingUpdate(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		reapply bool
-	}{{"pool applied once", false}, {"pool re-applied during the rollout", true}} {
-		t.Run(tc.name, func(t *testing.T) { rollingUpdateThroughHAProxy(t, tc.reapply) })
+	t.Run("baseline", func(t *testing.T) { rollingUpdateThroughHAProxy(t, "exclude", false) })
+	for _, mode := range []string{"exclude", "fallback", "include"} {
+		t.Run("companion terminating_endpoints="+mode, func(t *testing.T) { rollingUpdateThroughHAProxy(t, mode, true) })
 	}
 }
+
+// The companion's settle window in the rollout test and the rollout guide:
+// small beside the pods' grace period (rolloutGrace), so that a run starts
+// within a second of a change, and each one before the old pod is gone.
+const (
+	rolloutSettleQuiet = "500ms"
+	rolloutSettleMax   = "2s"
+	rolloutGrace       = 10
+	rolloutPause       = 2 * time.Second
+)
 
 // reloadingPool is the configuration of a pool that keeps an HAProxy
 // current: examples/pools/haproxy as a module, and a terraform_data
 // resource (built in: no provider to install) replaced whenever the rendered
 // backend changes, whose provisioner writes the backend file and reloads
 // HAProxy gracefully (check, then SIGUSR2 to the master: new workers, the
-// old ones finish their connections). Run by the companion of issue 19,
-// `terraform apply` is all a change of the pool takes.
+// old ones finish their connections). The companion's default rule allows
+// it: it depends on the data source through the module's output.
 const reloadingPool = `
 terraform {
   required_providers {
@@ -58,11 +71,16 @@ variable "namespace" {
   type = string
 }
 
+variable "terminating_endpoints" {
+  type = string
+}
+
 module "pool" {
-  source    = "./pool"
-  namespace = var.namespace
-  service   = "web"
-  port_name = "http"
+  source                = "./pool"
+  namespace             = var.namespace
+  service               = "web"
+  port_name             = "http"
+  terminating_endpoints = var.terminating_endpoints
 }
 
 resource "terraform_data" "haproxy_backend" {
@@ -82,22 +100,37 @@ resource "terraform_data" "haproxy_backend" {
 }
 `
 
-// prepareReloadingPool writes reloadingPool and the example module into dir
-// and returns the apply (terraform get first: the module is local).
-func prepareReloadingPool(t *testing.T, c *testCluster, dir, namespace string) func() error {
+// prepareReloadingPool writes reloadingPool, its variables
+// (terraform.tfvars: the companion's plans read them too) and the example
+// module, given a terminating_endpoints variable, into dir, runs terraform
+// get (the module is local) and returns the apply and the CLI configuration.
+func prepareReloadingPool(t *testing.T, c *testCluster, dir, namespace, terminating string) (func() error, string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Join(dir, "pool"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	prepareHAProxyExample(t, filepath.Join(dir, "pool"))
-	if err := os.Rename(filepath.Join(dir, "pool", "dev.tfrc"), filepath.Join(dir, "dev.tfrc")); err != nil {
+	rc := filepath.Join(dir, "dev.tfrc")
+	if err := os.Rename(filepath.Join(dir, "pool", "dev.tfrc"), rc); err != nil {
 		t.Fatal(err)
 	}
+	module := filepath.Join(dir, "pool", "main.tf")
+	data, err := os.ReadFile(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const arg = "  port_name = var.port_name\n"
+	if strings.Count(string(data), arg) != 1 {
+		t.Fatalf("examples/pools/haproxy: want one %q in its data source", arg)
+	}
+	writeText(t, module, strings.Replace(string(data), arg, arg+"  terminating_endpoints = var.terminating_endpoints\n", 1)+
+		"\nvariable \"terminating_endpoints\" {\n  type = string\n}\n")
 	writeText(t, filepath.Join(dir, "main.tf"), reloadingPool)
+	writeText(t, filepath.Join(dir, "terraform.tfvars"), fmt.Sprintf("namespace = %q\nterminating_endpoints = %q\n", namespace, terminating))
 	run := func(args ...string) error {
 		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+filepath.Join(dir, "dev.tfrc"), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+c.kubeconfig)
+		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+c.kubeconfig)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("terraform %v: %w\n%s", args, err, out)
 		}
@@ -106,12 +139,119 @@ func prepareReloadingPool(t *testing.T, c *testCluster, dir, namespace string) f
 	if err := run("get", "-no-color"); err != nil {
 		t.Fatal(err)
 	}
-	return func() error {
-		return run("apply", "-auto-approve", "-input=false", "-no-color", "-var", "namespace="+namespace)
+	return func() error { return run("apply", "-auto-approve", "-input=false", "-no-color") }, rc
+}
+
+// rolloutCompanion is `terraform-provider-k8s sync` on a working directory,
+// its log (JSON lines) kept for the test.
+type rolloutCompanion struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	log  strings.Builder
+	done chan struct{}
+}
+
+// startRolloutCompanion starts the companion built from this provider on
+// dir and waits until it watches; it is stopped with SIGTERM by stop, or
+// at the test's end.
+func startRolloutCompanion(t *testing.T, c *testCluster, dir, rc string) *rolloutCompanion {
+	t.Helper()
+	cmd := exec.Command(providerBinary(t), "sync", "-chdir", dir, "-terraform", os.Getenv("TF_ACC_TERRAFORM_PATH"),
+		"-kubeconfig", c.kubeconfig, "-log-format", "json", "-listen", "",
+		"-settle-quiet", rolloutSettleQuiet, "-settle-max", rolloutSettleMax, "-stop-timeout", "30s")
+	// Its runs' terraform finds the cluster as the provider does: $KUBECONFIG.
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+c.kubeconfig)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &rolloutCompanion{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		scanner := bufio.NewScanner(stderr)
+		scanner.Buffer(make([]byte, 1<<20), 1<<20)
+		for scanner.Scan() {
+			s.mu.Lock()
+			s.log.WriteString(scanner.Text() + "\n")
+			s.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		s.stop(t)
+		if t.Failed() {
+			t.Logf("companion log:\n%s", s.text())
+		}
+	})
+	deadline := time.Now().Add(time.Minute)
+	for s.count(`"msg":"watching"`) == 0 {
+		select {
+		case <-s.done:
+			t.Fatalf("the companion exited before watching:\n%s", s.text())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the companion is not watching after a minute:\n%s", s.text())
+		}
+	}
+	return s
+}
+
+func (s *rolloutCompanion) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+// count is how many lines of the log contain fragment.
+func (s *rolloutCompanion) count(fragment string) int {
+	return strings.Count(s.text(), fragment)
+}
+
+// idle waits until the companion has no run pending: no pool differs from
+// state, no run is going on, for twice the longest settle window.
+func (s *rolloutCompanion) idle(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	quiet, _ := time.ParseDuration(rolloutSettleMax)
+	deadline := time.Now().Add(timeout)
+	last, since := s.text(), time.Now()
+	for time.Since(since) < 2*quiet {
+		if time.Now().After(deadline) {
+			t.Fatalf("the companion did not settle within %s", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if now := s.text(); now != last || s.count(`"msg":"run started"`) != s.count(`"msg":"run ended"`) {
+			last, since = now, time.Now()
+		}
 	}
 }
 
-func rollingUpdateThroughHAProxy(t *testing.T, reapply bool) {
+// stop sends SIGTERM and waits for the companion's exit (0: it stops
+// cleanly), killing it after a bound.
+func (s *rolloutCompanion) stop(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+		if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("the companion exited %d on SIGTERM", code)
+		}
+	case <-time.After(45 * time.Second):
+		_ = s.cmd.Process.Kill()
+		t.Error("the companion did not stop within 45s of SIGTERM")
+	}
+}
+
+func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion bool) {
 	c := accCluster(t)
 	k := trafficSetUp(t, c)
 	n := k.Network()
@@ -136,7 +276,7 @@ func rollingUpdateThroughHAProxy(t *testing.T, reapply bool) {
 		c.waitForSlices(t, ns, endpointCount(family, 5, 5))
 	}
 	dir := t.TempDir()
-	apply := prepareReloadingPool(t, c, dir, ns)
+	apply, rc := prepareReloadingPool(t, c, dir, ns, terminating)
 	if err := apply(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,81 +290,59 @@ func rollingUpdateThroughHAProxy(t *testing.T, reapply bool) {
 	if r := loadForASecond(t, h.URL(false), 50); r.Failed != 0 || !slices.Equal(r.Pods(), old) {
 		t.Fatalf("before the rollout: %v, want answers from %v", r, old)
 	}
-
-	// What the companion will do when the pool changes: terraform apply
-	// (whose provisioner writes the backend and reloads HAProxy). Here, in a
-	// loop until the rollout is over.
-	stop, looped := make(chan struct{}), make(chan error, 1)
-	applies := 0
-	reapplyOnce := func() error {
-		applies++
-		return apply()
-	}
-	if reapply {
-		go func() {
-			for {
-				select {
-				case <-stop:
-					looped <- nil
-					return
-				default:
-				}
-				if err := reapplyOnce(); err != nil {
-					looped <- err
-					return
-				}
-			}
-		}()
-	} else {
-		close(looped)
+	var s *rolloutCompanion
+	if companion {
+		s = startRolloutCompanion(t, c, dir, rc)
 	}
 
-	const pause, grace = 2 * time.Second, 10
 	// The rollout takes 9 pauses and the last grace period; the load covers it.
 	during := make(chan traffic.Result, 1)
 	go func() {
-		r, _ := traffic.Run(context.Background(), traffic.Load{URL: h.URL(true), Rate: 50, Duration: 9*pause + grace*time.Second + 2*time.Second})
+		r, _ := traffic.Run(context.Background(), traffic.Load{URL: h.URL(true), Rate: 50, Duration: 9*rolloutPause + rolloutGrace*time.Second + 2*time.Second})
 		during <- r
 	}()
-	if err := k.RollingUpdate(ctx, testcluster.Rollout{Namespace: ns, Old: old, New: replacements, Pause: pause, Grace: grace}); err != nil {
+	if err := k.RollingUpdate(ctx, testcluster.Rollout{Namespace: ns, Old: old, New: replacements, Pause: rolloutPause, Grace: rolloutGrace}); err != nil {
 		t.Fatal(err)
 	}
-	if reapply {
-		close(stop)
-		if err := <-looped; err != nil {
-			t.Fatal(err)
-		}
-		// The change the loop may have missed: the last old pod gone.
-		if err := reapplyOnce(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	duringRollout := <-during
+	runs, applied := 0, 0
+	if companion {
+		// The last change (the last old pod gone) may still be settling.
+		s.idle(t, 2*time.Minute)
+		runs, applied = s.count(`"msg":"run started"`), s.count(`"result":"applied"`)
+		s.stop(t)
+	}
 	after := loadForASecond(t, h.URL(false), 50)
 	reloads, err := os.ReadFile(filepath.Join(dir, "reloads"))
-	if err != nil && reapply {
+	if err != nil && companion {
 		t.Fatal(err)
 	}
 	reloadCount := strings.Count(string(reloads), "\n")
-	t.Logf("%d reloads by the provisioner", reloadCount)
-	// 10 changes of the pool (5 pods in, 5 out), each one reload at most:
-	// an apply that changes nothing reloads nothing.
-	if reapply && (reloadCount < 1 || reloadCount > 10) {
-		t.Errorf("%d reloads in %d applies, want 1 to 10 (one per change of the pool at most)", reloadCount, applies)
+	name := "baseline (pool applied once)"
+	if companion {
+		name = "companion terminating_endpoints=" + terminating
 	}
-	t.Logf("%s: during the rollout %d/%d requests failed %v (%d applies); after it %d/%d",
-		map[bool]string{false: "pool applied once", true: "pool re-applied"}[reapply],
-		duringRollout.Failed, duringRollout.Total, duringRollout.Failures, applies, after.Failed, after.Total)
-	if !reapply {
+	t.Logf("rollout: %s: failed/total during the rollout %d/%d, after it %d/%d; companion runs %d (applied %d), HAProxy reloads %d; failures %v",
+		name, duringRollout.Failed, duringRollout.Total, after.Failed, after.Total, runs, applied, reloadCount, duringRollout.Failures)
+	if !companion {
 		if after.Failed != after.Total || slices.ContainsFunc(duringRollout.Pods(), func(p string) bool { return slices.Contains(next, p) }) {
-			t.Errorf("pool applied once: after the rollout %v, during %v; want every request failed, and no answer from the new pods", after, duringRollout)
+			t.Errorf("baseline: after the rollout %v, during %v; want every request failed, and no answer from the new pods", after, duringRollout)
 		}
 		return
 	}
-	if duringRollout.Failed != 0 {
-		t.Errorf("pool re-applied: %d/%d requests failed during the rollout: %v", duringRollout.Failed, duringRollout.Total, duringRollout.Failures)
+	// 10 changes of the pool (5 pods in, 5 out; with include, 5 more: each
+	// old pod in as terminating first), each one reload at most: a run that
+	// changes nothing reloads nothing.
+	if reloadCount < 1 || reloadCount > 15 || applied != reloadCount {
+		t.Errorf("%s: %d reloads, %d runs applied (of %d); want one reload per applied run, 1 to 15", name, reloadCount, applied, runs)
+	}
+	// The documented settings for zero (docs/guides/rollout.md) are exclude
+	// and fallback; include is measured and reported (a pod kept in the pool
+	// until it is gone: a request may still reach it as its network goes).
+	if terminating != "include" && duringRollout.Failed != 0 {
+		t.Errorf("%s: %d/%d requests failed during the rollout: %v", name, duringRollout.Failed, duringRollout.Total, duringRollout.Failures)
 	}
 	if after.Failed != 0 || !slices.Equal(after.Pods(), slices.Sorted(slices.Values(next))) {
-		t.Errorf("pool re-applied, after the rollout: %v, want answers from %v only", after, next)
+		t.Errorf("%s, after the rollout: %v, want answers from %v only", name, after, next)
 	}
 }

@@ -217,6 +217,11 @@ func (b *benchRun) run(ctx context.Context) error {
 		return err
 	}
 
+	trafficSection, err := b.trafficLatency(ctx, client)
+	if err != nil {
+		return err
+	}
+
 	var profileTop string
 	if b.opts.profile {
 		b.say("CPU profile of the provider during a plan of 100")
@@ -244,7 +249,7 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + syncSection(syncRes)
+	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + syncSection(syncRes) + "\n" + trafficSection
 	out := b.opts.out
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(b.root, out)

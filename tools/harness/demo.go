@@ -38,12 +38,15 @@ func clientFor(kubeconfig string) (kubernetes.Interface, error) {
 // its IPs, a server that answers with its name), and with -hold the command
 // then writes the file named and keeps the networks until SIGTERM or SIGINT,
 // until the process that started it exits, or for 30 minutes at most.
+// With -add-pod FILE, it then waits for FILE to exist and adds a ready pod,
+// web-3 (with -network, serving): what the companion of the demo picks up.
 func demo(ctx context.Context, args []string) error {
 	flags := flag.NewFlagSet("demo", flag.ExitOnError)
 	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the cluster (required)")
 	ns := flags.String("namespace", "demo", "namespace of the demo, deleted first if it exists")
 	withNetwork := flags.Bool("network", false, "give each pod a real network (root and iproute2)")
-	hold := flags.String("hold", "", "with -network: write this file once the pods serve, and keep their networks until stopped")
+	hold := flags.String("hold", "", "write this file once the pods are there (with -network: serve), and keep running (and their networks) until stopped")
+	addPod := flags.String("add-pod", "", "with -hold: when this file exists, add a ready pod web-3, then write FILE.done")
 	_ = flags.Parse(args)
 	client, err := clientFor(*kubeconfig)
 	if err != nil {
@@ -150,13 +153,58 @@ func demo(ctx context.Context, args []string) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if *withNetwork && *hold != "" {
-		if err := os.WriteFile(*hold, []byte("serving\n"), 0o600); err != nil {
+	if *hold == "" {
+		return nil
+	}
+	if err := os.WriteFile(*hold, []byte("serving\n"), 0o600); err != nil {
+		return err
+	}
+	if *addPod != "" {
+		if !waitForFile(holdCtx, *addPod, 30*time.Minute) {
+			return nil
+		}
+		pod := testcluster.Pod{
+			Name: "web-3", Labels: map[string]string{"app": "web"}, Ready: true, Node: "demo-node",
+			IPs:   []string{"10.244.0.13", "fd00:10:244::13"},
+			Ports: map[string]int32{"http": 8080},
+		}
+		addCtx, cancel := context.WithTimeout(holdCtx, time.Minute)
+		err := runPod(addCtx, pod)
+		cancel()
+		if err != nil {
 			return err
 		}
-		holdUntilStopped(holdCtx, 30*time.Minute)
+		fmt.Printf("  %-16s ready=%-5t %s %s\n", pod.Name, pod.Ready, pod.IPs[0], pod.IPs[1])
+		if err := os.WriteFile(*addPod+".done", []byte("added\n"), 0o600); err != nil {
+			return err
+		}
 	}
+	holdUntilStopped(holdCtx, 30*time.Minute)
 	return nil
+}
+
+// waitForFile is whether name exists before ctx ends, the process that
+// started this one exits, or bound passes.
+func waitForFile(ctx context.Context, name string, bound time.Duration) bool {
+	parent := os.Getppid()
+	deadline := time.After(bound)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Stat(name); err == nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline:
+			return false
+		case <-tick.C:
+			if os.Getppid() != parent {
+				return false
+			}
+		}
+	}
 }
 
 // holdUntilStopped returns on SIGTERM or SIGINT (ctx), when the process that
