@@ -42,9 +42,7 @@ type instance struct {
 	// resource is the address without the instance key, as the
 	// configuration names it: module.m.data.k8s_ready_endpoints.web.
 	resource string
-	// alias is the alias of its provider configuration, "" for the default.
-	alias string
-	pool  *provider.StatePool
+	pool     *provider.StatePool
 }
 
 // poolsOfState reads the pool data sources of a state, those of the provider
@@ -77,7 +75,7 @@ func poolsOfState(ctx context.Context, raw []byte, alias string) (found []instan
 			if err != nil {
 				return nil, nil, 0, fmt.Errorf("%s: %w", address, err)
 			}
-			found = append(found, instance{address: address, resource: resource, alias: a, pool: pool})
+			found = append(found, instance{address: address, resource: resource, pool: pool})
 		}
 	}
 	return found, ignored, st.Serial, nil

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -412,7 +413,7 @@ func (p pending) signature() string {
 // shrinkRefusal says why the shrink guard refuses p, or "".
 func (s *syncer) shrinkRefusal(p pending) string {
 	var reasons []string
-	for _, address := range slices.Sorted(mapKeysOf(p.changes)) {
+	for _, address := range slices.Sorted(maps.Keys(p.changes)) {
 		for _, c := range p.changes[address] {
 			name := address
 			if c.Name != "" {
@@ -427,16 +428,6 @@ func (s *syncer) shrinkRefusal(p pending) string {
 		}
 	}
 	return strings.Join(reasons, "; ")
-}
-
-func mapKeysOf[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // runResult is the end of one run.
@@ -589,7 +580,7 @@ func (s *syncer) Run(ctx context.Context) error {
 			s.metrics.drift.Inc()
 		}
 		windowSig, lastChange = sig, now
-		for _, address := range slices.Sorted(mapKeysOf(current.changes)) {
+		for _, address := range slices.Sorted(maps.Keys(current.changes)) {
 			for _, c := range current.changes[address] {
 				s.log.Info("pool differs from state", "data_source", address, "pool", c.Name,
 					"added", strings.Join(c.Added, ","), "removed", strings.Join(c.Removed, ","))
@@ -636,7 +627,7 @@ func (s *syncer) Run(ctx context.Context) error {
 			}
 			running, windowOpen = true, false
 			s.metrics.settleDelay.Observe(s.now().Sub(windowStart).Seconds())
-			s.log.Info("run started", "data_sources", strings.Join(slices.Sorted(mapKeysOf(current.changes)), ","),
+			s.log.Info("run started", "data_sources", strings.Join(slices.Sorted(maps.Keys(current.changes)), ","),
 				"settled", s.now().Sub(windowStart).Round(time.Millisecond).String())
 			runStarted = s.now()
 			started, snapshot, sig := runStarted, current, current.signature()

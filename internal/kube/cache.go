@@ -1,9 +1,11 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -191,23 +193,13 @@ func (k *Cache) WaitForSync(ctx context.Context) bool {
 
 func (k *Cache) informers() []cache.SharedIndexInformer {
 	var out []cache.SharedIndexInformer
-	for _, ns := range slices.Sorted(mapKeys(k.services)) {
+	for _, ns := range slices.Sorted(maps.Keys(k.services)) {
 		out = append(out, k.services[ns], k.slices[ns])
 	}
 	if k.nodes != nil {
 		out = append(out, k.nodes)
 	}
 	return out
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for key := range m {
-			if !yield(key) {
-				return
-			}
-		}
-	}
 }
 
 // informerFor is the informer of a namespace's objects, nil when the
@@ -217,15 +209,6 @@ func (k *Cache) informerFor(of map[string]cache.SharedIndexInformer, namespace s
 		return inf
 	}
 	return of[namespace]
-}
-
-// Watches says whether the cache holds the Services of namespace ("" for all).
-func (k *Cache) Watches(namespace string) bool {
-	if _, ok := k.services[""]; ok {
-		return true
-	}
-	_, ok := k.services[namespace]
-	return ok && namespace != ""
 }
 
 // Service is the Service namespace/name, false when there is none.
@@ -274,7 +257,7 @@ func (k *Cache) Services(namespace string, selector labels.Selector) []corev1.Se
 		}
 	}
 	slices.SortFunc(out, func(a, b corev1.Service) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	return out
 }
@@ -301,7 +284,7 @@ func slicesOf(objs []any) []discoveryv1.EndpointSlice {
 		}
 	}
 	slices.SortFunc(out, func(a, b discoveryv1.EndpointSlice) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	return out
 }
@@ -334,30 +317,30 @@ var ErrForbidden = errors.New("forbidden")
 // than retried for ever by the informers. Its error names the rule to add.
 func (k *Cache) Probe(ctx context.Context) error {
 	type probe struct {
-		list, watch                *rest.RESTClient
+		client                     *rest.RESTClient
 		group, resource, namespace string
 	}
 	var probes []probe
-	for _, ns := range slices.Sorted(mapKeys(k.services)) {
+	for _, ns := range slices.Sorted(maps.Keys(k.services)) {
 		probes = append(probes,
-			probe{k.client.core, k.client.core, "", "services", ns},
-			probe{k.client.discovery, k.client.discovery, "discovery.k8s.io", "endpointslices", ns})
+			probe{k.client.core, "", "services", ns},
+			probe{k.client.discovery, "discovery.k8s.io", "endpointslices", ns})
 	}
 	if k.nodes != nil {
-		probes = append(probes, probe{k.client.core, k.client.core, "", "nodes", ""})
+		probes = append(probes, probe{k.client.core, "", "nodes", ""})
 	}
 	for _, p := range probes {
 		for _, verb := range []string{"list", "watch"} {
-			req := p.list.Get().Namespace(p.namespace).Resource(p.resource).Param("limit", "1")
+			req := p.client.Get().Namespace(p.namespace).Resource(p.resource)
 			var err error
 			if verb == "watch" {
 				var w watch.Interface
-				w, err = p.watch.Get().Namespace(p.namespace).Resource(p.resource).Param("watch", "true").Param("timeoutSeconds", "1").Watch(ctx)
+				w, err = req.Param("watch", "true").Param("timeoutSeconds", "1").Watch(ctx)
 				if err == nil {
 					w.Stop()
 				}
 			} else {
-				err = req.Do(ctx).Error()
+				err = req.Param("limit", "1").Do(ctx).Error()
 			}
 			if err == nil {
 				continue
