@@ -76,8 +76,7 @@ func accMain(m *testing.M) (int, error) {
 		}
 	}
 	acc.cliConfig = filepath.Join(dir, "terraformrc")
-	rc := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = %q\n  }\n  direct {}\n}\n", dir)
-	if err := os.WriteFile(acc.cliConfig, []byte(rc), 0o644); err != nil {
+	if err := os.WriteFile(acc.cliConfig, []byte(testcluster.DevOverrides(dir)), 0o644); err != nil {
 		return 0, err
 	}
 	// Every terraform these tests start, and the companion's, read it.

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
 // TestBuiltProviderReadsTwoClustersThroughAliases runs the provider binary as
@@ -112,7 +114,7 @@ func providerBinary(t *testing.T) string {
 func terraformWithBuiltProvider(t *testing.T, dir, config string, env ...string) builtProviderRun {
 	t.Helper()
 	rc := filepath.Join(dir, "dev.tfrc")
-	writeText(t, rc, fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = %q\n  }\n  direct {}\n}\n", filepath.Dir(providerBinary(t))))
+	writeText(t, rc, testcluster.DevOverrides(filepath.Dir(providerBinary(t))))
 	writeText(t, filepath.Join(dir, "main.tf"), config)
 	run := func(env []string, args ...string) []byte {
 		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)

@@ -14,6 +14,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
 // The examples that render a load balancer configuration, applied unchanged
@@ -284,7 +286,7 @@ func applyExample(t *testing.T, ex lbExample, kubeconfig string) (map[string]str
 	copyExample(t, filepath.Join("..", "..", "examples", ex.dir), moduleDir, ex.edits, ex.tree)
 	work = filepath.Join(work, ex.run)
 	rc := filepath.Join(t.TempDir(), "dev.tfrc")
-	writeText(t, rc, fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = %q\n  }\n  direct {}\n}\n", filepath.Dir(providerBinary(t))))
+	writeText(t, rc, testcluster.DevOverrides(filepath.Dir(providerBinary(t))))
 	run := func(args ...string) ([]byte, error) {
 		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
 		cmd.Dir = work

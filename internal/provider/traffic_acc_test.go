@@ -78,7 +78,7 @@ func prepareHAProxyExample(t *testing.T, dir string) {
 		}
 		writeText(t, filepath.Join(dir, name), string(data))
 	}
-	writeText(t, filepath.Join(dir, "dev.tfrc"), "provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = \""+filepath.Dir(providerBinary(t))+"\"\n  }\n  direct {}\n}\n")
+	writeText(t, filepath.Join(dir, "dev.tfrc"), testcluster.DevOverrides(filepath.Dir(providerBinary(t))))
 }
 
 // reapplyHAProxyExample applies the example prepared in dir and returns the

@@ -234,3 +234,10 @@ func renewLease(ctx context.Context, client kubernetes.Interface, name string) e
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// DevOverrides is a CLI configuration (terraformrc) that makes terraform and
+// tofu use the provider binary in dir instead of installing vigie/k8s: how
+// the tests, the bench and the demo run a build of the provider.
+func DevOverrides(dir string) string {
+	return fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = %q\n  }\n  direct {}\n}\n", dir)
+}

@@ -140,7 +140,7 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 		"reload.tf":        trafficReload,
 		"terraform.tfvars": fmt.Sprintf("namespace = %q\nservice = \"web\"\nport_name = \"http\"\n", trafficNamespace),
 		// The provider itself, not the bench's measuring wrapper.
-		rc: fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"vigie/k8s\" = %q\n  }\n  direct {}\n}\n", filepath.Dir(b.provider)),
+		rc: testcluster.DevOverrides(filepath.Dir(b.provider)),
 	}
 	for name, text := range files {
 		if !filepath.IsAbs(name) {
