@@ -1,6 +1,7 @@
 // Package traffic sends real requests in the tests, the demo and the bench:
-// an HAProxy started on a backend that Terraform rendered, reloaded the way
-// production reloads it, and a bounded load client. Requests go only to
+// an HAProxy started on a backend that Terraform rendered, and an nginx on
+// an upstream it rendered, each reloaded the way production reloads it, and
+// a bounded load client. Requests go only to
 // loopback and to the test pods' addresses (10.244.0.0/16, fd00:10:244::/48),
 // which live in network namespaces the tests create
 // (internal/testcluster/podnet.go).
@@ -241,12 +242,14 @@ func freePort() (int, error) {
 func (h *HAProxy) Port() int { return h.opts.Port }
 
 // URL is the frontend's address over IPv4 (127.0.0.1) or IPv6 ([::1]).
-func (h *HAProxy) URL(ipv6 bool) string {
+func (h *HAProxy) URL(ipv6 bool) string { return loopbackURL(ipv6, h.opts.Port) }
+
+func loopbackURL(ipv6 bool, port int) string {
 	host := "127.0.0.1"
 	if ipv6 {
 		host = "::1"
 	}
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(h.opts.Port)) + "/"
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/"
 }
 
 // PID is the master's pid.
