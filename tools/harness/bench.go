@@ -38,11 +38,15 @@ type benchOptions struct {
 	profile   bool
 	gobench   bool
 	incumbent string
-	// only "sync" runs the companion's part alone; withSync adds it to
-	// the whole bench (bench_sync.go).
+	// only "sync" runs the companion's part alone, "traffic" the traffic
+	// latency; withSync adds the companion's part to the whole bench
+	// (bench_sync.go).
 	only     string
 	withSync bool
 	sync     syncOptions
+	// trafficSamples is the number of pods per load balancer of the
+	// traffic latency (bench_traffic.go).
+	trafficSamples int
 }
 
 func bench(ctx context.Context, args []string) error {
@@ -52,21 +56,25 @@ func bench(ctx context.Context, args []string) error {
 	out := flags.String("out", "bench/results.md", "Markdown file written, relative to the repository root")
 	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also write a CPU profile of the provider during a plan of 100 (PROFILE=1)")
 	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
-	only := flags.String("only", "", "run one part alone: sync (the companion; writes -out, default bench/results-sync.md)")
+	only := flags.String("only", "", "run one part alone: sync (the companion; writes -out, default bench/results-sync.md) or traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md)")
 	withSync := flags.Bool("sync", true, "also measure the sync companion (bench_sync.go)")
+	trafficSamplesFlag := flags.Int("traffic-samples", trafficSamples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
 	var syncOpts syncOptions
 	syncOpts.register(flags)
 	_ = flags.Parse(args)
 	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
-		only: *only, withSync: *withSync, sync: syncOpts}
+		only: *only, withSync: *withSync, sync: syncOpts, trafficSamples: *trafficSamplesFlag}
 	switch opts.only {
 	case "":
-	case "sync":
+	case "sync", "traffic":
 		if !isFlagSet(flags, "out") {
-			opts.out = "bench/results-sync.md"
+			opts.out = "bench/results-" + opts.only + ".md"
 		}
 	default:
-		return fmt.Errorf("-only %q: the part that runs alone is sync", opts.only)
+		return fmt.Errorf("-only %q: the parts that run alone are sync and traffic", opts.only)
+	}
+	if opts.trafficSamples < 1 || opts.trafficSamples > 100 {
+		return fmt.Errorf("-traffic-samples %d: want 1 to 100", opts.trafficSamples)
 	}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -155,6 +163,9 @@ func (b *benchRun) run(ctx context.Context) error {
 		{b.root, "-o", filepath.Join(b.work, "unstripped"), "."},
 		{filepath.Join(b.root, "tools", "harness"), "-ldflags", "-s -w", "-o", b.trivial, "./trivialprovider"},
 	}
+	if b.opts.only == "traffic" {
+		builds = builds[:1] // the provider alone: no plan is timed
+	}
 	if b.opts.profile {
 		builds = append(builds, []string{filepath.Join(b.root, "tools", "harness"), "-o", filepath.Join(b.work, "profile", "terraform-provider-k8s"), "./profiledprovider"})
 	}
@@ -178,6 +189,11 @@ func (b *benchRun) run(ctx context.Context) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
+	}
+	if b.opts.only == "traffic" {
+		// Its own Service in its own namespace: no fixture.
+		b.env = cliEnv("", b.cluster.Kubeconfig())
+		return b.runTrafficOnly(ctx, client)
 	}
 	b.say("fixture: %d Services x 10 ready pods, and a Service with %d endpoints", fleetServices, bigEndpoints)
 	if err := createFixture(ctx, client, fleetServices, 10); err != nil {
@@ -217,7 +233,7 @@ func (b *benchRun) run(ctx context.Context) error {
 		return err
 	}
 
-	trafficSection, err := b.trafficLatency(ctx, client)
+	trafficRes, err := b.trafficLatency(ctx, client)
 	if err != nil {
 		return err
 	}
@@ -249,7 +265,7 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + syncSection(syncRes) + "\n" + trafficSection
+	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + syncSection(syncRes) + "\n" + trafficSection(trafficRes)
 	out := b.opts.out
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(b.root, out)
@@ -314,17 +330,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	if err := writeRC(b.rc, filepath.Join(b.work, "wrap"), overrides); err != nil {
 		return err
 	}
-	// The CLI gets this configuration and nothing of the machine's or the
-	// environment's: no plugin cache, no logging, no version pin of the test
-	// framework.
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "TF_") || name == "KUBECONFIG" {
-			continue
-		}
-		b.env = append(b.env, kv)
-	}
-	b.env = append(b.env, "TF_CLI_CONFIG_FILE="+b.rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+kubeconfig)
+	b.env = cliEnv(b.rc, kubeconfig)
 
 	plan := []string{"plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color"}
 	for _, n := range b.opts.sizes {
@@ -383,6 +389,25 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform validate`, empty configuration (the bare CLI)", dir: dir, args: validate})
 	return nil
+}
+
+// cliEnv is the environment of the CLIs the bench runs: the CLI
+// configuration rc (none when "": the caller adds its own) and nothing of
+// the machine's or the environment's: no plugin cache, no logging, no
+// version pin of the test framework.
+func cliEnv(rc, kubeconfig string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "TF_") || name == "KUBECONFIG" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	if rc != "" {
+		env = append(env, "TF_CLI_CONFIG_FILE="+rc)
+	}
+	return append(env, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+kubeconfig)
 }
 
 func writeRC(path, wrapDir string, overrides map[string]string) error {

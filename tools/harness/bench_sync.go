@@ -827,6 +827,22 @@ func (b *benchRun) runSyncOnly(ctx context.Context, client kubernetes.Interface)
 	if err != nil {
 		return err
 	}
+	return b.writePart("make bench-sync", "`make bench-sync` (tools/harness bench -only sync)", syncSection(r))
+}
+
+// runTrafficOnly is `bench -only traffic`: the traffic latency alone, its
+// report written to -out.
+func (b *benchRun) runTrafficOnly(ctx context.Context, client kubernetes.Interface) error {
+	r, err := b.trafficLatency(ctx, client)
+	if err != nil {
+		return err
+	}
+	return b.writePart("bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)", trafficSection(r))
+}
+
+// writePart stops the control plane and writes the report of a part run
+// alone to -out: a header on the machine and the run, then its section.
+func (b *benchRun) writePart(title, by, section string) error {
 	version := b.cluster.Version
 	b.cluster.Stop()
 	terraformVersion := "unknown"
@@ -834,9 +850,9 @@ func (b *benchRun) runSyncOnly(ctx context.Context, client kubernetes.Interface)
 		terraformVersion = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	}
 	goVersion, _ := exec.Command("go", "env", "GOVERSION").Output()
-	report := fmt.Sprintf("# make bench-sync results\n\nWritten by `make bench-sync` (tools/harness bench -only sync) on %s; see [README.md](README.md) for what each number means and how to run it.\n\n"+
+	report := fmt.Sprintf("# %s results\n\nWritten by %s on %s; see [README.md](README.md) for what each number means and how to run it.\n\n"+
 		"Machine: %s, Linux; %s, %s; Kubernetes %s (local control plane). Load average (1, 5, 15 min) %s at the start, %s at the end.\n\n",
-		time.Now().UTC().Format("2006-01-02"), machine(), strings.TrimSpace(string(goVersion)), terraformVersion, version, b.loadStart, loadAverage()) + syncSection(r)
+		title, by, time.Now().UTC().Format("2006-01-02"), machine(), strings.TrimSpace(string(goVersion)), terraformVersion, version, b.loadStart, loadAverage()) + section
 	out := b.opts.out
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(b.root, out)

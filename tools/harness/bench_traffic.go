@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,28 +27,32 @@ import (
 )
 
 // The traffic latency of make bench: from a pod's Ready condition written
-// to the first request it serves through HAProxy, the pool kept current by
-// the sync companion (its plan and apply of examples/pools/haproxy, whose
-// terraform_data provisioner writes the backend and reloads HAProxy). Each
+// to the first request it serves through a load balancer, the pool kept
+// current by the sync companion (its plan and apply of the load balancer's
+// example, whose terraform_data provisioner writes the rendered file and
+// reloads the load balancer): HAProxy (examples/pools/haproxy), then nginx
+// (examples/pools/nginx), one after the other on the same Service. Each
 // sample adds one ready pod beside a base one, measures, then deletes it and
 // waits until the companion has taken it out, so that the next sample starts
 // from a settled pool. The requests go only to loopback and the pods' own
 // network namespaces.
 
 const (
+	// trafficSamples is the number of pods per load balancer of make bench
+	// (-traffic-samples).
 	trafficSamples     = 20
 	trafficNamespace   = "bench-traffic"
 	trafficSettleQuiet = "500ms"
 	trafficSettleMax   = "2s"
 	// trafficPoll is the interval of the requests that look for the new pod;
-	// with 2 pods of 2 families in a round-robin backend, it is found within
+	// with 2 pods of 2 families in a round-robin pool, it is found within
 	// 4 requests of being served.
 	trafficPoll = 5 * time.Millisecond
 )
 
-// trafficReload is the terraform_data beside the example that keeps HAProxy
-// current, as in make demo and the rolling-update test.
-const trafficReload = `
+// haproxyReload is the terraform_data beside examples/pools/haproxy that
+// keeps HAProxy current, as in make demo and the rolling-update test.
+const haproxyReload = `
 resource "terraform_data" "haproxy_backend" {
   input = templatefile("${path.module}/backend.cfg.tftpl", {
     name      = "${var.namespace}_${var.service}"
@@ -65,37 +72,159 @@ resource "terraform_data" "haproxy_backend" {
 }
 `
 
-// trafficLatency measures and returns its section of the report; where pods
-// cannot have a network or HAProxy is missing, the section says so.
-func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interface) (string, error) {
-	title := "## Traffic: a pod's Ready to its first request through HAProxy\n\n"
+// nginxReload is the same beside examples/pools/nginx, the upstream
+// rendered as its output is, for the nginx that traffic.StartNginx runs in
+// dir/nginx: nginx -t, then nginx -s reload.
+func nginxReload(bin, dir string) string {
+	return fmt.Sprintf(`
+resource "terraform_data" "nginx_upstream" {
+  input = templatefile("${path.module}/upstream.conf.tftpl", {
+    name    = "${var.namespace}_${var.service}"
+    members = provider::k8s::members(data.k8s_ready_endpoints.web.endpoints)
+  })
+  triggers_replace = data.k8s_ready_endpoints.web.endpoints
+
+  provisioner "local-exec" {
+    command     = <<-EOT
+      printf '%%s' "$UPSTREAM" > upstream.conf.tmp && mv upstream.conf.tmp upstream.conf
+      if [ -s nginx/nginx.pid ]; then
+        %s
+      fi
+    EOT
+    environment = { UPSTREAM = self.input }
+  }
+}
+`, traffic.NginxReloadCommand(bin, filepath.Join(dir, "nginx")))
+}
+
+// trafficLB is a load balancer the traffic latency is measured through.
+type trafficLB struct {
+	name    string // as the report names it
+	example string // examples/pools/<example>, copied with its files
+	files   []string
+	// rendered is the file the provisioner writes, in the directory.
+	rendered string
+	// reload is how the provisioner reloads it, for the report.
+	reload string
+	// path finds the binary, or says what is missing.
+	path func() (string, error)
+	// config is reload.tf for the directory dir, bin the binary.
+	config func(bin, dir string) string
+	// start runs it on the rendered file; url is its address on 127.0.0.1.
+	start func(ctx context.Context, dir string) (url string, stop func(), err error)
+}
+
+func trafficLBs() []trafficLB {
+	return []trafficLB{
+		{
+			name: "HAProxy", example: "haproxy", files: []string{"main.tf", "backend.cfg.tftpl"}, rendered: "backend.cfg",
+			reload: "`haproxy -c`, then SIGUSR2 to the master",
+			path:   traffic.HAProxyPath,
+			config: func(string, string) string { return haproxyReload },
+			start: func(ctx context.Context, dir string) (string, func(), error) {
+				h, err := traffic.StartHAProxy(ctx, traffic.HAProxyOptions{Dir: filepath.Join(dir, "haproxy"), Backend: filepath.Join(dir, "backend.cfg")})
+				if err != nil {
+					return "", nil, err
+				}
+				return h.URL(false), h.Stop, nil
+			},
+		},
+		{
+			name: "nginx", example: "nginx", files: []string{"main.tf", "upstream.conf.tftpl"}, rendered: "upstream.conf",
+			reload: "`nginx -t`, then `nginx -s reload` (SIGHUP to the master)",
+			path:   traffic.NginxPath,
+			config: nginxReload,
+			start: func(ctx context.Context, dir string) (string, func(), error) {
+				n, err := traffic.StartNginx(ctx, traffic.NginxOptions{Dir: filepath.Join(dir, "nginx"), Upstream: filepath.Join(dir, "upstream.conf")})
+				if err != nil {
+					return "", nil, err
+				}
+				return n.URL(false), n.Stop, nil
+			},
+		},
+	}
+}
+
+// trafficResults is what the traffic part measured.
+type trafficResults struct {
+	// reason says why nothing was measured ("" when something was).
+	reason  string
+	samples int
+	rows    []trafficRow
+}
+
+// trafficRow is one load balancer's measurement.
+type trafficRow struct {
+	lb, version, example, reload string
+	// reason says why it was not measured.
+	reason string
+	// latencies from Ready written to the first answer, s; runs of the
+	// companion in all.
+	latencies []float64
+	runs      int
+}
+
+// trafficSetup is the cluster side, shared by the load balancers: the
+// network, its kubelet, and the pods.
+type trafficSetup struct {
+	net     *testcluster.Network
+	kubelet *testcluster.NetKubelet
+	client  kubernetes.Interface
+}
+
+const trafficNode = "bench-traffic-node"
+
+func (s *trafficSetup) pod(i int) testcluster.Pod {
+	return testcluster.Pod{Name: fmt.Sprintf("web-%d", i), Labels: map[string]string{"app": "web"}, IPs: s.net.PodIPs(i), Ready: true, Node: trafficNode, Ports: map[string]int32{"http": 8080}}
+}
+
+// trafficLatency measures through each load balancer; where pods cannot
+// have a network, or a load balancer is missing, the results say so.
+func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interface) (*trafficResults, error) {
+	samples := b.opts.trafficSamples
+	res := &trafficResults{samples: samples}
 	if reason := testcluster.NetworkUnavailable(); reason != "" {
-		return title + "Not measured: " + reason + ".\n", nil
+		res.reason = reason
+		return res, nil
 	}
-	if _, err := traffic.HAProxyPath(); err != nil {
-		return title + "Not measured: " + err.Error() + ".\n", nil
+	lbs := trafficLBs()
+	bins := make([]string, len(lbs))
+	available := 0
+	for i, lb := range lbs {
+		res.rows = append(res.rows, trafficRow{lb: lb.name, example: "examples/pools/" + lb.example, reload: lb.reload})
+		bin, err := lb.path()
+		if err != nil {
+			res.rows[i].reason = err.Error()
+			continue
+		}
+		bins[i] = bin
+		res.rows[i].version = lbVersion(bin)
+		available++
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	if available == 0 {
+		return res, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(len(lbs))*15*time.Minute)
 	defer cancel()
 	n, err := testcluster.StartNetwork(ctx)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer n.Close()
 	k, err := testcluster.StartNetKubelet(ctx, client, n)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer k.Stop()
-	const node = "bench-traffic-node"
-	if err := testcluster.EnsureNode(ctx, client, node, "bench-zone-a"); err != nil {
-		return "", err
+	setup := &trafficSetup{net: n, kubelet: k, client: client}
+	if err := testcluster.EnsureNode(ctx, client, trafficNode, "bench-zone-a"); err != nil {
+		return nil, err
 	}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trafficNamespace}}, metav1.CreateOptions{}); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := testcluster.WaitForServiceAccount(ctx, client, trafficNamespace, time.Minute); err != nil {
-		return "", err
+		return nil, err
 	}
 	dual := corev1.IPFamilyPolicyPreferDualStack
 	svc := &corev1.Service{
@@ -108,36 +237,51 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 		},
 	}
 	if _, err := client.CoreV1().Services(trafficNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return "", err
+		return nil, err
 	}
-	pod := func(i int) testcluster.Pod {
-		return testcluster.Pod{Name: fmt.Sprintf("web-%d", i), Labels: map[string]string{"app": "web"}, IPs: n.PodIPs(i), Ready: true, Node: node, Ports: map[string]int32{"http": 8080}}
-	}
-	if err := k.RunPod(ctx, trafficNamespace, pod(1)); err != nil {
-		return "", err
+	if err := k.RunPod(ctx, trafficNamespace, setup.pod(1)); err != nil {
+		return nil, err
 	}
 	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
 		if err := testcluster.WaitForSlices(ctx, client, trafficNamespace, "web", time.Minute, testcluster.EndpointCount(family, 1, 1)); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
-
-	dir := filepath.Join(b.work, "traffic")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	for _, name := range []string{"main.tf", "backend.cfg.tftpl"} {
-		data, err := os.ReadFile(filepath.Join(b.root, "examples", "pools", "haproxy", name))
+	for i, lb := range lbs {
+		if bins[i] == "" {
+			continue
+		}
+		b.say("traffic: a pod's Ready to its first request through %s, %d pods", lb.name, samples)
+		// Pods of their own numbers: web-2 to web-21 for the first, and so on.
+		latencies, runs, err := b.trafficThrough(ctx, setup, lb, bins[i], 2+i*samples)
 		if err != nil {
-			return "", err
+			return nil, err
+		}
+		res.rows[i].latencies, res.rows[i].runs = latencies, runs
+	}
+	return res, nil
+}
+
+// trafficThrough measures through one load balancer: its example applied in
+// a directory of its own, the load balancer started on what it rendered,
+// the companion on that directory, then samples pods from number first on.
+func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb trafficLB, bin string, first int) ([]float64, int, error) {
+	dir := filepath.Join(b.work, "traffic-"+lb.example)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, 0, err
+	}
+	for _, name := range lb.files {
+		data, err := os.ReadFile(filepath.Join(b.root, "examples", "pools", lb.example, name))
+		if err != nil {
+			return nil, 0, err
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return "", err
+			return nil, 0, err
 		}
 	}
 	rc := filepath.Join(dir, "terraformrc")
 	files := map[string]string{
-		"reload.tf":        trafficReload,
+		"reload.tf":        lb.config(bin, dir),
 		"terraform.tfvars": fmt.Sprintf("namespace = %q\nservice = \"web\"\nport_name = \"http\"\n", trafficNamespace),
 		// The provider itself, not the bench's measuring wrapper.
 		rc: testcluster.DevOverrides(filepath.Dir(b.provider)),
@@ -147,7 +291,7 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 			name = filepath.Join(dir, name)
 		}
 		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
-			return "", err
+			return nil, 0, err
 		}
 	}
 	// The last value of a variable wins.
@@ -155,23 +299,23 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 	apply := exec.CommandContext(ctx, "terraform", "apply", "-auto-approve", "-input=false", "-no-color")
 	apply.Dir, apply.Env = dir, env
 	if out, err := apply.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("terraform apply: %w\n%s", err, out)
+		return nil, 0, fmt.Errorf("terraform apply: %w\n%s", err, out)
 	}
-	h, err := traffic.StartHAProxy(ctx, traffic.HAProxyOptions{Dir: filepath.Join(dir, "haproxy"), Backend: filepath.Join(dir, "backend.cfg")})
+	url, stop, err := lb.start(ctx, dir)
 	if err != nil {
-		return "", err
+		return nil, 0, err
 	}
-	defer h.Stop()
+	defer stop()
 
 	companion, err := startBenchCompanion(ctx, b.provider, dir, b.cluster.Kubeconfig(), env)
 	if err != nil {
-		return "", err
+		return nil, 0, err
 	}
 	defer func() { _ = companion.stop() }()
 
 	httpClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	servedBy := func() string {
-		resp, err := httpClient.Get(h.URL(false))
+		resp, err := httpClient.Get(url)
 		if err != nil {
 			return ""
 		}
@@ -181,42 +325,86 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 		return name
 	}
 	var latencies []float64
-	for i := 2; i < 2+trafficSamples; i++ {
-		p := pod(i)
+	for i := first; i < first+b.opts.trafficSamples; i++ {
+		p := s.pod(i)
 		// RunPod returns once the pod's status (Ready) is written.
-		if err := k.RunPod(ctx, trafficNamespace, p); err != nil {
-			return "", err
+		if err := s.kubelet.RunPod(ctx, trafficNamespace, p); err != nil {
+			return nil, 0, err
 		}
 		ready := time.Now()
 		for servedBy() != p.Name {
 			if time.Since(ready) > time.Minute {
-				return "", fmt.Errorf("traffic: %s not served through HAProxy a minute after it was ready; companion log:\n%s", p.Name, companion.text())
+				return nil, 0, fmt.Errorf("traffic: %s not served through %s a minute after it was ready; companion log:\n%s", p.Name, lb.name, companion.text())
 			}
 			time.Sleep(trafficPoll)
 		}
 		latencies = append(latencies, time.Since(ready).Seconds())
-		fmt.Fprintf(logw, "  %s: first request through HAProxy %.0f ms after Ready\n", p.Name, latencies[len(latencies)-1]*1000)
+		fmt.Fprintf(logw, "  %s: first request through %s %.0f ms after Ready\n", p.Name, lb.name, latencies[len(latencies)-1]*1000)
 		zero := int64(0)
-		if err := client.CoreV1().Pods(trafficNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-			return "", err
+		if err := s.client.CoreV1().Pods(trafficNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			return nil, 0, err
 		}
-		if err := companion.waitRemoved(ctx, filepath.Join(dir, "backend.cfg"), p.Name); err != nil {
-			return "", err
+		if err := companion.waitRemoved(ctx, filepath.Join(dir, lb.rendered), p); err != nil {
+			return nil, 0, err
 		}
 	}
 	runs := strings.Count(companion.text(), `msg="run started"`)
 	if err := companion.stop(); err != nil {
-		return "", err
+		return nil, 0, err
 	}
+	return latencies, runs, nil
+}
 
-	var r strings.Builder
-	r.WriteString(title)
-	fmt.Fprintf(&r, "%d pods, each made ready beside one other, then deleted: from its Ready condition written to the first request it served through HAProxy (polled every %s, round robin over 2 pods of 2 families). "+
-		"On the way: the sync companion (`-settle-quiet %s -settle-max %s`, so at least %s of the figure is its settle window), `terraform plan` and `apply` of the saved plan (examples/pools/haproxy and a `terraform_data` whose provisioner writes the backend and reloads HAProxy with SIGUSR2). %d companion runs in all.\n\n",
-		trafficSamples, trafficPoll, trafficSettleQuiet, trafficSettleMax, trafficSettleQuiet, runs)
-	r.WriteString("| pods | median | p99 | min–max |\n|---|---|---|---|\n")
-	fmt.Fprintf(&r, "| %d | %.2f s | %.2f s | %s s |\n", len(latencies), median(latencies), percentile(latencies, 99), minMax(latencies, "%.2f"))
-	return r.String(), nil
+var lbVersionLine = regexp.MustCompile(`(?i)version:?\s+(?:nginx/)?(\S+)`)
+
+// lbVersion is the version a load balancer's -v prints (HAProxy on its
+// standard output, nginx on its standard error), or "".
+func lbVersion(bin string) string {
+	out, _ := exec.Command(bin, "-v").CombinedOutput()
+	return parseLBVersion(string(out))
+}
+
+func parseLBVersion(out string) string {
+	if m := lbVersionLine.FindStringSubmatch(out); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// trafficSection is the traffic part's section of the report.
+func trafficSection(r *trafficResults) string {
+	if r == nil {
+		return ""
+	}
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("## Traffic: a pod's Ready to its first request through HAProxy and nginx")
+	p("")
+	if r.reason != "" {
+		p("Not measured: %s.", r.reason)
+		return b.String()
+	}
+	p("%d pods through each load balancer, one after the other, each pod made ready beside one other, then deleted: from its Ready condition written to the first request it served through the load balancer "+
+		"(polled every %s over 127.0.0.1, a connection per request, round robin over 2 pods of 2 families). "+
+		"On the way: the sync companion (`-settle-quiet %s -settle-max %s`, so at least %s of each figure is its settle window), `terraform plan` and `apply` of the saved plan "+
+		"(the example and a `terraform_data` whose provisioner writes the rendered file and reloads the load balancer), and the reload.",
+		r.samples, trafficPoll, trafficSettleQuiet, trafficSettleMax, trafficSettleQuiet)
+	p("")
+	p("HAProxy's backend has active health checks (`check`, `option httpchk`); nginx's upstream only passive ones (`max_fails`, counted on the requests it proxies): each figure is when the new pod answered a request through it, whatever its checks.")
+	p("")
+	p("| load balancer | reload, after the file is written | pods | median | p99 | min–max | companion runs |")
+	p("|---|---|---:|---:|---:|---:|---:|")
+	for _, row := range r.rows {
+		name := strings.TrimSpace(row.lb + " " + row.version)
+		name += " (" + row.example + ")"
+		if row.reason != "" {
+			p("| %s | %s | not measured: %s | — | — | — | — |", name, row.reload, row.reason)
+			continue
+		}
+		p("| %s | %s | %d | %.2f s | %.2f s | %s s | %d |", name, row.reload, len(row.latencies),
+			median(row.latencies), percentile(row.latencies, 99), minMax(row.latencies, "%.2f"), row.runs)
+	}
+	return b.String()
 }
 
 // benchCompanion is `terraform-provider-k8s sync` on the bench's working
@@ -264,21 +452,21 @@ func (c *benchCompanion) text() string {
 	return string(data)
 }
 
-// waitRemoved waits until the backend has no server of pod and the
-// companion has no run going on.
-func (c *benchCompanion) waitRemoved(ctx context.Context, backend, pod string) error {
+// waitRemoved waits until the rendered file (HAProxy's backend, nginx's
+// upstream) has no address of pod and the companion has no run going on.
+func (c *benchCompanion) waitRemoved(ctx context.Context, rendered string, pod testcluster.Pod) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		data, err := os.ReadFile(backend)
+		data, err := os.ReadFile(rendered)
 		if err != nil {
 			return err
 		}
 		log := c.text()
-		if !strings.Contains(string(data), "server "+pod+"-") && strings.Count(log, `msg="run started"`) == strings.Count(log, `msg="run ended"`) {
+		if !hasAddress(string(data), pod) && strings.Count(log, `msg="run started"`) == strings.Count(log, `msg="run ended"`) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("traffic: %s still in the backend 2 minutes after its deletion; companion log:\n%s", pod, log)
+			return fmt.Errorf("traffic: %s still in %s 2 minutes after its deletion; companion log:\n%s", pod.Name, filepath.Base(rendered), log)
 		}
 		select {
 		case <-ctx.Done():
@@ -286,6 +474,20 @@ func (c *benchCompanion) waitRemoved(ctx context.Context, backend, pod string) e
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// hasAddress: a server line of the rendered file has one of the pod's
+// addresses, as both examples write it after a space: 10.244.1.2:8080,
+// [fd00:10:244::1:2]:8080.
+func hasAddress(rendered string, pod testcluster.Pod) bool {
+	for _, ip := range pod.IPs {
+		for _, port := range pod.Ports {
+			if strings.Contains(rendered, " "+net.JoinHostPort(ip, strconv.Itoa(int(port)))) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stop sends SIGTERM and waits for the exit (0), within a bound; once the

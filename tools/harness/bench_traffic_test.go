@@ -1,0 +1,141 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+)
+
+// fixedTraffic is a traffic part of 20 pods through each load balancer,
+// with made-up latencies: 0.90 to 1.66 s by 0.04 through HAProxy, 0.70 to
+// 1.42 s through nginx and a last one of 3.10 s.
+func fixedTraffic() *trafficResults {
+	r := &trafficResults{samples: 20}
+	for _, lb := range trafficLBs() {
+		r.rows = append(r.rows, trafficRow{lb: lb.name, example: "examples/pools/" + lb.example, reload: lb.reload})
+	}
+	r.rows[0].version, r.rows[1].version = "2.6.12-1", "1.22.1"
+	for i := range 20 {
+		r.rows[0].latencies = append(r.rows[0].latencies, 0.90+0.04*float64(i))
+		r.rows[1].latencies = append(r.rows[1].latencies, 0.70+0.04*float64(i))
+	}
+	r.rows[1].latencies[19] = 3.10
+	r.rows[0].runs, r.rows[1].runs = 40, 41
+	return r
+}
+
+// The traffic section of a fixed run is testdata/traffic.md; go test
+// -update rewrites it.
+func TestTheTrafficSectionOfAFixedRunIsTheGoldenOne(t *testing.T) {
+	got := trafficSection(fixedTraffic())
+	golden := filepath.Join("testdata", "traffic.md")
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("the traffic section differs from %s (go test -update rewrites it):\n%s", golden, lineDiff(string(want), got))
+	}
+}
+
+// The rows are worked out by hand from fixedTraffic: of 20, the median is
+// the mean of the 10th and 11th, the p99 (nearest rank) the largest.
+func TestTheTrafficRowsOfAFixedRun(t *testing.T) {
+	section := trafficSection(fixedTraffic())
+	for _, row := range []string{
+		"| HAProxy 2.6.12-1 (examples/pools/haproxy) | `haproxy -c`, then SIGUSR2 to the master | 20 | 1.28 s | 1.66 s | 0.90–1.66 s | 40 |",
+		"| nginx 1.22.1 (examples/pools/nginx) | `nginx -t`, then `nginx -s reload` (SIGHUP to the master) | 20 | 1.08 s | 3.10 s | 0.70–3.10 s | 41 |",
+	} {
+		if !strings.Contains(section, row+"\n") {
+			t.Errorf("the traffic section has no row\n%s\nin:\n%s", row, section)
+		}
+	}
+	if !strings.Contains(section, "20 pods through each load balancer") {
+		t.Errorf("the section does not give the number of pods:\n%s", section)
+	}
+}
+
+func TestTrafficNotMeasuredSaysWhy(t *testing.T) {
+	r := fixedTraffic()
+	r.rows[1] = trafficRow{lb: "nginx", example: "examples/pools/nginx", reload: r.rows[1].reload, reason: "no nginx on PATH"}
+	want := "| nginx (examples/pools/nginx) | `nginx -t`, then `nginx -s reload` (SIGHUP to the master) | not measured: no nginx on PATH | — | — | — | — |\n"
+	if s := trafficSection(r); !strings.Contains(s, want) || !strings.Contains(s, "| HAProxy 2.6.12-1 (examples/pools/haproxy) |") {
+		t.Errorf("nginx missing: want its row to say so and HAProxy's to stay:\n%s", s)
+	}
+	s := trafficSection(&trafficResults{samples: 20, reason: "pods with a real network need root"})
+	if want := "## Traffic: a pod's Ready to its first request through HAProxy and nginx\n\nNot measured: pods with a real network need root.\n"; s != want {
+		t.Errorf("no network: %q, want %q", s, want)
+	}
+	if trafficSection(nil) != "" {
+		t.Error("no results gave a section")
+	}
+}
+
+func TestParseLBVersion(t *testing.T) {
+	for out, want := range map[string]string{
+		"HAProxy version 2.6.12-1+deb12u4 2026/10/17 - a web site\nStatus: long-term supported branch\n": "2.6.12-1+deb12u4",
+		"nginx version: nginx/1.22.1\n": "1.22.1",
+		"command not found":             "",
+	} {
+		if got := parseLBVersion(out); got != want {
+			t.Errorf("parseLBVersion(%q) = %q, want %q", out, got, want)
+		}
+	}
+}
+
+// waitRemoved looks for the pod's addresses as each example writes them.
+func TestHasAddressInWhatEachExampleRenders(t *testing.T) {
+	pod := testcluster.Pod{Name: "web-2", IPs: []string{"10.244.7.2", "fd00:10:244::7:2"}, Ports: map[string]int32{"http": 8080}}
+	haproxy := "backend bench-traffic_web\n    balance roundrobin\n" +
+		"    server web-1-10-244-7-1-8080 10.244.7.1:8080 check\n" +
+		"    server web-22-fd00-10-244--7-22-8080 [fd00:10:244::7:22]:8080 check\n"
+	nginx := "upstream bench-traffic_web {\n    server 10.244.7.22:8080 max_fails=3 fail_timeout=10s;\n    server [fd00:10:244::7:1]:8080 max_fails=3 fail_timeout=10s;\n}\n"
+	if hasAddress(haproxy, pod) || hasAddress(nginx, pod) {
+		t.Errorf("web-2 found among web-1 and web-22")
+	}
+	for _, rendered := range []string{
+		haproxy + "    server web-2-10-244-7-2-8080 10.244.7.2:8080 check\n",
+		haproxy + "    server web-2-fd00-10-244--7-2-8080 [fd00:10:244::7:2]:8080 check\n",
+		nginx + "    server 10.244.7.2:8080 max_fails=3 fail_timeout=10s;\n",
+		nginx + "    server [fd00:10:244::7:2]:8080 max_fails=3 fail_timeout=10s;\n",
+	} {
+		if !hasAddress(rendered, pod) {
+			t.Errorf("web-2 not found in:\n%s", rendered)
+		}
+	}
+}
+
+// The nginx reload of the bench runs the reload command of internal/traffic
+// on the directory the bench starts nginx in.
+func TestNginxReloadRunsTheCommandOfTraffic(t *testing.T) {
+	tf := nginxReload("/usr/sbin/nginx", "/work/traffic-nginx")
+	for _, want := range []string{
+		`templatefile("${path.module}/upstream.conf.tftpl"`,
+		"members = provider::k8s::members(data.k8s_ready_endpoints.web.endpoints)",
+		`printf '%s' "$UPSTREAM" > upstream.conf.tmp && mv upstream.conf.tmp upstream.conf`,
+		"/usr/sbin/nginx -t -q -p /work/traffic-nginx/nginx/ -e /work/traffic-nginx/nginx/error.log -c /work/traffic-nginx/nginx/nginx.conf && /usr/sbin/nginx -s reload -p /work/traffic-nginx/nginx/",
+	} {
+		if !strings.Contains(tf, want) {
+			t.Errorf("reload.tf has no %q:\n%s", want, tf)
+		}
+	}
+}
+
+func TestBenchRefusesABadTrafficFlag(t *testing.T) {
+	for _, args := range [][]string{{"-traffic-samples", "0"}, {"-traffic-samples", "101"}, {"-only", "traffic", "-traffic-samples", "-1"}} {
+		if err := bench(t.Context(), args); err == nil || !strings.Contains(err.Error(), "want 1 to 100") {
+			t.Errorf("bench %v: %v, want -traffic-samples refused", args, err)
+		}
+	}
+	if err := bench(t.Context(), []string{"-only", "plans"}); err == nil || !strings.Contains(err.Error(), "sync and traffic") {
+		t.Errorf("bench -only plans: %v, want the parts named", err)
+	}
+}
