@@ -155,7 +155,11 @@ func (b *benchRun) run(ctx context.Context) error {
 	if _, err := exec.LookPath("terraform"); err != nil {
 		return fmt.Errorf("the bench runs the terraform CLI: %w", err)
 	}
-	b.say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w') and the trivial provider")
+	if b.opts.only == "traffic" {
+		b.say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w')")
+	} else {
+		b.say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w') and the trivial provider")
+	}
 	b.provider = filepath.Join(b.work, "bin", "terraform-provider-k8s")
 	b.trivial = filepath.Join(b.work, "bin", "terraform-provider-trivial")
 	builds := [][]string{
