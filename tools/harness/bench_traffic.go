@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -110,8 +111,39 @@ type trafficLB struct {
 	path func() (string, error)
 	// config is reload.tf for the directory dir, bin the binary.
 	config func(bin, dir string) string
-	// start runs it on the rendered file; url is its address on 127.0.0.1.
-	start func(ctx context.Context, dir string) (url string, stop func(), err error)
+	// start runs it on the rendered file.
+	start func(ctx context.Context, dir string) (*runningLB, error)
+}
+
+// runningLB is a load balancer started by the bench.
+type runningLB struct {
+	// url is its address on 127.0.0.1.
+	url string
+	// workers are the pids of the workers that take new connections: a
+	// reload replaces them all.
+	workers func(ctx context.Context) ([]int, error)
+	stop    func()
+}
+
+// waitWorkers waits until the load balancer's workers are ok, and returns
+// them. An error is a master in the middle of a reload (HAProxy's master
+// re-executes itself and its socket refuses meanwhile): it asks again.
+func (lb *runningLB) waitWorkers(ctx context.Context, what string, ok func([]int) bool) ([]int, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		now, err := lb.workers(ctx)
+		if err == nil && len(now) > 0 && ok(now) {
+			return now, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("traffic: no %s a minute on (workers %v): %w", what, now, errors.Join(err, errors.New("timed out")))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func trafficLBs() []trafficLB {
@@ -121,12 +153,16 @@ func trafficLBs() []trafficLB {
 			reload: "`haproxy -c`, then SIGUSR2 to the master",
 			path:   traffic.HAProxyPath,
 			config: func(string, string) string { return haproxyReload },
-			start: func(ctx context.Context, dir string) (string, func(), error) {
+			start: func(ctx context.Context, dir string) (*runningLB, error) {
 				h, err := traffic.StartHAProxy(ctx, traffic.HAProxyOptions{Dir: filepath.Join(dir, "haproxy"), Backend: filepath.Join(dir, "backend.cfg")})
 				if err != nil {
-					return "", nil, err
+					return nil, err
 				}
-				return h.URL(false), h.Stop, nil
+				workers := func(ctx context.Context) ([]int, error) {
+					current, _, err := h.Workers(ctx)
+					return current, err
+				}
+				return &runningLB{url: h.URL(false), workers: workers, stop: h.Stop}, nil
 			},
 		},
 		{
@@ -134,12 +170,13 @@ func trafficLBs() []trafficLB {
 			reload: "`nginx -t`, then `nginx -s reload` (SIGHUP to the master)",
 			path:   traffic.NginxPath,
 			config: nginxReload,
-			start: func(ctx context.Context, dir string) (string, func(), error) {
+			start: func(ctx context.Context, dir string) (*runningLB, error) {
 				n, err := traffic.StartNginx(ctx, traffic.NginxOptions{Dir: filepath.Join(dir, "nginx"), Upstream: filepath.Join(dir, "upstream.conf")})
 				if err != nil {
-					return "", nil, err
+					return nil, err
 				}
-				return n.URL(false), n.Stop, nil
+				workers := func(context.Context) ([]int, error) { return n.Workers() }
+				return &runningLB{url: n.URL(false), workers: workers, stop: n.Stop}, nil
 			},
 		},
 	}
@@ -301,11 +338,11 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 	if out, err := apply.CombinedOutput(); err != nil {
 		return nil, 0, fmt.Errorf("terraform apply: %w\n%s", err, out)
 	}
-	url, stop, err := lb.start(ctx, dir)
+	running, err := lb.start(ctx, dir)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer stop()
+	defer running.stop()
 
 	companion, err := startBenchCompanion(ctx, b.provider, dir, b.cluster.Kubeconfig(), env)
 	if err != nil {
@@ -315,7 +352,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 
 	httpClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	servedBy := func() string {
-		resp, err := httpClient.Get(url)
+		resp, err := httpClient.Get(running.url)
 		if err != nil {
 			return ""
 		}
@@ -340,11 +377,28 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 		}
 		latencies = append(latencies, time.Since(ready).Seconds())
 		fmt.Fprintf(logw, "  %s: first request through %s %.0f ms after Ready\n", p.Name, lb.name, latencies[len(latencies)-1]*1000)
+		// The workers that serve the pod: the removal's reload replaces
+		// them, after the companion's run has ended (the provisioner's
+		// command returns once the master has the signal). The next sample
+		// waits for that: else its first request could reach them, still
+		// routing to the pod just deleted, and wait there for the 2 s of
+		// the connect timeout (seen in about half the samples, through
+		// HAProxy and nginx alike).
+		serving, err := running.waitWorkers(ctx, "workers", func([]int) bool { return true })
+		if err != nil {
+			return nil, 0, err
+		}
 		zero := int64(0)
 		if err := s.client.CoreV1().Pods(trafficNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			return nil, 0, err
 		}
 		if err := companion.waitRemoved(ctx, filepath.Join(dir, lb.rendered), p); err != nil {
+			return nil, 0, err
+		}
+		replaced := func(now []int) bool {
+			return !slices.ContainsFunc(now, func(pid int) bool { return slices.Contains(serving, pid) })
+		}
+		if _, err := running.waitWorkers(ctx, fmt.Sprintf("workers other than %v after the reload", serving), replaced); err != nil {
 			return nil, 0, err
 		}
 	}
