@@ -116,12 +116,12 @@ func TestHasAddressInWhatEachExampleRenders(t *testing.T) {
 // The nginx reload of the bench runs the reload command of internal/traffic
 // on the directory the bench starts nginx in.
 func TestNginxReloadRunsTheCommandOfTraffic(t *testing.T) {
-	tf := nginxReload("/usr/sbin/nginx", "/work/traffic-nginx")
+	tf := nginxReload("/usr/sbin/nginx", "/srv/bench/traffic-nginx")
 	for _, want := range []string{
 		`templatefile("${path.module}/upstream.conf.tftpl"`,
 		"members = provider::k8s::members(data.k8s_ready_endpoints.web.endpoints)",
 		`printf '%s' "$UPSTREAM" > upstream.conf.tmp && mv upstream.conf.tmp upstream.conf`,
-		"/usr/sbin/nginx -t -q -p /work/traffic-nginx/nginx/ -e /work/traffic-nginx/nginx/error.log -c /work/traffic-nginx/nginx/nginx.conf && /usr/sbin/nginx -s reload -p /work/traffic-nginx/nginx/",
+		"/usr/sbin/nginx -t -q -p /srv/bench/traffic-nginx/nginx/ -e /srv/bench/traffic-nginx/nginx/error.log -c /srv/bench/traffic-nginx/nginx/nginx.conf && /usr/sbin/nginx -s reload -p /srv/bench/traffic-nginx/nginx/",
 	} {
 		if !strings.Contains(tf, want) {
 			t.Errorf("reload.tf has no %q:\n%s", want, tf)
