@@ -38,6 +38,9 @@ type benchOptions struct {
 	profile   bool
 	gobench   bool
 	incumbent string
+	// baseline is a git revision whose provider is measured too, in the
+	// same rounds (before/after).
+	baseline string
 	// only "sync" runs the companion's part alone; withSync adds it to
 	// the whole bench (bench_sync.go).
 	only     string
@@ -54,17 +57,20 @@ func bench(ctx context.Context, args []string) error {
 	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
 	only := flags.String("only", "", "run one part alone: sync (the companion; writes -out, default bench/results-sync.md)")
 	withSync := flags.Bool("sync", true, "also measure the sync companion (bench_sync.go)")
+	baseline := flags.String("baseline", os.Getenv("K8S_TF_BENCH_BASELINE"), "also plan with the provider built at this git revision, in the same rounds (K8S_TF_BENCH_BASELINE)")
 	var syncOpts syncOptions
 	syncOpts.register(flags)
 	_ = flags.Parse(args)
 	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
-		only: *only, withSync: *withSync, sync: syncOpts}
+		baseline: *baseline, only: *only, withSync: *withSync, sync: syncOpts}
 	switch opts.only {
 	case "":
 	case "sync":
 		if !isFlagSet(flags, "out") {
 			opts.out = "bench/results-sync.md"
 		}
+		// The companion's part plans nothing with the baseline.
+		opts.baseline = ""
 	default:
 		return fmt.Errorf("-only %q: the part that runs alone is sync", opts.only)
 	}
@@ -110,6 +116,10 @@ type benchRun struct {
 	ms        []*measurement
 	provider  string // the release-style build
 	trivial   string
+	// baselineProvider is the same build at opts.baseline, baselineCommit
+	// that revision's commit and currentCommit the one the current build
+	// comes from (with "+ uncommitted changes" when the tree has some).
+	baselineProvider, baselineCommit, currentCommit string
 }
 
 // measurement is one command, run once per round.
@@ -127,6 +137,11 @@ type measurement struct {
 	perRead int
 	// rusage is the log of the wrapped provider measured.
 	rusage string
+	// rc, when set, is the CLI configuration of this command instead of the
+	// bench's; baselineOf is the current build's measurement that this one
+	// repeats with the baseline's provider.
+	rc         string
+	baselineOf *measurement
 
 	wall, cpu, rss []float64
 	starts         []int
@@ -160,6 +175,12 @@ func (b *benchRun) run(ctx context.Context) error {
 	}
 	for _, build := range builds {
 		if err := goBuild(ctx, build[0], build[1:]...); err != nil {
+			return err
+		}
+	}
+	if b.opts.baseline != "" {
+		b.say("building the provider at %s (the baseline) the same way", b.opts.baseline)
+		if err := b.buildBaseline(ctx); err != nil {
 			return err
 		}
 	}
@@ -265,6 +286,46 @@ func (b *benchRun) run(ctx context.Context) error {
 	return nil
 }
 
+// buildBaseline builds the provider at opts.baseline as run builds the
+// current one, from that revision's tree (git archive: nothing of the
+// repository changes) in the work directory, which bench removes at the end.
+func (b *benchRun) buildBaseline(ctx context.Context) error {
+	git := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = b.root
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	var err error
+	if b.baselineCommit, err = git("rev-parse", "--verify", "--short", b.opts.baseline+"^{commit}"); err != nil {
+		return fmt.Errorf("the baseline %q is not a revision of this repository: %w", b.opts.baseline, err)
+	}
+	if b.currentCommit, err = git("rev-parse", "--short", "HEAD"); err != nil {
+		return err
+	}
+	if changes, err := git("status", "--porcelain", "--untracked-files=no"); err != nil {
+		return err
+	} else if changes != "" {
+		b.currentCommit += " + uncommitted changes"
+	}
+	src := filepath.Join(b.work, "baseline-src")
+	tarball := filepath.Join(b.work, "baseline.tar")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	if _, err := git("archive", "--format=tar", "-o", tarball, b.baselineCommit); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "tar", "-x", "-f", tarball, "-C", src).CombinedOutput(); err != nil {
+		return fmt.Errorf("tar -x %s: %w\n%s", tarball, err, out)
+	}
+	b.baselineProvider = filepath.Join(b.work, "bin", "baseline", "terraform-provider-k8s")
+	return goBuild(ctx, src, "-ldflags", "-s -w", "-o", b.baselineProvider, ".")
+}
+
 func goBuild(ctx context.Context, dir string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath"}, args...)...)
 	cmd.Dir = dir
@@ -282,30 +343,28 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	// A provider that reports what the kernel accounted to it: Terraform
 	// starts whatever it finds under the provider's name in the override
 	// directory, here a script that execs the wrapper, which runs the real one.
-	wrap := func(name, program string, args ...string) (string, error) {
+	// The wrapper of the provider of type kind is wrap/name/terraform-provider-kind.
+	wrap := func(name, kind, program string) (string, error) {
 		dir := filepath.Join(b.work, "wrap", name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
 		log := filepath.Join(b.work, "rusage-"+name+".log")
-		script := fmt.Sprintf("#!/bin/sh\nexec %q rusage-wrap %q %q", b.harness, log, program)
-		for _, a := range args {
-			script += fmt.Sprintf(" %q", a)
-		}
-		return log, os.WriteFile(filepath.Join(dir, "terraform-provider-"+name), []byte(script+"\n"), 0o755)
+		script := fmt.Sprintf("#!/bin/sh\nexec %q rusage-wrap %q %q\n", b.harness, log, program)
+		return log, os.WriteFile(filepath.Join(dir, "terraform-provider-"+kind), []byte(script), 0o755)
 	}
-	k8sLog, err := wrap("k8s", b.provider)
+	k8sLog, err := wrap("k8s", "k8s", b.provider)
 	if err != nil {
 		return err
 	}
-	trivialLog, err := wrap("trivial", b.trivial)
+	trivialLog, err := wrap("trivial", "trivial", b.trivial)
 	if err != nil {
 		return err
 	}
 	overrides := map[string]string{"vigie/k8s": "k8s", "vigie/trivial": "trivial"}
 	var incumbentLog string
 	if b.opts.incumbent != "" {
-		if incumbentLog, err = wrap("kubernetes", b.opts.incumbent); err != nil {
+		if incumbentLog, err = wrap("kubernetes", "kubernetes", b.opts.incumbent); err != nil {
 			return err
 		}
 		overrides["hashicorp/kubernetes"] = "kubernetes"
@@ -382,6 +441,46 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform validate`, empty configuration (the bare CLI)", dir: dir, args: validate})
+	if b.opts.baseline != "" {
+		return b.addBaseline(wrap)
+	}
+	return nil
+}
+
+// baselineCompared are the measurements repeated with the baseline's
+// provider (prefixes of their titles): the plan of 100 reads, the fleet read
+// and the read of bigEndpoints endpoints.
+var baselineCompared = []string{
+	"`terraform plan`, 100 `k8s_ready_endpoints`",
+	"`terraform plan`, 1 `k8s_services`",
+	"`terraform plan`, 1 `k8s_ready_endpoints` of a Service",
+}
+
+// addBaseline puts after each measurement of baselineCompared the same
+// command, in the same directory, with a CLI configuration of its own whose
+// dev_overrides give the wrapped baseline provider.
+func (b *benchRun) addBaseline(wrap func(name, kind, program string) (string, error)) error {
+	log, err := wrap("k8s-baseline", "k8s", b.baselineProvider)
+	if err != nil {
+		return err
+	}
+	rc := filepath.Join(b.work, "terraformrc-baseline")
+	if err := os.WriteFile(rc, []byte(testcluster.DevOverrides(filepath.Join(b.work, "wrap", "k8s-baseline"))), 0o600); err != nil {
+		return err
+	}
+	var ms []*measurement
+	for _, m := range b.ms {
+		ms = append(ms, m)
+		for _, prefix := range baselineCompared {
+			if m == b.find(prefix) {
+				base := *m
+				base.title += " (baseline)"
+				base.rusage, base.rc, base.baselineOf = log, rc, m
+				ms = append(ms, &base)
+			}
+		}
+	}
+	b.ms = ms
 	return nil
 }
 
@@ -490,6 +589,9 @@ func (b *benchRun) runOnce(ctx context.Context, m *measurement, record bool) (fl
 	}
 	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + m.dir}, m.args...)...)
 	cmd.Env = b.env
+	if m.rc != "" {
+		cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+m.rc)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	pids := b.cluster.PIDs()
