@@ -309,14 +309,15 @@ func nodeValue(addr, node, zone string, local int64) knownvalue.Check {
 // port, checked on kube-proxy's health port; zone "" is a node without a zone
 // label.
 func nodeEntry(addr string, port int64, node, zone string, local int64) knownvalue.Check {
-	return checkedNodeEntry(addr, port, node, zone, local, healthCheckValue(10256, "/healthz", "kube-proxy"))
+	return checkedNodeEntry(addr, port, node, zone, local, nodeHealthCheck(10256, "kube-proxy"))
 }
 
-// healthCheckValue is an http health_check as state holds it.
-func healthCheckValue(port int64, path, source string) knownvalue.Check {
+// nodeHealthCheck is a node's health_check as state holds it: /healthz on
+// port.
+func nodeHealthCheck(port int64, source string) knownvalue.Check {
 	return knownvalue.ObjectExact(map[string]knownvalue.Check{
 		"type": knownvalue.StringExact("http"), "port": knownvalue.Int64Exact(port),
-		"path": knownvalue.StringExact(path), "source": knownvalue.StringExact(source),
+		"path": knownvalue.StringExact("/healthz"), "source": knownvalue.StringExact(source),
 	})
 }
 

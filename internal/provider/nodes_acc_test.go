@@ -148,9 +148,9 @@ func (c *testCluster) removeNode(name string) {
 // nodePortService creates Service name of the given type and policy, port
 // http 80 to 8080, selecting the pods labelled app=name, and returns the
 // nodePort the API server allocated (0 when none).
-func (c *testCluster) nodePortService(t *testing.T, ns, name string, kind corev1.ServiceType, policy corev1.ServiceExternalTrafficPolicy) int64 {
+func (c *testCluster) nodePortService(t *testing.T, ns, name string, policy corev1.ServiceExternalTrafficPolicy) int64 {
 	t.Helper()
-	return int64(c.createNodePortService(t, ns, name, kind, policy).Spec.Ports[0].NodePort)
+	return int64(c.createNodePortService(t, ns, name, corev1.ServiceTypeNodePort, policy).Spec.Ports[0].NodePort)
 }
 
 // createNodePortService creates the Service and gives it as the API server
@@ -224,8 +224,8 @@ func TestAccNodesPools(t *testing.T) {
 
 	// The pods of web, web-local and web-lb: two on a, one on b, one each on
 	// an excluded and a NotReady node (which Local must not bring back).
-	cluster := c.nodePortService(t, ns, "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyCluster)
-	local := c.nodePortService(t, ns, "web-local", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
+	cluster := c.nodePortService(t, ns, "web", corev1.ServiceExternalTrafficPolicyCluster)
+	local := c.nodePortService(t, ns, "web-local", corev1.ServiceExternalTrafficPolicyLocal)
 	lbService := c.createNodePortService(t, ns, "web-lb", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)
 	lb, lbHealth := int64(lbService.Spec.Ports[0].NodePort), int64(lbService.Spec.HealthCheckNodePort)
 	if lbHealth == 0 {
@@ -279,8 +279,8 @@ data "k8s_ready_endpoints" "web" {
 				// allocated.
 				Config: read("web-lb", ""),
 				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-					checkedNodeEntry("172.31.0.1", lb, a, "tf-acc-z1", 2, healthCheckValue(lbHealth, "/healthz", "healthCheckNodePort")),
-					checkedNodeEntry("172.31.0.2", lb, b, "tf-acc-z2", 1, healthCheckValue(lbHealth, "/healthz", "healthCheckNodePort")),
+					checkedNodeEntry("172.31.0.1", lb, a, "tf-acc-z1", 2, nodeHealthCheck(lbHealth, "healthCheckNodePort")),
+					checkedNodeEntry("172.31.0.2", lb, b, "tf-acc-z2", 1, nodeHealthCheck(lbHealth, "healthCheckNodePort")),
 				}))},
 			},
 			{
@@ -288,7 +288,7 @@ data "k8s_ready_endpoints" "web" {
 				// nodes are checked there.
 				Config: read("web", "kube_proxy_health_port = 10299"),
 				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints.AtSliceIndex(0).AtMapKey("health_check"),
-					healthCheckValue(10299, "/healthz", "kube-proxy"))},
+					nodeHealthCheck(10299, "kube-proxy"))},
 			},
 			{
 				// With ExternalIP, the nodes that have one: node a, and the
@@ -341,7 +341,7 @@ func TestAccNodesRequestsAndRBAC(t *testing.T) {
 	ns := c.namespace(t)
 	r := c.nodeRun()
 	a := r.node(t, nodeSpec{suffix: "a", zone: "tf-acc-z1", internalIP: "172.31.1.1"})
-	port := c.nodePortService(t, ns, "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
+	port := c.nodePortService(t, ns, "web", corev1.ServiceExternalTrafficPolicyLocal)
 	c.runPod(t, ns, podSpec{name: "web-1", labels: map[string]string{"app": "web"}, ips: []string{"10.244.50.1"}, ready: true, node: a})
 	c.waitForServiceSlices(t, ns, "web", 1)
 
