@@ -134,7 +134,9 @@ func TestReadyEndpointsPodHealthChecksAreTheirReadinessProbes(t *testing.T) {
 		pod("web-10", map[string]string{"app": "other"}, &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 			TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}}),
 	)
-	at := func(i int) tfjsonpath.Path { return tfjsonpath.New("endpoints").AtSliceIndex(i).AtMapKey("health_check") }
+	at := func(i int) tfjsonpath.Path {
+		return tfjsonpath.New("endpoints").AtSliceIndex(i).AtMapKey("health_check")
+	}
 	resource.UnitTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
 		Steps: []resource.TestStep{{
