@@ -184,19 +184,27 @@ func scopeOf(found []instance) kube.CacheScope {
 		if p := in.pool.Pool; p != nil {
 			scope.Namespaces = append(scope.Namespaces, p.Namespace)
 			scope.Nodes = scope.Nodes || p.Nodes.Enabled
+			if p.ReadsPods() {
+				scope.PodNamespaces = append(scope.PodNamespaces, p.Namespace)
+			}
 		}
 		if f := in.pool.Fleet; f != nil {
 			scope.Namespaces = append(scope.Namespaces, f.Namespaces...)
 			scope.Nodes = scope.Nodes || f.Nodes.Enabled
+			if f.ReadsPods() {
+				scope.PodNamespaces = append(scope.PodNamespaces, f.Namespaces...)
+			}
 		}
 	}
 	slices.Sort(scope.Namespaces)
 	scope.Namespaces = slices.Compact(scope.Namespaces)
+	slices.Sort(scope.PodNamespaces)
+	scope.PodNamespaces = slices.Compact(scope.PodNamespaces)
 	return scope
 }
 
 func sameScope(a, b kube.CacheScope) bool {
-	return a.Nodes == b.Nodes && slices.Equal(a.Namespaces, b.Namespaces)
+	return a.Nodes == b.Nodes && slices.Equal(a.Namespaces, b.Namespaces) && slices.Equal(a.PodNamespaces, b.PodNamespaces)
 }
 
 func (s *syncer) startCache(ctx context.Context, scope kube.CacheScope) error {
@@ -221,7 +229,8 @@ func (s *syncer) startCache(ctx context.Context, scope kube.CacheScope) error {
 		return fmt.Errorf("the informers did not list %v within 2 minutes", scope.Namespaces)
 	}
 	s.cache, s.stopCache, s.scope = cache, stop, scope
-	s.log.Info("watching", "namespaces", describeNamespaces(scope.Namespaces), "nodes", scope.Nodes)
+	s.log.Info("watching", "namespaces", describeNamespaces(scope.Namespaces), "nodes", scope.Nodes,
+		"pods", describeNamespaces(scope.PodNamespaces))
 	return nil
 }
 
@@ -251,14 +260,22 @@ func (s *syncer) changed(ch kube.Change) {
 // reads says whether a pool reads the object of ch.
 func reads(p *provider.StatePool, ch kube.Change) bool {
 	if r := p.Pool; r != nil {
-		if ch.Kind == "Node" {
+		switch ch.Kind {
+		case "Node":
 			return r.Nodes.Enabled
+		case "Pod":
+			return r.ReadsPods() && ch.Namespace == r.Namespace
 		}
 		return ch.Namespace == r.Namespace && ch.Service == r.Service
 	}
 	f := p.Fleet
-	if ch.Kind == "Node" {
+	switch ch.Kind {
+	case "Node":
 		return f.Nodes.Enabled
+	case "Pod":
+		if !f.ReadsPods() {
+			return false
+		}
 	}
 	return f.AllNamespaces() || slices.Contains(f.Namespaces, ch.Namespace)
 }
@@ -317,6 +334,9 @@ func computePool(c *kube.Cache, r pools.Request, now time.Time) (endpoints.Resul
 	if r.Nodes.Enabled {
 		objects.Nodes = c.Nodes(r.Query.NodeSelector)
 	}
+	if r.ReadsPods() && len(svc.Spec.Selector) > 0 {
+		objects.Pods = c.Pods(r.Namespace, labels.SelectorFromSet(svc.Spec.Selector))
+	}
 	res, err := r.Compute(objects, now)
 	if err != nil {
 		return res, err
@@ -341,6 +361,9 @@ func computeFleet(c *kube.Cache, r pools.FleetRequest, now time.Time) (endpoints
 	for _, ns := range r.Namespaces {
 		objects.Services = append(objects.Services, c.Services(ns, selector)...)
 		objects.EndpointSlices = append(objects.EndpointSlices, c.ServiceEndpointSlices(ns)...)
+		if r.ReadsPods() {
+			objects.Pods = append(objects.Pods, c.Pods(ns, labels.Everything())...)
+		}
 	}
 	if r.Nodes.Enabled {
 		objects.Nodes = c.Nodes(r.Query.NodeSelector)

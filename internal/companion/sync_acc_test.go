@@ -16,6 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
 // webWithPods makes Service web with ready pods web-1..n at 10.244.0.1..n.
@@ -586,5 +589,70 @@ output "members" {
 	c.quiet(t, 3*time.Second)
 	if n := c.count("pool differs from state", map[string]string{"pool": ns + "/web"}); n != 0 {
 		t.Errorf("web, unchanged, was seen as changed %d times", n)
+	}
+}
+
+// probedPodConfig is a pool of web with pod_health_checks, whose members
+// carry the path of their health check.
+func probedPodConfig(ns string) string {
+	return providerHeader() + fmt.Sprintf(`
+data "k8s_ready_endpoints" "web" {
+  namespace         = %q
+  service           = "web"
+  port_name         = "http"
+  pod_health_checks = true
+}
+resource "terraform_data" "pool" {
+  input = [for e in data.k8s_ready_endpoints.web.endpoints : "${e.address}:${e.port} ${try(e.health_check.path, "none")}"]
+}
+output "members" {
+  value = terraform_data.pool.output
+}
+`, ns)
+}
+
+// runProbedPod runs a pod of web whose readinessProbe asks for path.
+func runProbedPod(t *testing.T, ns, name, ip, path string, ready bool) {
+	t.Helper()
+	p := testcluster.Pod{Name: name, Labels: map[string]string{"app": "web"}, IPs: []string{ip}, Ready: ready, Node: accNode,
+		Ports: map[string]int32{"http": 8080},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: path, Port: intstr.FromString("http")}}}}
+	if err := testcluster.RunPod(testCtx(t), acc.client, ns, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With pod_health_checks the companion watches the Pods too: a new ready
+// pod is one run that brings its health check; a Pod's status written again
+// (as kubelets do all the time) starts nothing.
+func TestAccSyncPodHealthChecksFollowThePods(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	createService(t, ns, "web", corev1.ServiceTypeClusterIP)
+	runProbedPod(t, ns, "web-1", "10.244.0.1", "/ready-1", true)
+	waitForReady(t, ns, "web", 1, 1)
+	w := newWorkdir(t, probedPodConfig(ns))
+	wantMembers(t, w, []string{"10.244.0.1:8080 /ready-1"})
+	c := startSync(t, w)
+
+	for range 5 {
+		setReady(t, ns, "web-1", true)
+	}
+	c.quiet(t, 3*time.Second)
+	if n := c.count("pool differs from state", nil); n != 0 {
+		t.Fatalf("%d pool changes for a Pod's status written again, want none:\n%s", n, c.log())
+	}
+
+	runProbedPod(t, ns, "web-2", "10.244.0.2", "/ready-2", true)
+	waitForReady(t, ns, "web", 2, 2)
+	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
+	wantMembers(t, w, []string{"10.244.0.1:8080 /ready-1", "10.244.0.2:8080 /ready-2"})
+	c.quiet(t, 4*time.Second)
+	if n := c.runs(); n != 1 {
+		t.Errorf("%d runs, want exactly 1", n)
+	}
+	if code, out := check(t, w); code != 0 {
+		t.Errorf("check after the run exited %d, want 0:\n%s", code, out)
 	}
 }

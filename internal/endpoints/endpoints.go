@@ -36,6 +36,10 @@ type Endpoint struct {
 	// Service's pod pool, of the entry's address family, run on the node.
 	// Nil for a pod endpoint.
 	LocalEndpoints *int
+	// HealthCheck is how a load balancer should check the member: for a
+	// node, its Service's (nodeHealthCheck); for a pod, its readinessProbe,
+	// set only by WithPodHealthChecks. Nil when there is none.
+	HealthCheck *HealthCheck
 }
 
 // TerminatingPolicy says what becomes of endpoints that are terminating but
@@ -82,6 +86,9 @@ type Query struct {
 	NodeAddressType corev1.NodeAddressType
 	// NodeSelector keeps only the nodes whose labels it matches; nil keeps all.
 	NodeSelector labels.Selector
+	// KubeProxyHealthPort is the port of the nodes' health check when the
+	// Service has no healthCheckNodePort; 0 means DefaultKubeProxyHealthPort.
+	KubeProxyHealthPort int32
 }
 
 // CountReady is the number of endpoints whose ready condition is true: those

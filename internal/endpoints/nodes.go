@@ -242,6 +242,7 @@ func nodePool(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, n
 		}
 	}
 	onlyLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	check := nodeHealthCheck(svc, q)
 	found := map[endpointKey]Endpoint{}
 	for _, n := range nodes {
 		for _, addr := range n.addresses {
@@ -269,6 +270,7 @@ func nodePool(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, n
 				Ready:          true,
 				Serving:        true,
 				LocalEndpoints: &count,
+				HealthCheck:    check,
 			}
 		}
 	}

@@ -96,15 +96,18 @@ var (
 )
 
 // nodeEntry is the pool entry of a node on port 30080 in zone-a with local
-// endpoints of its family running on it.
+// endpoints of its family running on it, checked on kube-proxy's health port
+// (the Services of these tests have no healthCheckNodePort).
 func nodeEntry(addr, nodeName string, localEndpoints int) Endpoint {
 	family := discoveryv1.AddressTypeIPv4
 	if !isV4(addr) {
 		family = discoveryv1.AddressTypeIPv6
 	}
 	return Endpoint{Address: addr, Port: 30080, AddressType: family, NodeName: nodeName, Zone: "zone-a",
-		Ready: true, Serving: true, LocalEndpoints: &localEndpoints}
+		Ready: true, Serving: true, LocalEndpoints: &localEndpoints, HealthCheck: &kubeProxyCheck}
 }
+
+var kubeProxyCheck = HealthCheck{Type: HealthCheckHTTP, Port: DefaultKubeProxyHealthPort, Path: "/healthz", Source: HealthSourceKubeProxy}
 
 func isV4(addr string) bool {
 	for _, c := range addr {

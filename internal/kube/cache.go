@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -34,11 +35,14 @@ type CacheScope struct {
 	Namespaces []string
 	// Nodes watches the cluster's Nodes too, for pools of nodes.
 	Nodes bool
+	// PodNamespaces are the namespaces whose Pods are watched too, for pod
+	// health checks; "" among them watches every namespace.
+	PodNamespaces []string
 }
 
 // Change names an object that was added, updated or deleted.
 type Change struct {
-	// Kind is "Service", "EndpointSlice" or "Node".
+	// Kind is "Service", "EndpointSlice", "Node" or "Pod".
 	Kind      string
 	Namespace string
 	// Service is the Service's name, or the Service an EndpointSlice is
@@ -52,6 +56,7 @@ type Change struct {
 // rules may read but never change.
 type Cache struct {
 	services, slices map[string]cache.SharedIndexInformer // by namespace; "" for all
+	pods             map[string]cache.SharedIndexInformer // by namespace; "" for all
 	nodes            cache.SharedIndexInformer
 	scope            CacheScope
 	client           *Client
@@ -79,7 +84,8 @@ func (c *Client) NewCache(scope CacheScope, onChange func(Change)) (*Cache, erro
 	if err != nil {
 		return nil, fmt.Errorf("build discovery.k8s.io/v1 watch client: %w", err)
 	}
-	k := &Cache{services: map[string]cache.SharedIndexInformer{}, slices: map[string]cache.SharedIndexInformer{}, scope: scope, client: c}
+	k := &Cache{services: map[string]cache.SharedIndexInformer{}, slices: map[string]cache.SharedIndexInformer{},
+		pods: map[string]cache.SharedIndexInformer{}, scope: scope, client: c}
 	namespaces := scope.Namespaces
 	if slices.Contains(namespaces, "") {
 		namespaces = []string{""}
@@ -92,6 +98,16 @@ func (c *Client) NewCache(scope CacheScope, onChange func(Change)) (*Cache, erro
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, onChange)
 		k.slices[ns] = newInformer(c.discovery, discoveryWatch, "endpointslices", ns, discoveryv1.LabelServiceName, &discoveryv1.EndpointSlice{},
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byService: sliceServiceIndex}, onChange)
+	}
+	podNamespaces := scope.PodNamespaces
+	if slices.Contains(podNamespaces, "") {
+		podNamespaces = []string{""}
+	}
+	for _, ns := range podNamespaces {
+		if _, ok := k.pods[ns]; !ok {
+			k.pods[ns] = newInformer(c.core, coreWatch, "pods", ns, "", &corev1.Pod{},
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, onChange)
+		}
 	}
 	if scope.Nodes {
 		k.nodes = newInformer(c.core, coreWatch, "nodes", "", "", &corev1.Node{}, cache.Indexers{}, onChange)
@@ -127,8 +143,15 @@ func newInformer(list, watchClient *rest.RESTClient, resource, namespace, labelS
 			}
 		}
 		_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    notify,
-			UpdateFunc: func(_, obj any) { notify(obj) },
+			AddFunc: notify,
+			UpdateFunc: func(old, obj any) {
+				// A Pod's status changes all its life; what the cache keeps of
+				// it (trimPod) seldom does.
+				if samePod(old, obj) {
+					return
+				}
+				notify(obj)
+			},
 			DeleteFunc: notify,
 		})
 	}
@@ -147,8 +170,22 @@ func trimForCache(obj any) (any, error) {
 		trimmed := trimNode(o)
 		trimmed.ResourceVersion = o.ResourceVersion
 		return &trimmed, nil
+	case *corev1.Pod:
+		trimmed := TrimPod(o)
+		return &trimmed, nil
 	}
 	return obj, nil
+}
+
+// samePod says whether old and obj are Pods equal in what the cache keeps,
+// but for their resourceVersion.
+func samePod(old, obj any) bool {
+	a, ok := old.(*corev1.Pod)
+	b, ok2 := obj.(*corev1.Pod)
+	if !ok || !ok2 {
+		return false
+	}
+	return maps.Equal(a.Labels, b.Labels) && apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
 }
 
 // lastAppliedAnnotation is kubectl's copy of the whole object.
@@ -162,6 +199,8 @@ func changeOf(obj any) (Change, bool) {
 		return Change{Kind: "EndpointSlice", Namespace: o.Namespace, Service: o.Labels[discoveryv1.LabelServiceName], Name: o.Name}, true
 	case *corev1.Node:
 		return Change{Kind: "Node", Name: o.Name}, true
+	case *corev1.Pod:
+		return Change{Kind: "Pod", Namespace: o.Namespace, Name: o.Name}, true
 	}
 	return Change{}, false
 }
@@ -195,6 +234,9 @@ func (k *Cache) informers() []cache.SharedIndexInformer {
 	var out []cache.SharedIndexInformer
 	for _, ns := range slices.Sorted(maps.Keys(k.services)) {
 		out = append(out, k.services[ns], k.slices[ns])
+	}
+	for _, ns := range slices.Sorted(maps.Keys(k.pods)) {
+		out = append(out, k.pods[ns])
 	}
 	if k.nodes != nil {
 		out = append(out, k.nodes)
@@ -309,6 +351,29 @@ func (k *Cache) Nodes(selector labels.Selector) []corev1.Node {
 	return out
 }
 
+// Pods are the Pods of namespace ("" for every watched one) that selector
+// matches, none for a nil selector, sorted by namespace and name.
+func (k *Cache) Pods(namespace string, selector labels.Selector) []corev1.Pod {
+	inf := k.informerFor(k.pods, namespace)
+	if inf == nil || selector == nil {
+		return nil
+	}
+	objs := inf.GetStore().List()
+	if namespace != "" {
+		objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	}
+	out := make([]corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok && selector.Matches(labels.Set(p.Labels)) {
+			out = append(out, *p)
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
 // ErrForbidden marks a probe refused by RBAC.
 var ErrForbidden = errors.New("forbidden")
 
@@ -325,6 +390,9 @@ func (k *Cache) Probe(ctx context.Context) error {
 		probes = append(probes,
 			probe{k.client.core, "", "services", ns},
 			probe{k.client.discovery, "discovery.k8s.io", "endpointslices", ns})
+	}
+	for _, ns := range slices.Sorted(maps.Keys(k.pods)) {
+		probes = append(probes, probe{k.client.core, "", "pods", ns})
 	}
 	if k.nodes != nil {
 		probes = append(probes, probe{k.client.core, "", "nodes", ""})

@@ -254,6 +254,45 @@ func (c *Client) ListNodes(ctx context.Context, selector string) (NodeList, erro
 	return NodeList{Items: items, ResourceVersion: rv}, nil
 }
 
+// PodList is Pods as of one resourceVersion, each trimmed to what a health
+// check needs.
+type PodList struct {
+	Items           []corev1.Pod
+	ResourceVersion string
+}
+
+// ListPods reads the Pods of a namespace (every namespace when it is empty)
+// that match the label selector (all when it is empty), page by page, whole
+// or not at all, each trimmed as it comes (see TrimPod). Its error starts
+// with "list pods in namespace NAMESPACE: " or "list pods in all namespaces: ".
+func (c *Client) ListPods(ctx context.Context, namespace, selector string) (PodList, error) {
+	items, rv, err := listAll(ctx, c, selector, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
+		page := &corev1.PodList{}
+		err := pageRequest(c.core.Get(), namespace, "pods", opts).Do(ctx).Into(page)
+		for i := range page.Items {
+			page.Items[i] = TrimPod(&page.Items[i])
+		}
+		return page, page.Items, err
+	})
+	if err != nil {
+		return PodList{}, fmt.Errorf("list pods in %s: %w", Scope(namespace), err)
+	}
+	return PodList{Items: items, ResourceVersion: rv}, nil
+}
+
+// TrimPod keeps of a Pod what a health check reads: its name, namespace and
+// labels, and each container's name, ports and readinessProbe. A pod's
+// status, volumes and environment are most of its size and change often.
+func TrimPod(p *corev1.Pod) corev1.Pod {
+	out := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels,
+		ResourceVersion: p.ResourceVersion}}
+	out.Spec.Containers = make([]corev1.Container, len(p.Spec.Containers))
+	for i, c := range p.Spec.Containers {
+		out.Spec.Containers[i] = corev1.Container{Name: c.Name, Ports: c.Ports, ReadinessProbe: c.ReadinessProbe}
+	}
+	return out
+}
+
 // trimNode keeps of a Node what the node pool rules read: its name, labels
 // and deletion time, its taints, its Ready condition and its IP addresses.
 func trimNode(n *corev1.Node) corev1.Node {

@@ -31,6 +31,9 @@ type Request struct {
 	Namespace, Service string
 	Query              endpoints.Query
 	Nodes              NodeTarget
+	// PodHealthChecks gives each pod endpoint the health check of its pod's
+	// readinessProbe, from Objects.Pods.
+	PodHealthChecks bool
 	// MinReady is the fewest ready endpoints the pool may have (draining
 	// ones are not counted); 0 means no guard.
 	MinReady int
@@ -42,6 +45,8 @@ type Objects struct {
 	EndpointSlices []discoveryv1.EndpointSlice
 	// Nodes are read only for a pool of nodes.
 	Nodes []corev1.Node
+	// Pods are read only for pod health checks: those the Service selects.
+	Pods []corev1.Pod
 }
 
 // Compute is the pool of r from objects o at time now (for expiry).
@@ -51,7 +56,16 @@ func (r Request) Compute(o Objects, now time.Time) (endpoints.Result, error) {
 	if r.Nodes.Enabled {
 		return endpoints.Nodes(o.Service, o.EndpointSlices, o.Nodes, q)
 	}
-	return endpoints.Pool(o.Service, o.EndpointSlices, q)
+	res, err := endpoints.Pool(o.Service, o.EndpointSlices, q)
+	if err != nil || !r.PodHealthChecks {
+		return res, err
+	}
+	return endpoints.WithPodHealthChecks(res, o.Service.Namespace, o.Pods), nil
+}
+
+// ReadsPods says whether the pool needs the Pods behind its Service.
+func (r Request) ReadsPods() bool {
+	return r.PodHealthChecks && !r.Nodes.Enabled
 }
 
 // CheckService refuses, before anything else is read, a Service that cannot
@@ -79,6 +93,8 @@ type FleetRequest struct {
 	Names []string
 	Query endpoints.Query
 	Nodes NodeTarget
+	// PodHealthChecks is as in Request, from FleetObjects.Pods.
+	PodHealthChecks bool
 	// MinReady is the fewest ready endpoints each pool may have (draining
 	// ones are not counted), MinServices the fewest Services; 0 means no
 	// guard.
@@ -99,6 +115,9 @@ type FleetObjects struct {
 	EndpointSlices []discoveryv1.EndpointSlice
 	// Nodes are read only for pools of nodes.
 	Nodes []corev1.Node
+	// Pods are read only for pod health checks: those of the namespaces in
+	// scope.
+	Pods []corev1.Pod
 }
 
 // Compute is the fleet of r from objects o at time now (for expiry).
@@ -109,7 +128,16 @@ func (r FleetRequest) Compute(o FleetObjects, now time.Time) (endpoints.FleetRes
 	if r.Nodes.Enabled {
 		return endpoints.NodeFleet(services, o.EndpointSlices, o.Nodes, q)
 	}
-	return endpoints.Fleet(services, o.EndpointSlices, q)
+	res, err := endpoints.Fleet(services, o.EndpointSlices, q)
+	if err != nil || !r.PodHealthChecks {
+		return res, err
+	}
+	return endpoints.FleetWithPodHealthChecks(res, o.Pods), nil
+}
+
+// ReadsPods says whether the fleet needs the Pods of its namespaces.
+func (r FleetRequest) ReadsPods() bool {
+	return r.PodHealthChecks && !r.Nodes.Enabled
 }
 
 // Selected keeps the Services whose names were asked for.

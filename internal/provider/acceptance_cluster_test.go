@@ -217,13 +217,16 @@ type podSpec struct {
 	ports map[string]int32
 	// node is where the pod runs; accNode when empty.
 	node string
+	// readiness is the container's readinessProbe.
+	readiness *corev1.Probe
 }
 
 // runPod creates a pod on the test node and gives it the status a kubelet
 // would: Running, its IPs, and a Ready condition.
 func (c *testCluster) runPod(t *testing.T, namespace string, p podSpec) {
 	t.Helper()
-	pod := testcluster.Pod{Name: p.name, Labels: p.labels, IPs: p.ips, Ready: p.ready, Ports: p.ports, Node: cmp.Or(p.node, accNode)}
+	pod := testcluster.Pod{Name: p.name, Labels: p.labels, IPs: p.ips, Ready: p.ready, Ports: p.ports, Node: cmp.Or(p.node, accNode),
+		ReadinessProbe: p.readiness}
 	if err := testcluster.RunPod(c.ctx(t), c.client, namespace, pod); err != nil {
 		t.Fatal(err)
 	}

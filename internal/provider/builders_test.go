@@ -295,6 +295,8 @@ func endpointFields(addr string, port int64, family string, pod, node, zone, hos
 		"terminating":  knownvalue.Bool(false),
 		// Null for a pod endpoint: only a node has local endpoints.
 		"local_endpoints": knownvalue.Null(),
+		// Null without pod_health_checks.
+		"health_check": knownvalue.Null(),
 	}
 }
 
@@ -304,8 +306,23 @@ func nodeValue(addr, node, zone string, local int64) knownvalue.Check {
 }
 
 // nodeEntry is a node entry as state holds it: IPv4, ready and serving, on
-// port; zone "" is a node without a zone label.
+// port, checked on kube-proxy's health port; zone "" is a node without a zone
+// label.
 func nodeEntry(addr string, port int64, node, zone string, local int64) knownvalue.Check {
+	return checkedNodeEntry(addr, port, node, zone, local, nodeHealthCheck(10256, "kube-proxy"))
+}
+
+// nodeHealthCheck is a node's health_check as state holds it: /healthz on
+// port.
+func nodeHealthCheck(port int64, source string) knownvalue.Check {
+	return knownvalue.ObjectExact(map[string]knownvalue.Check{
+		"type": knownvalue.StringExact("http"), "port": knownvalue.Int64Exact(port),
+		"path": knownvalue.StringExact("/healthz"), "source": knownvalue.StringExact(source),
+	})
+}
+
+// checkedNodeEntry is nodeEntry with the given health_check.
+func checkedNodeEntry(addr string, port int64, node, zone string, local int64, healthCheck knownvalue.Check) knownvalue.Check {
 	zoneCheck := knownvalue.Check(knownvalue.Null())
 	if zone != "" {
 		zoneCheck = knownvalue.StringExact(zone)
@@ -322,5 +339,6 @@ func nodeEntry(addr string, port int64, node, zone string, local int64) knownval
 		"serving":         knownvalue.Bool(true),
 		"terminating":     knownvalue.Bool(false),
 		"local_endpoints": knownvalue.Int64Exact(local),
+		"health_check":    healthCheck,
 	})
 }

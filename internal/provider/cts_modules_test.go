@@ -151,7 +151,7 @@ func TestAccCTSServicesFeedsTheModuleShapesOfF5A10PANOSAndFortiOS(t *testing.T) 
 	r := c.nodeRun()
 	r.node(t, nodeSpec{suffix: "a", zone: "tf-acc-z1", internalIP: "172.31.9.1"})
 	r.node(t, nodeSpec{suffix: "b", zone: "tf-acc-z2", internalIP: "172.31.9.2"})
-	nodePort := c.nodePortService(t, ns, "web-nodes", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyCluster)
+	nodePort := c.nodePortService(t, ns, "web-nodes", corev1.ServiceExternalTrafficPolicyCluster)
 
 	config := c.providerConfig() + fmt.Sprintf(`
 data "k8s_ready_endpoints" "pods" {

@@ -37,9 +37,10 @@ const (
 // examplePods are the pods of each pool, by family: ready and draining.
 var examplePods = map[examplePool][]examplePod{
 	fullPool: {
-		{name: "web-7d9f.canary-0", v4: "10.244.1.7", v6: "fd00:10:244:1::7", node: "node-a", ready: true},
-		{name: "web-2", v4: "10.244.2.9", v6: "fd00:10:244:2::9", node: "node-b", ready: true},
-		{name: "web-old", v4: "10.244.1.8", v6: "fd00:10:244:1::8", node: "node-a"},
+		{name: "web-7d9f.canary-0", v4: "10.244.1.7", v6: "fd00:10:244:1::7", node: "node-a", ready: true, probe: readyProbe},
+		{name: "web-2", v4: "10.244.2.9", v6: "fd00:10:244:2::9", node: "node-b", ready: true, probe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9090)}}}},
+		{name: "web-old", v4: "10.244.1.8", v6: "fd00:10:244:1::8", node: "node-a", probe: readyProbe},
 	},
 	drainingPool: {
 		{name: "web-old.a", v4: "10.244.1.8", v6: "fd00:10:244:1::8", node: "node-a"},
@@ -52,7 +53,12 @@ type examplePod struct {
 	name, v4, v6, node string
 	// ready, else draining: terminating and still serving.
 	ready bool
+	// probe is the pod's readinessProbe, for pod_health_checks.
+	probe *corev1.Probe
 }
+
+// readyProbe asks /ready of the pod's port named http.
+var readyProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}}}
 
 func (p examplePod) endpoint(addr string) discoveryv1.Endpoint {
 	e := readyPod(addr, p.name, p.node, "zone-a")
@@ -73,6 +79,7 @@ func exampleCluster(t *testing.T, pool examplePool) string {
 		svc := corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"lb": "haproxy"}},
 			Spec: corev1.ServiceSpec{
+				Selector:              map[string]string{"app": name},
 				Type:                  corev1.ServiceTypeNodePort,
 				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
 				Ports:                 []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: int32(30080 + i)}},
@@ -95,6 +102,14 @@ func exampleCluster(t *testing.T, pool examplePool) string {
 			api.addSlices(slice)
 		}
 	}
+	// The pods of web, for pod_health_checks (api's have no Pod objects).
+	for _, p := range examplePods[pool] {
+		api.addPods(corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: p.name, Labels: map[string]string{"app": "web"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", ReadinessProbe: p.probe,
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}},
+		})
+	}
 	nodeA := standInNode("node-a", "zone-a", "192.168.0.1", "", nil)
 	nodeA.Status.Addresses = append(nodeA.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "fd00:192:168::1"})
 	api.addNodes(nodeA, standInNode("node-b", "zone-a", "192.168.0.2", "", nil))
@@ -105,7 +120,9 @@ func exampleCluster(t *testing.T, pool examplePool) string {
 // the program loads, with these servers, or the guard's error.
 type exampleResult struct {
 	servers []string // the address:port of each server line, in order
-	guard   *regexp.Regexp
+	// lines must each be a line of the configuration, spaces trimmed.
+	lines []string
+	guard *regexp.Regexp
 }
 
 type lbExample struct {
@@ -144,7 +161,14 @@ func lbExamples() []lbExample {
 		{
 			dir: "pools/haproxy", output: "haproxy_backend", program: "haproxy",
 			want: map[examplePool]exampleResult{
-				fullPool:     {servers: append(append([]string{}, fullV4...), fullV6...)},
+				// Checked as the kubelet checks each pod: /ready on 8080, a
+				// TCP check on 9090.
+				fullPool: {servers: append(append([]string{}, fullV4...), fullV6...), lines: []string{
+					"option httpchk GET /ready",
+					"server web-7d9f.canary-0-10-244-1-7-8080 10.244.1.7:8080 check port 8080",
+					"server web-2-10-244-2-9-8080 10.244.2.9:8080 check port 9090",
+					"server web-2-fd00-10-244-2--9-8080 [fd00:10:244:2::9]:8080 check port 9090",
+				}},
 				drainingPool: {servers: []string{}},
 				emptyPool:    {servers: []string{}},
 			},
@@ -161,7 +185,11 @@ func lbExamples() []lbExample {
 			dir: "pools/haproxy-nodes", output: "haproxy_backend", program: "haproxy",
 			want: map[examplePool]exampleResult{
 				// Local: node-a runs a ready pod of each family, node-b one IPv4 and one IPv6.
-				fullPool:     {servers: []string{"192.168.0.1:30080", "192.168.0.2:30080", "[fd00:192:168::1]:30080"}},
+				// A Local NodePort Service has no healthCheckNodePort: kube-proxy's health port.
+				fullPool: {servers: []string{"192.168.0.1:30080", "192.168.0.2:30080", "[fd00:192:168::1]:30080"}, lines: []string{
+					"option httpchk GET /healthz",
+					"server node-a-ipv4 192.168.0.1:30080 weight 1 check port 10256",
+				}},
 				drainingPool: {guard: phrase("Too Few Ready Endpoints", "found 0, asked for 1 (min_ready)")},
 				emptyPool:    {guard: phrase("Too Few Ready Endpoints", "found 0, asked for 1 (min_ready)")},
 			},
@@ -240,6 +268,7 @@ func TestExamplesRenderWhatTheLoadBalancerLoads(t *testing.T) {
 						t.Fatalf("no output %q in %v", ex.output, outputs)
 					}
 					checkServers(t, ex.program, rendered, want.servers)
+					checkLines(t, rendered, want.lines)
 					if out, err := loadIn(t, ex.program, program, rendered); err != nil {
 						t.Fatalf("%s refuses what the example renders: %v\n%s\nconfiguration:\n%s", ex.program, err, out, rendered)
 					}
@@ -402,6 +431,20 @@ func checkServers(t *testing.T, program, rendered string, want []string) {
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("servers = %v, want %v; configuration:\n%s", got, want, rendered)
+	}
+}
+
+// checkLines fails the test for each of want that is not a line of rendered.
+func checkLines(t *testing.T, rendered string, want []string) {
+	t.Helper()
+	lines := map[string]bool{}
+	for _, l := range strings.Split(rendered, "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	for _, w := range want {
+		if !lines[w] {
+			t.Errorf("no line %q in the configuration:\n%s", w, rendered)
+		}
 	}
 }
 

@@ -32,6 +32,8 @@ type fleetState struct {
 	slices   map[string]kube.SliceList // by namespace
 	// nodes is the one list of Nodes every Service's node pool is made of.
 	nodes []corev1.Node
+	// pods are those of the namespaces in scope, for pod_health_checks.
+	pods []corev1.Pod
 }
 
 // objects are the state as pools.FleetRequest.Compute takes it.
@@ -40,7 +42,7 @@ func (s fleetState) objects() pools.FleetObjects {
 	for _, ns := range slices.Sorted(maps.Keys(s.slices)) {
 		all = append(all, s.slices[ns].Items...)
 	}
-	return pools.FleetObjects{Services: s.services, EndpointSlices: all, Nodes: s.nodes}
+	return pools.FleetObjects{Services: s.services, EndpointSlices: all, Nodes: s.nodes, Pods: s.pods}
 }
 
 // readFleet lists the Services and the EndpointSlices of each namespace in
@@ -85,6 +87,19 @@ func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoi
 		res, werr = r.waitForGuards(ctx, client, state, res, apply)
 		if werr != nil && !errors.Is(werr, context.DeadlineExceeded) && !errors.Is(werr, context.Canceled) {
 			diags.Append(fleetWatchDiagnostic(werr))
+		}
+	}
+	// As for one pool, the Pods are read once the guards hold.
+	if r.ReadsPods() && r.GuardsHold(res) {
+		for _, ns := range r.Namespaces {
+			pods, err := client.ListPods(ctx, ns, "")
+			if err != nil {
+				return endpoints.FleetResult{}, append(diags, listPodsDiagnostic(ns, err))
+			}
+			state.pods = append(state.pods, pods.Items...)
+		}
+		if res, err = apply(state); err != nil {
+			return endpoints.FleetResult{}, append(diags, rulesDiagnostic(err))
 		}
 	}
 	for _, p := range res.Pools {

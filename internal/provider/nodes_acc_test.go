@@ -148,7 +148,14 @@ func (c *testCluster) removeNode(name string) {
 // nodePortService creates Service name of the given type and policy, port
 // http 80 to 8080, selecting the pods labelled app=name, and returns the
 // nodePort the API server allocated (0 when none).
-func (c *testCluster) nodePortService(t *testing.T, ns, name string, kind corev1.ServiceType, policy corev1.ServiceExternalTrafficPolicy) int64 {
+func (c *testCluster) nodePortService(t *testing.T, ns, name string, policy corev1.ServiceExternalTrafficPolicy) int64 {
+	t.Helper()
+	return int64(c.createNodePortService(t, ns, name, corev1.ServiceTypeNodePort, policy).Spec.Ports[0].NodePort)
+}
+
+// createNodePortService creates the Service and gives it as the API server
+// completed it (node ports and healthCheckNodePort allocated).
+func (c *testCluster) createNodePortService(t *testing.T, ns, name string, kind corev1.ServiceType, policy corev1.ServiceExternalTrafficPolicy) *corev1.Service {
 	t.Helper()
 	svc := fleetService(ns, name, nil)
 	svc.Spec.Type, svc.Spec.ExternalTrafficPolicy = kind, policy
@@ -156,7 +163,7 @@ func (c *testCluster) nodePortService(t *testing.T, ns, name string, kind corev1
 	if err != nil {
 		t.Fatalf("create service %s/%s: %v", ns, name, err)
 	}
-	return int64(created.Spec.Ports[0].NodePort)
+	return created
 }
 
 // accNodeEntry is a node entry as state holds it.
@@ -217,9 +224,13 @@ func TestAccNodesPools(t *testing.T) {
 
 	// The pods of web, web-local and web-lb: two on a, one on b, one each on
 	// an excluded and a NotReady node (which Local must not bring back).
-	cluster := c.nodePortService(t, ns, "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyCluster)
-	local := c.nodePortService(t, ns, "web-local", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
-	lb := c.nodePortService(t, ns, "web-lb", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)
+	cluster := c.nodePortService(t, ns, "web", corev1.ServiceExternalTrafficPolicyCluster)
+	local := c.nodePortService(t, ns, "web-local", corev1.ServiceExternalTrafficPolicyLocal)
+	lbService := c.createNodePortService(t, ns, "web-lb", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)
+	lb, lbHealth := int64(lbService.Spec.Ports[0].NodePort), int64(lbService.Spec.HealthCheckNodePort)
+	if lbHealth == 0 {
+		t.Fatal("the API server allocated no healthCheckNodePort to a Local LoadBalancer Service")
+	}
 	c.createService(t, fleetService(ns, "internal", nil))
 	for s, svc := range []string{"web", "web-local", "web-lb"} {
 		for i, node := range []string{a, a, b, excluded, notReady} {
@@ -263,12 +274,21 @@ data "k8s_ready_endpoints" "web" {
 				}))},
 			},
 			{
-				// A LoadBalancer Service has node ports too.
+				// A LoadBalancer Service has node ports too; with Local, its
+				// nodes are checked on the healthCheckNodePort the API server
+				// allocated.
 				Config: read("web-lb", ""),
 				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-					accNodeEntry("172.31.0.1", lb, a, "tf-acc-z1", 2),
-					accNodeEntry("172.31.0.2", lb, b, "tf-acc-z2", 1),
+					checkedNodeEntry("172.31.0.1", lb, a, "tf-acc-z1", 2, nodeHealthCheck(lbHealth, "healthCheckNodePort")),
+					checkedNodeEntry("172.31.0.2", lb, b, "tf-acc-z2", 1, nodeHealthCheck(lbHealth, "healthCheckNodePort")),
 				}))},
+			},
+			{
+				// kube-proxy's health port elsewhere: the Cluster Service's
+				// nodes are checked there.
+				Config: read("web", "kube_proxy_health_port = 10299"),
+				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints.AtSliceIndex(0).AtMapKey("health_check"),
+					nodeHealthCheck(10299, "kube-proxy"))},
 			},
 			{
 				// With ExternalIP, the nodes that have one: node a, and the
@@ -321,7 +341,7 @@ func TestAccNodesRequestsAndRBAC(t *testing.T) {
 	ns := c.namespace(t)
 	r := c.nodeRun()
 	a := r.node(t, nodeSpec{suffix: "a", zone: "tf-acc-z1", internalIP: "172.31.1.1"})
-	port := c.nodePortService(t, ns, "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
+	port := c.nodePortService(t, ns, "web", corev1.ServiceExternalTrafficPolicyLocal)
 	c.runPod(t, ns, podSpec{name: "web-1", labels: map[string]string{"app": "web"}, ips: []string{"10.244.50.1"}, ready: true, node: a})
 	c.waitForServiceSlices(t, ns, "web", 1)
 

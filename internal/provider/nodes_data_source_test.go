@@ -32,6 +32,14 @@ func TestNodeArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
 		{"a node address type with target pods", `
   target            = "pods"
   node_address_type = "ExternalIP"`, phrase("Node Argument Without Node Target", "node_address_type", `Set target = "nodes"`)},
+		{"kube-proxy's health port for a pool of pods", `kube_proxy_health_port = 10299`,
+			phrase("Node Argument Without Node Target", "kube_proxy_health_port is where nodes are health-checked")},
+		{"kube-proxy's health port out of range", `
+  target                 = "nodes"
+  kube_proxy_health_port = 70000`, phrase("Attribute kube_proxy_health_port value must be between 1 and 65535")},
+		{"pod health checks for a pool of nodes", `
+  target            = "nodes"
+  pod_health_checks = true`, phrase("Pod Argument With Node Target", "Node entries always carry their health check")},
 	}
 	for name, dataSource := range map[string]string{
 		"k8s_ready_endpoints": `data "k8s_ready_endpoints" "web" {` + "\n  service = \"web\"",

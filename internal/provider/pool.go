@@ -89,10 +89,33 @@ func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoint
 			diags.Append(watchDiagnostic(r, err))
 		}
 	}
+	// The Pods are read last, once the guard holds, so that the endpoints a
+	// wait brought have theirs; the guard does not depend on them.
+	if r.ReadsPods() && !r.Short(res) {
+		pods, err := listServicePods(ctx, client, svc)
+		if err != nil {
+			return endpoints.Result{}, append(diags, listPodsDiagnostic(r.Namespace, err))
+		}
+		objects.Pods = pods
+		if res, err = r.Compute(objects, time.Now()); err != nil {
+			return endpoints.Result{}, append(diags, rulesDiagnostic(err))
+		}
+	}
 	diags.Append(expiryWarnings(res.Warnings)...)
 	if r.Short(res) {
 		ready := endpoints.CountReady(res.Endpoints)
 		diags.Append(tooFewDiagnostic(r, ready, len(res.Endpoints)-ready, waited))
 	}
 	return res, diags
+}
+
+// listServicePods lists the Pods that svc selects; a Service without a
+// selector selects none, and its endpoints (written by hand) name no Pods the
+// provider could trust to be its own.
+func listServicePods(ctx context.Context, client *kube.Client, svc *corev1.Service) ([]corev1.Pod, error) {
+	if len(svc.Spec.Selector) == 0 {
+		return nil, nil
+	}
+	list, err := client.ListPods(ctx, svc.Namespace, labels.SelectorFromSet(svc.Spec.Selector).String())
+	return list.Items, err
 }

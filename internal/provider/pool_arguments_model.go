@@ -23,6 +23,8 @@ type poolArgumentsModel struct {
 	Target               types.String `tfsdk:"target"`
 	NodeAddressType      types.String `tfsdk:"node_address_type"`
 	NodeSelector         types.String `tfsdk:"node_selector"`
+	PodHealthChecks      types.Bool   `tfsdk:"pod_health_checks"`
+	KubeProxyHealthPort  types.Int64  `tfsdk:"kube_proxy_health_port"`
 	ExpiryAnnotation     types.String `tfsdk:"expiry_annotation"`
 }
 
@@ -50,6 +52,8 @@ func (p poolArgumentsModel) query(ctx context.Context) (endpoints.Query, pools.N
 		AddressType:      discoveryv1.AddressType(p.AddressType.ValueString()),
 		Zones:            zones,
 		ExpiryAnnotation: p.ExpiryAnnotation.ValueString(),
+		// kube_proxy_health_port is validated to 1-65535, so it fits.
+		KubeProxyHealthPort: int32(p.KubeProxyHealthPort.ValueInt64()),
 	}
 	nodes, d := nodeArguments(&q, p.Target, p.NodeAddressType, p.NodeSelector)
 	diags.Append(d...)

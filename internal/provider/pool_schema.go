@@ -90,6 +90,22 @@ func poolArguments[T any](args func(*T) *poolArgumentsModel) []attribute[T] {
 				"unset, every eligible node.",
 			Validators: []validator.String{labelSelector()},
 		}},
+		{name: "pod_health_checks", schema: schema.BoolAttribute{
+			Optional: true,
+			MarkdownDescription: "With `target = \"pods\"`, set each endpoint's `health_check` from its pod's " +
+				"`readinessProbe`, so that the load balancer checks exactly what the kubelet checks. This reads the " +
+				"Pods behind the Service: one more paginated LIST of Pods (of the Service's selector; for " +
+				"`k8s_services`, of each namespace in scope), which needs `list` on `pods`. A Service without a " +
+				"selector has no Pods to read: its endpoints keep a null `health_check`. Default `false`.",
+		}},
+		{name: "kube_proxy_health_port", schema: schema.Int64Attribute{
+			Optional: true,
+			MarkdownDescription: "With `target = \"nodes\"`, the port of the nodes' `health_check` when the Service " +
+				"has no `healthCheckNodePort` (`externalTrafficPolicy: Cluster`, or a Local NodePort Service): " +
+				"kube-proxy's `--healthz-bind-address` port, `10256` when unset. Set it for a cluster whose kube-proxy " +
+				"serves its health elsewhere, or whose replacement does (Cilium's `kubeProxyReplacementHealthzBindAddr`).",
+			Validators: []validator.Int64{int64validator.Between(1, 65535)},
+		}},
 		{name: "expiry_annotation", schema: schema.StringAttribute{
 			Optional: true,
 			MarkdownDescription: "Name of an EndpointSlice annotation holding the time after which the slice's " +
@@ -171,6 +187,41 @@ var endpointObject = newObject([]attribute[endpoints.Endpoint]{
 		MarkdownDescription: "With `target = \"nodes\"`: how many endpoints of the Service's pod pool (of " +
 			"this entry's address family) run on the node, usable as a weight. Null with `target = \"pods\"`.",
 	}, write: func(w stateWriter, e *endpoints.Endpoint) { w.intOrNull(e.LocalEndpoints) }},
+	{name: "health_check", schema: schema.SingleNestedAttribute{
+		Computed: true,
+		MarkdownDescription: "How a load balancer should check this member between two plans, so that it takes a " +
+			"dead one out before the next plan does. A node (`target = \"nodes\"`) is checked as Kubernetes' own " +
+			"load balancers check it: with `externalTrafficPolicy: Local`, on the Service's `healthCheckNodePort` " +
+			"(kube-proxy answers `/healthz` with 200 only on nodes that run a ready endpoint of the Service); " +
+			"otherwise, and for a Local NodePort Service (which has no `healthCheckNodePort`), on kube-proxy's " +
+			"health port, `kube_proxy_health_port` (default `10256`, path `/healthz`, which fails on a node being " +
+			"deleted or tainted for removal since Kubernetes 1.28). A pod, with `pod_health_checks = true`, is " +
+			"checked as the kubelet checks it: the `readinessProbe` of the container that declares the endpoint's " +
+			"port (or of the only container with one), an `httpGet`, `tcpSocket` or `grpc` probe, asked of the " +
+			"endpoint's address. Null for a pod without `pod_health_checks`, whose pod is gone, whose probe runs a " +
+			"command (`exec`) or asks another `host`, or that has no such probe.",
+		Attributes: healthCheckObject.schema(),
+	}, write: func(w stateWriter, e *endpoints.Endpoint) {
+		if e.HealthCheck == nil {
+			w.null()
+			return
+		}
+		healthCheckObject.write(w, e.HealthCheck)
+	}},
+})
+
+// healthCheckObject is an endpoint's `health_check`.
+var healthCheckObject = newObject([]attribute[endpoints.HealthCheck]{
+	{name: "type", schema: computedString("`http`, `https`, `tcp` or `grpc`: what to ask of the port. `https` does not check " +
+		"the certificate, as the kubelet does not."),
+		write: func(w stateWriter, h *endpoints.HealthCheck) { w.str(h.Type) }},
+	{name: "port", schema: computedInt64("Port to check, on the member's `address`."),
+		write: func(w stateWriter, h *endpoints.HealthCheck) { w.int(int64(h.Port)) }},
+	{name: "path", schema: computedString("HTTP path to ask for with `http` and `https` (a 2xx or 3xx answer is healthy, " +
+		"as the kubelet judges it); null for `tcp` and `grpc`."),
+		write: func(w stateWriter, h *endpoints.HealthCheck) { w.strOrNull(h.Path) }},
+	{name: "source", schema: computedString("Where the check comes from: `readinessProbe`, `healthCheckNodePort` or `kube-proxy`."),
+		write: func(w stateWriter, h *endpoints.HealthCheck) { w.str(h.Source) }},
 })
 
 // writeLastChange writes a trigger time in RFC 3339, or null when zero.

@@ -9,7 +9,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestReadyEndpointsArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
@@ -108,6 +111,47 @@ data "k8s_ready_endpoints" "web" {
 					endpointValue("10.0.0.9", 8080, "IPv4", knownvalue.StringExact("web-9"), knownvalue.StringExact("node-a"), knownvalue.StringExact("zone-a"), knownvalue.Null()),
 					endpointValue("10.0.0.10", 8080, "IPv4", knownvalue.StringExact("web-10"), knownvalue.StringExact("node-b"), knownvalue.StringExact("zone-b"), knownvalue.Null()),
 				})),
+			},
+		}},
+	})
+}
+
+func TestReadyEndpointsPodHealthChecksAreTheirReadinessProbes(t *testing.T) {
+	api := newStandInAPIServer(t)
+	svc := webService("default", httpPort)
+	svc.Spec.Selector = map[string]string{"app": "web"}
+	api.addService(svc)
+	api.addSlices(webSlice("web-a", readyPod("10.0.0.9", "web-9", "node-a", "zone-a"), readyPod("10.0.0.10", "web-10", "node-b", "zone-b")))
+	pod := func(name string, labels map[string]string, probe *corev1.Probe) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", ReadinessProbe: probe,
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}}}
+	}
+	api.addPods(
+		pod("web-9", svc.Spec.Selector, &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/ready", Port: intstr.FromString("http"), Scheme: corev1.URISchemeHTTPS}}}),
+		// A pod of that name that the Service does not select is not web-10.
+		pod("web-10", map[string]string{"app": "other"}, &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+			TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}}),
+	)
+	at := func(i int) tfjsonpath.Path {
+		return tfjsonpath.New("endpoints").AtSliceIndex(i).AtMapKey("health_check")
+	}
+	resource.UnitTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+data "k8s_ready_endpoints" "web" {
+  service           = "web"
+  port_name         = "http"
+  pod_health_checks = true
+}`,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", at(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
+					"type": knownvalue.StringExact("https"), "port": knownvalue.Int64Exact(8080),
+					"path": knownvalue.StringExact("/ready"), "source": knownvalue.StringExact("readinessProbe"),
+				})),
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", at(1), knownvalue.Null()),
 			},
 		}},
 	})

@@ -54,6 +54,7 @@ func (m readyEndpointsModel) request(ctx context.Context) (poolRequest, diag.Dia
 		wait: wait,
 	}
 	r.Query, r.Nodes, d = m.query(ctx)
+	r.PodHealthChecks = m.PodHealthChecks.ValueBool()
 	diags.Append(d...)
 	return r, diags
 }

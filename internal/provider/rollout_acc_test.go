@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -119,11 +120,11 @@ func prepareReloadingPool(t *testing.T, c *testCluster, dir, namespace, terminat
 	if err != nil {
 		t.Fatal(err)
 	}
-	const arg = "  port_name = var.port_name\n"
-	if strings.Count(string(data), arg) != 1 {
-		t.Fatalf("examples/pools/haproxy: want one %q in its data source", arg)
+	arg := regexp.MustCompile(`(?m)^  port_name +=.*\n`)
+	if n := len(arg.FindAllString(string(data), -1)); n != 1 {
+		t.Fatalf("examples/pools/haproxy: %d port_name lines, want one in its data source", n)
 	}
-	writeText(t, module, strings.Replace(string(data), arg, arg+"  terminating_endpoints = var.terminating_endpoints\n", 1)+
+	writeText(t, module, arg.ReplaceAllString(string(data), "${0}  terminating_endpoints = var.terminating_endpoints\n")+
 		"\nvariable \"terminating_endpoints\" {\n  type = string\n}\n")
 	writeText(t, filepath.Join(dir, "main.tf"), reloadingPool)
 	writeText(t, filepath.Join(dir, "terraform.tfvars"), fmt.Sprintf("namespace = %q\nterminating_endpoints = %q\n", namespace, terminating))

@@ -68,6 +68,7 @@ func (m servicesModel) request(ctx context.Context) (fleetRequest, diag.Diagnost
 		wait: wait,
 	}
 	r.Query, r.Nodes, d = m.query(ctx)
+	r.PodHealthChecks = m.PodHealthChecks.ValueBool()
 	diags.Append(d...)
 	return r, diags
 }

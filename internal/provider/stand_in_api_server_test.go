@@ -28,6 +28,7 @@ type standInAPIServer struct {
 	services map[string]corev1.Service // by "namespace/name"
 	slices   []discoveryv1.EndpointSlice
 	nodes    []corev1.Node
+	pods     []corev1.Pod
 	// forbidden makes requests for this resource ("services",
 	// "endpointslices" or "nodes") fail as RBAC would.
 	forbidden string
@@ -65,6 +66,12 @@ func (s *standInAPIServer) addSlices(slices ...discoveryv1.EndpointSlice) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.slices = append(s.slices, slices...)
+}
+
+func (s *standInAPIServer) addPods(pods ...corev1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pods = append(s.pods, pods...)
 }
 
 func (s *standInAPIServer) addNodes(nodes ...corev1.Node) {
@@ -127,6 +134,19 @@ func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 		for _, sl := range s.slices {
 			if (len(parts) == 4 || sl.Namespace == parts[4]) && selector.Matches(labels.Set(sl.Labels)) {
 				list.Items = append(list.Items, sl)
+			}
+		}
+		writeJSON(w, list)
+	// /api/v1/namespaces/NS/pods or /api/v1/pods
+	case parts[0] == "api" && (len(parts) == 5 && parts[4] == "pods" || len(parts) == 3 && parts[2] == "pods"):
+		if s.forbidden == "pods" {
+			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errTesterMayNot))
+			return
+		}
+		list := corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}
+		for _, p := range s.pods {
+			if (len(parts) == 3 || p.Namespace == parts[3]) && selector.Matches(labels.Set(p.Labels)) {
+				list.Items = append(list.Items, p)
 			}
 		}
 		writeJSON(w, list)

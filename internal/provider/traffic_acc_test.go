@@ -101,7 +101,7 @@ func reapplyHAProxyExample(dir, kubeconfig, namespace string) (string, error) {
 	return run("output", "-raw", "haproxy_backend")
 }
 
-var serverLine = regexp.MustCompile(`(?m)^\s+server (\S+) (\S+) check$`)
+var serverLine = regexp.MustCompile(`(?m)^\s+server (\S+) (\S+) check\b`)
 
 // backendServers are the "name address" pairs of a rendered backend, sorted.
 func backendServers(backend string) []string {

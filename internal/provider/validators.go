@@ -166,32 +166,52 @@ func labelSelector() stringRule {
 	}
 }
 
-// nodeArgumentsNeedNodes refuses node_address_type and node_selector unless
-// target is "nodes": with pods they would be silently ignored.
+// nodeArgumentsNeedNodes refuses node_address_type, node_selector and
+// kube_proxy_health_port unless target is "nodes", and pod_health_checks
+// when it is: each would be silently ignored.
 type nodeArgumentsNeedNodes struct{}
 
 var _ datasource.ConfigValidator = nodeArgumentsNeedNodes{}
 
 func (nodeArgumentsNeedNodes) Description(context.Context) string {
-	return `node_address_type and node_selector need target = "nodes"`
+	return `node_address_type, node_selector and kube_proxy_health_port need target = "nodes"; pod_health_checks needs target = "pods"`
 }
 
 func (v nodeArgumentsNeedNodes) MarkdownDescription(ctx context.Context) string {
 	return v.Description(ctx)
 }
 
+// nodeOnlyArguments are the arguments of pools of nodes, and what each does.
+var nodeOnlyArguments = []struct{ name, does string }{
+	{"node_address_type", "chooses among nodes"},
+	{"node_selector", "chooses among nodes"},
+	{"kube_proxy_health_port", "is where nodes are health-checked"},
+}
+
 func (nodeArgumentsNeedNodes) ValidateDataSource(ctx context.Context, req datasource.ValidateConfigRequest, resp *datasource.ValidateConfigResponse) {
-	names := []string{"target", "node_address_type", "node_selector"}
-	values := configStrings(ctx, req.Config, names, &resp.Diagnostics)
-	target := values[0]
-	if target.IsUnknown() || target.ValueString() == targetNodes {
+	target := configStrings(ctx, req.Config, []string{"target"}, &resp.Diagnostics)[0]
+	if target.IsUnknown() {
 		return
 	}
-	for i, name := range names[1:] {
-		if !values[1+i].IsNull() {
-			resp.Diagnostics.AddAttributeError(path.Root(name), "Node Argument Without Node Target",
-				fmt.Sprintf("%s chooses among nodes, and the pool is of pods: target is %q.\n\n"+
-					"Set target = \"nodes\" for a pool of nodes, or remove %s.", name, cmp.Or(target.ValueString(), targetPods), name))
+	var attrs map[string]tftypes.Value
+	if err := req.Config.Raw.As(&attrs); err != nil {
+		return
+	}
+	if target.ValueString() == targetNodes {
+		var checks bool
+		if v, ok := attrs["pod_health_checks"]; ok && v.IsKnown() && !v.IsNull() && v.As(&checks) == nil && checks {
+			resp.Diagnostics.AddAttributeError(path.Root("pod_health_checks"), "Pod Argument With Node Target",
+				"pod_health_checks gives pod endpoints their readinessProbe, and the pool is of nodes: target is \"nodes\". "+
+					"Node entries always carry their health check.\n\n"+
+					"Remove pod_health_checks, or set target = \"pods\" for a pool of pods.")
+		}
+		return
+	}
+	for _, a := range nodeOnlyArguments {
+		if v, ok := attrs[a.name]; ok && !v.IsNull() {
+			resp.Diagnostics.AddAttributeError(path.Root(a.name), "Node Argument Without Node Target",
+				fmt.Sprintf("%s %s, and the pool is of pods: target is %q.\n\n"+
+					"Set target = \"nodes\" for a pool of nodes, or remove %s.", a.name, a.does, cmp.Or(target.ValueString(), targetPods), a.name))
 		}
 	}
 }

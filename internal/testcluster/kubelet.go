@@ -43,6 +43,9 @@ type Pod struct {
 	Ports map[string]int32
 	// Node is the Node the pod is bound to.
 	Node string
+	// ReadinessProbe is the container's, as the pod declares it; the fake
+	// kubelet does not run it (Ready says what it found).
+	ReadinessProbe *corev1.Probe
 }
 
 // RunPod creates the pod on its node and gives it the status a kubelet
@@ -56,7 +59,7 @@ func runPod(ctx context.Context, client kubernetes.Interface, namespace string, 
 	if len(p.IPs) == 0 || p.Node == "" {
 		return nil, fmt.Errorf("pod %s: needs a node and at least one IP", p.Name)
 	}
-	container := corev1.Container{Name: "app", Image: "registry.invalid/app:1"}
+	container := corev1.Container{Name: "app", Image: "registry.invalid/app:1", ReadinessProbe: p.ReadinessProbe}
 	for name, port := range p.Ports {
 		container.Ports = append(container.Ports, corev1.ContainerPort{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP})
 	}

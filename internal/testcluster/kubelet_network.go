@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -72,7 +73,8 @@ func StartNetKubelet(ctx context.Context, client kubernetes.Interface, n *Networ
 func (k *NetKubelet) Network() *Network { return k.net }
 
 // RunPod starts the pod's network and its server on every container port of
-// p (at least one), then creates the pod as RunPod does. Pod names are
+// p (at least one), then creates the pod as RunPod does, with a readinessProbe
+// of /healthz on its first port unless p has one. Pod names are
 // unique per Network.
 func (k *NetKubelet) RunPod(ctx context.Context, namespace string, p Pod) error {
 	var ports []int32
@@ -86,6 +88,11 @@ func (k *NetKubelet) RunPod(ctx context.Context, namespace string, p Pod) error 
 	health := HealthNotReady
 	if p.Ready {
 		health = HealthReady
+	}
+	if p.ReadinessProbe == nil {
+		// What the pod's server does: /healthz answers as its readiness.
+		p.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/healthz", Port: intstr.FromInt32(ports[0])}}}
 	}
 	np, err := k.net.AddPod(ctx, p.Name, p.IPs, ports, health)
 	if err != nil {

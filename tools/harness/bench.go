@@ -38,6 +38,9 @@ type benchOptions struct {
 	profile   bool
 	gobench   bool
 	incumbent string
+	// baseline is a git revision whose provider is measured too, in the
+	// same rounds (before/after).
+	baseline string
 	// only "sync" runs the companion's part alone, "traffic" the traffic
 	// latency; withSync adds the companion's part to the whole bench
 	// (bench_sync.go).
@@ -59,17 +62,21 @@ func bench(ctx context.Context, args []string) error {
 	only := flags.String("only", "", "run one part alone: sync (the companion; writes -out, default bench/results-sync.md) or traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md)")
 	withSync := flags.Bool("sync", true, "also measure the sync companion (bench_sync.go)")
 	trafficSamplesFlag := flags.Int("traffic-samples", trafficSamples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
+	baseline := flags.String("baseline", os.Getenv("K8S_TF_BENCH_BASELINE"), "also plan with the provider built at this git revision, in the same rounds (K8S_TF_BENCH_BASELINE)")
 	var syncOpts syncOptions
 	syncOpts.register(flags)
 	_ = flags.Parse(args)
 	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
-		only: *only, withSync: *withSync, sync: syncOpts, trafficSamples: *trafficSamplesFlag}
+		baseline: *baseline, only: *only, withSync: *withSync, sync: syncOpts, trafficSamples: *trafficSamplesFlag}
 	switch opts.only {
 	case "":
 	case "sync", "traffic":
 		if !isFlagSet(flags, "out") {
 			opts.out = "bench/results-" + opts.only + ".md"
 		}
+		// The companion's part and the traffic plan nothing with the
+		// baseline.
+		opts.baseline = ""
 	default:
 		return fmt.Errorf("-only %q: the parts that run alone are sync and traffic", opts.only)
 	}
@@ -118,6 +125,10 @@ type benchRun struct {
 	ms        []*measurement
 	provider  string // the release-style build
 	trivial   string
+	// baselineProvider is the same build at opts.baseline, baselineCommit
+	// that revision's commit and currentCommit the one the current build
+	// comes from (with "+ uncommitted changes" when the tree has some).
+	baselineProvider, baselineCommit, currentCommit string
 }
 
 // measurement is one command, run once per round.
@@ -135,6 +146,11 @@ type measurement struct {
 	perRead int
 	// rusage is the log of the wrapped provider measured.
 	rusage string
+	// rc, when set, is the CLI configuration of this command instead of the
+	// bench's; baselineOf is the current build's measurement that this one
+	// repeats with the baseline's provider.
+	rc         string
+	baselineOf *measurement
 
 	wall, cpu, rss []float64
 	starts         []int
@@ -175,6 +191,12 @@ func (b *benchRun) run(ctx context.Context) error {
 	}
 	for _, build := range builds {
 		if err := goBuild(ctx, build[0], build[1:]...); err != nil {
+			return err
+		}
+	}
+	if b.opts.baseline != "" {
+		b.say("building the provider at %s (the baseline) the same way", b.opts.baseline)
+		if err := b.buildBaseline(ctx); err != nil {
 			return err
 		}
 	}
@@ -285,6 +307,46 @@ func (b *benchRun) run(ctx context.Context) error {
 	return nil
 }
 
+// buildBaseline builds the provider at opts.baseline as run builds the
+// current one, from that revision's tree (git archive: nothing of the
+// repository changes) in the work directory, which bench removes at the end.
+func (b *benchRun) buildBaseline(ctx context.Context) error {
+	git := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = b.root
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	var err error
+	if b.baselineCommit, err = git("rev-parse", "--verify", "--short", b.opts.baseline+"^{commit}"); err != nil {
+		return fmt.Errorf("the baseline %q is not a revision of this repository: %w", b.opts.baseline, err)
+	}
+	if b.currentCommit, err = git("rev-parse", "--short", "HEAD"); err != nil {
+		return err
+	}
+	if changes, err := git("status", "--porcelain", "--untracked-files=no"); err != nil {
+		return err
+	} else if changes != "" {
+		b.currentCommit += " + uncommitted changes"
+	}
+	src := filepath.Join(b.work, "baseline-src")
+	tarball := filepath.Join(b.work, "baseline.tar")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	if _, err := git("archive", "--format=tar", "-o", tarball, b.baselineCommit); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "tar", "-x", "-f", tarball, "-C", src).CombinedOutput(); err != nil {
+		return fmt.Errorf("tar -x %s: %w\n%s", tarball, err, out)
+	}
+	b.baselineProvider = filepath.Join(b.work, "bin", "baseline", "terraform-provider-k8s")
+	return goBuild(ctx, src, "-ldflags", "-s -w", "-o", b.baselineProvider, ".")
+}
+
 func goBuild(ctx context.Context, dir string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath"}, args...)...)
 	cmd.Dir = dir
@@ -302,30 +364,28 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	// A provider that reports what the kernel accounted to it: Terraform
 	// starts whatever it finds under the provider's name in the override
 	// directory, here a script that execs the wrapper, which runs the real one.
-	wrap := func(name, program string, args ...string) (string, error) {
+	// The wrapper of the provider of type kind is wrap/name/terraform-provider-kind.
+	wrap := func(name, kind, program string) (string, error) {
 		dir := filepath.Join(b.work, "wrap", name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
 		log := filepath.Join(b.work, "rusage-"+name+".log")
-		script := fmt.Sprintf("#!/bin/sh\nexec %q rusage-wrap %q %q", b.harness, log, program)
-		for _, a := range args {
-			script += fmt.Sprintf(" %q", a)
-		}
-		return log, os.WriteFile(filepath.Join(dir, "terraform-provider-"+name), []byte(script+"\n"), 0o755)
+		script := fmt.Sprintf("#!/bin/sh\nexec %q rusage-wrap %q %q\n", b.harness, log, program)
+		return log, os.WriteFile(filepath.Join(dir, "terraform-provider-"+kind), []byte(script), 0o755)
 	}
-	k8sLog, err := wrap("k8s", b.provider)
+	k8sLog, err := wrap("k8s", "k8s", b.provider)
 	if err != nil {
 		return err
 	}
-	trivialLog, err := wrap("trivial", b.trivial)
+	trivialLog, err := wrap("trivial", "trivial", b.trivial)
 	if err != nil {
 		return err
 	}
 	overrides := map[string]string{"vigie/k8s": "k8s", "vigie/trivial": "trivial"}
 	var incumbentLog string
 	if b.opts.incumbent != "" {
-		if incumbentLog, err = wrap("kubernetes", b.opts.incumbent); err != nil {
+		if incumbentLog, err = wrap("kubernetes", "kubernetes", b.opts.incumbent); err != nil {
 			return err
 		}
 		overrides["hashicorp/kubernetes"] = "kubernetes"
@@ -392,6 +452,46 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform validate`, empty configuration (the bare CLI)", dir: dir, args: validate})
+	if b.opts.baseline != "" {
+		return b.addBaseline(wrap)
+	}
+	return nil
+}
+
+// baselineCompared are the measurements repeated with the baseline's
+// provider (prefixes of their titles): the plan of 100 reads, the fleet read
+// and the read of bigEndpoints endpoints.
+var baselineCompared = []string{
+	"`terraform plan`, 100 `k8s_ready_endpoints`",
+	"`terraform plan`, 1 `k8s_services`",
+	"`terraform plan`, 1 `k8s_ready_endpoints` of a Service",
+}
+
+// addBaseline puts after each measurement of baselineCompared the same
+// command, in the same directory, with a CLI configuration of its own whose
+// dev_overrides give the wrapped baseline provider.
+func (b *benchRun) addBaseline(wrap func(name, kind, program string) (string, error)) error {
+	log, err := wrap("k8s-baseline", "k8s", b.baselineProvider)
+	if err != nil {
+		return err
+	}
+	rc := filepath.Join(b.work, "terraformrc-baseline")
+	if err := os.WriteFile(rc, []byte(testcluster.DevOverrides(filepath.Join(b.work, "wrap", "k8s-baseline"))), 0o600); err != nil {
+		return err
+	}
+	var ms []*measurement
+	for _, m := range b.ms {
+		ms = append(ms, m)
+		for _, prefix := range baselineCompared {
+			if m == b.find(prefix) {
+				base := *m
+				base.title += " (baseline)"
+				base.rusage, base.rc, base.baselineOf = log, rc, m
+				ms = append(ms, &base)
+			}
+		}
+	}
+	b.ms = ms
 	return nil
 }
 
@@ -519,6 +619,9 @@ func (b *benchRun) runOnce(ctx context.Context, m *measurement, record bool) (fl
 	}
 	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + m.dir}, m.args...)...)
 	cmd.Env = b.env
+	if m.rc != "" {
+		cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+m.rc)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	pids := b.cluster.PIDs()

@@ -42,9 +42,10 @@ func verdict(v, bound float64, unit string) string {
 	return fmt.Sprintf("**miss** by %.2f%s (%.0f %% over)", v-bound, unit, (v-bound)/bound*100)
 }
 
+// find gives the current build's measurement whose title starts with prefix.
 func (b *benchRun) find(prefix string) *measurement {
 	for _, m := range b.ms {
-		if strings.HasPrefix(m.title, prefix) {
+		if m.baselineOf == nil && strings.HasPrefix(m.title, prefix) {
 			return m
 		}
 	}
@@ -258,10 +259,15 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 		p("The incumbent was not measured: set K8S_TF_BENCH_INCUMBENT to a built terraform-provider-kubernetes binary (see README.md).")
 		p("")
 	}
+	r.WriteString(b.beforeAfter())
 
 	p("## API requests at the API server")
 	p("")
-	p("Audit log lines with a user agent starting with `terraform-provider-k8s` during the timed rounds: %d `k8s_ready_endpoints` reads and %d `k8s_services` reads; per read below is per `k8s_ready_endpoints` read.", reads, fleetReads)
+	baselineReads := ""
+	if b.opts.baseline != "" {
+		baselineReads = " (the baseline's included: both builds send the same user agent)"
+	}
+	p("Audit log lines with a user agent starting with `terraform-provider-k8s` during the timed rounds: %d `k8s_ready_endpoints` reads and %d `k8s_services` reads%s; per read below is per `k8s_ready_endpoints` read.", reads, fleetReads, baselineReads)
 	p("")
 	p("| verb | resource | HTTP code | requests | per read |")
 	p("|---|---|---|---:|---:|")
@@ -328,4 +334,68 @@ func findBenchmark(all []goBenchmark, name string) *goBenchmark {
 		}
 	}
 	return nil
+}
+
+// beforeAfter is the report's section on the baseline: for each measurement
+// repeated with the baseline's provider, the medians of both and their ratio
+// for wall time, provider CPU and peak RSS, and the verdict against "no worse
+// than 5 %" for the first two.
+func (b *benchRun) beforeAfter() string {
+	var r strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
+	p("## Before/after")
+	p("")
+	if b.opts.baseline == "" {
+		p("No baseline was measured: set K8S_TF_BENCH_BASELINE (or -baseline) to a git revision to plan with the provider built at it in the same rounds (see README.md).")
+		p("")
+		return r.String()
+	}
+	p("Baseline: the provider at `%s` (commit %s), built from that revision's tree as the current one is built (`CGO_ENABLED=0 go build -trimpath -ldflags \"-s -w\"`); current: commit %s. "+
+		"Every round plans each configuration below with the current build, then at once with the baseline (same configuration, same directory, a CLI configuration of its own), both through the rusage wrapper. "+
+		"Ratios are current / baseline of the medians of %d rounds; \"per round\" is the lowest and the highest ratio of the two plans of one round. "+
+		"Target: no worse than 5 %% (ratio ≤ 1.05×) in wall time and in provider CPU; peak RSS is given as information.",
+		b.opts.baseline, b.baselineCommit, b.currentCommit, b.opts.runs)
+	p("")
+	p("| measurement | | current | baseline | current / baseline | per round, min–max | verdict (≤ 1.05×) |")
+	p("|---|---|---:|---:|---:|---:|---|")
+	row := func(title, what string, cur, old []float64, format string, judged bool) {
+		ratio := median(cur) / median(old)
+		var rounds []float64
+		for i := range min(len(cur), len(old)) {
+			rounds = append(rounds, cur[i]/old[i])
+		}
+		v := "information"
+		if judged {
+			v = beforeAfterVerdict(ratio)
+		}
+		p("| %s | %s | "+format+" | "+format+" | %.3f× | %s× | %s |", title, what, median(cur), median(old), ratio, minMax(rounds, "%.2f"), v)
+	}
+	for _, base := range b.ms {
+		if m := base.baselineOf; m != nil {
+			row(m.title, "wall time of the plan", m.wall, base.wall, "%.3f s", true)
+			row("", "provider CPU per read (user + system)", msPerRead(m.cpu, m.perRead), msPerRead(base.cpu, m.perRead), "%.2f ms", true)
+			row("", "provider peak RSS", m.rss, base.rss, "%.1f MiB", false)
+		}
+	}
+	p("")
+	return r.String()
+}
+
+// beforeAfterVerdict judges a ratio current / baseline against "no worse
+// than 5 %", and says the change in per cent.
+func beforeAfterVerdict(ratio float64) string {
+	v := "**pass**"
+	if ratio > 1.05 {
+		v = "**miss**"
+	}
+	return fmt.Sprintf("%s (%+.1f %%)", v, (ratio-1)*100)
+}
+
+// msPerRead is the provider CPU of each run in ms per read.
+func msPerRead(cpu []float64, reads int) []float64 {
+	out := make([]float64, len(cpu))
+	for i, c := range cpu {
+		out[i] = c / float64(reads) * 1000
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +17,8 @@ var update = flag.Bool("update", false, "rewrite testdata/report.md from the fix
 
 // fixedRun is a bench run of 3 rounds as prepare lays it out (sizes 1 and
 // 100, the floor, the fleet, the 5,000-endpoint read, the incumbent, the
-// validations), with made-up measurements: some meet their targets, some
-// miss them.
+// validations, and the baseline's plan after each of the three it repeats),
+// with made-up measurements: some meet their targets, some miss them.
 func fixedRun() *benchRun {
 	m := func(title string, reads, fleetReads, perRead int, wall, cpu, rss, server []float64) *measurement {
 		starts := []int{}
@@ -27,23 +28,37 @@ func fixedRun() *benchRun {
 		return &measurement{title: title, reads: reads, fleetReads: fleetReads, perRead: perRead,
 			wall: wall, cpu: cpu, rss: rss, starts: starts, server: server}
 	}
+	plan100 := m("`terraform plan`, 100 `k8s_ready_endpoints`", 100, 0, 100,
+		[]float64{0.62, 0.60, 0.65}, []float64{0.190, 0.187, 0.185}, []float64{33.4, 33.0, 34.1}, []float64{0.26, 0.25, 0.27})
+	fleet := m(fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fleetServices), 0, 1, 1,
+		[]float64{0.79, 0.80, 0.78}, []float64{0.11, 0.12, 0.11}, []float64{41.3, 41.0, 41.5}, []float64{0.05, 0.05, 0.06})
+	big := m(fmt.Sprintf("`terraform plan`, 1 `k8s_ready_endpoints` of a Service with %d endpoints", bigEndpoints), 1, 0, 1,
+		[]float64{0.63, 0.64, 0.62}, []float64{0.20, 0.21, 0.19}, []float64{38.3, 38.0, 38.6}, []float64{0.02, 0.02, 0.02})
+	// The same command with the baseline's provider, as addBaseline makes it.
+	baseline := func(of *measurement, wall, cpu, rss []float64) *measurement {
+		base := m(of.title+" (baseline)", of.reads, of.fleetReads, of.perRead, wall, cpu, rss, of.server)
+		base.baselineOf = of
+		return base
+	}
 	return &benchRun{
-		opts:      benchOptions{runs: 3, sizes: []int{1, 100}, incumbent: "incumbent/terraform-provider-kubernetes"},
-		loadStart: "0.20 0.15 0.10",
-		cluster:   &testcluster.Cluster{Version: "v1.37.2"},
+		opts:           benchOptions{runs: 3, sizes: []int{1, 100}, incumbent: "incumbent/terraform-provider-kubernetes", baseline: "v0.1.0"},
+		baselineCommit: "8331de0",
+		currentCommit:  "eb32036 + uncommitted changes",
+		loadStart:      "0.20 0.15 0.10",
+		cluster:        &testcluster.Cluster{Version: "v1.37.2"},
 		ms: []*measurement{
 			m("`terraform plan`, 1 `k8s_ready_endpoints`", 1, 0, 1,
 				[]float64{0.31, 0.30, 0.32}, []float64{0.050, 0.052, 0.048}, []float64{30.1, 30.5, 30.3}, []float64{0.01, 0.01, 0.02}),
-			m("`terraform plan`, 100 `k8s_ready_endpoints`", 100, 0, 100,
-				[]float64{0.62, 0.60, 0.65}, []float64{0.190, 0.187, 0.185}, []float64{33.4, 33.0, 34.1}, []float64{0.26, 0.25, 0.27}),
+			plan100,
+			baseline(plan100, []float64{0.60, 0.61, 0.59}, []float64{0.200, 0.170, 0.175}, []float64{33.0, 33.2, 33.1}),
 			m("`terraform plan`, 100 `trivial_constant` (Terraform's floor)", 0, 0, 100,
 				[]float64{0.33, 0.32, 0.34}, []float64{0.156, 0.150, 0.160}, []float64{25.0, 25.2, 24.8}, []float64{0, 0, 0}),
 			m(fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fleetServices), fleetServices, 0, fleetServices,
 				[]float64{2.30, 2.35, 2.32}, []float64{0.60, 0.62, 0.61}, []float64{40.0, 40.2, 39.9}, []float64{1.1, 1.2, 1.0}),
-			m(fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fleetServices), 0, 1, 1,
-				[]float64{0.79, 0.80, 0.78}, []float64{0.11, 0.12, 0.11}, []float64{41.3, 41.0, 41.5}, []float64{0.05, 0.05, 0.06}),
-			m(fmt.Sprintf("`terraform plan`, 1 `k8s_ready_endpoints` of a Service with %d endpoints", bigEndpoints), 1, 0, 1,
-				[]float64{0.63, 0.64, 0.62}, []float64{0.20, 0.21, 0.19}, []float64{38.3, 38.0, 38.6}, []float64{0.02, 0.02, 0.02}),
+			fleet,
+			baseline(fleet, []float64{0.80, 0.84, 0.81}, []float64{0.10, 0.10, 0.12}, []float64{55.0, 54.8, 54.6}),
+			big,
+			baseline(big, []float64{0.61, 0.60, 0.62}, []float64{0.19, 0.20, 0.19}, []float64{38.3, 38.0, 38.6}),
 			m("`terraform plan`, 100 `kubernetes_endpoints_v1` (incumbent)", 0, 0, 100,
 				[]float64{0.74, 0.73, 0.75}, []float64{0.48, 0.47, 0.49}, []float64{60.0, 61.0, 59.0}, []float64{0.30, 0.31, 0.29}),
 			m("`terraform plan`, 100 `kubernetes_endpoint_slice_v1` (incumbent)", 0, 0, 100,
@@ -148,6 +163,76 @@ func TestTheTargetsTableOfAFixedRun(t *testing.T) {
 	} {
 		if !strings.Contains(report, row+"\n") {
 			t.Errorf("the report has no row\n%s", row)
+		}
+	}
+}
+
+// The before/after table, worked out by hand from fixedRun: current and
+// baseline medians, their ratio, the ratios of each round, and the verdict
+// against 1.05.
+func TestTheBeforeAfterTableOfAFixedRun(t *testing.T) {
+	report := fixedReport(t, fixedRequests(fixedRun()))
+	for _, row := range []string{
+		"Baseline: the provider at `v0.1.0` (commit 8331de0),",
+		"current: commit eb32036 + uncommitted changes.",
+		"Ratios are current / baseline of the medians of 3 rounds;",
+		// 0.62 / 0.60; rounds 0.62/0.60, 0.60/0.61, 0.65/0.59
+		"| `terraform plan`, 100 `k8s_ready_endpoints` | wall time of the plan | 0.620 s | 0.600 s | 1.033× | 0.98–1.10× | **pass** (+3.3 %) |",
+		// 0.187 s / 100 against 0.175 s / 100: 7 % more CPU
+		"|  | provider CPU per read (user + system) | 1.87 ms | 1.75 ms | 1.069× | 0.95–1.10× | **miss** (+6.9 %) |",
+		"|  | provider peak RSS | 33.4 MiB | 33.1 MiB | 1.009× | 0.99–1.03× | information |",
+		// faster: 0.79 / 0.81
+		"| `terraform plan`, 1 `k8s_services` of the same 500 Services | wall time of the plan | 0.790 s | 0.810 s | 0.975× | 0.95–0.99× | **pass** (-2.5 %) |",
+		"|  | provider CPU per read (user + system) | 110.00 ms | 100.00 ms | 1.100× | 0.92–1.20× | **miss** (+10.0 %) |",
+		"|  | provider peak RSS | 41.3 MiB | 54.8 MiB | 0.754× | 0.75–0.76× | information |",
+		"| `terraform plan`, 1 `k8s_ready_endpoints` of a Service with 5000 endpoints | wall time of the plan | 0.630 s | 0.610 s | 1.033× | 1.00–1.07× | **pass** (+3.3 %) |",
+		// 0.20 / 0.19 = 1.053: just over the bound; rounds 1.05, 1.05, 1.00
+		"|  | provider CPU per read (user + system) | 200.00 ms | 190.00 ms | 1.053× | 1.00–1.05× | **miss** (+5.3 %) |",
+	} {
+		if !strings.Contains(report, row) {
+			t.Errorf("the report has no\n%s", row)
+		}
+	}
+}
+
+// The targets table takes the current build's measurements, wherever the
+// baseline's copies stand in the rounds.
+func TestFindSkipsTheBaselinesMeasurements(t *testing.T) {
+	b := fixedRun()
+	slices.Reverse(b.ms)
+	for _, prefix := range baselineCompared {
+		if m := b.find(prefix); m == nil || m.baselineOf != nil || strings.HasSuffix(m.title, "(baseline)") {
+			t.Errorf("find(%q) gave %+v, not the current build's measurement", prefix, m)
+		}
+	}
+}
+
+func TestWithoutABaselineTheSectionSaysHowToMeasureIt(t *testing.T) {
+	b := fixedRun()
+	b.opts.baseline = ""
+	var ms []*measurement
+	for _, m := range b.ms {
+		if m.baselineOf == nil {
+			ms = append(ms, m)
+		}
+	}
+	b.ms = ms
+	got := b.beforeAfter()
+	if !strings.Contains(got, "No baseline was measured: set K8S_TF_BENCH_BASELINE") || strings.Contains(got, "| measurement |") {
+		t.Errorf("without a baseline, the section is\n%s", got)
+	}
+}
+
+func TestBeforeAfterVerdictPassesUpTo5PerCentWorse(t *testing.T) {
+	for ratio, want := range map[float64]string{
+		0.90:  "**pass** (-10.0 %)",
+		1.00:  "**pass** (+0.0 %)",
+		1.05:  "**pass** (+5.0 %)",
+		1.051: "**miss** (+5.1 %)",
+		1.30:  "**miss** (+30.0 %)",
+	} {
+		if got := beforeAfterVerdict(ratio); got != want {
+			t.Errorf("beforeAfterVerdict(%v) = %q, want %q", ratio, got, want)
 		}
 	}
 }

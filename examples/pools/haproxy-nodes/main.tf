@@ -6,6 +6,13 @@
 # to its own pods only. With Cluster, every node is given and kube-proxy
 # spreads the traffic over all pods from any node: set
 # weight_by_local_endpoints = false to give every node the same weight.
+#
+# Each node is health-checked as cloud load balancers check it: on the
+# Service's healthCheckNodePort for externalTrafficPolicy: Local (kube-proxy
+# answers /healthz with 200 only on nodes that run a ready pod of the
+# Service), else on kube-proxy's health port (10256, failing on a node that is
+# being deleted or drained by the autoscaler). HAProxy thus takes a node out
+# between two plans. Every node of one pool has the same check.
 
 terraform {
   required_providers {
@@ -44,7 +51,8 @@ data "k8s_ready_endpoints" "web" {
 
 output "haproxy_backend" {
   value = templatefile("${path.module}/backend.cfg.tftpl", {
-    name = "${var.namespace}_${var.service}_nodes"
+    name       = "${var.namespace}_${var.service}_nodes"
+    check_path = try(data.k8s_ready_endpoints.web.endpoints[0].health_check.path, "/healthz")
     # local_endpoints is at least 1 for every node of a Local Service.
     servers = [for e in data.k8s_ready_endpoints.web.endpoints : {
       # A dual-stack node gives one entry per family: one server each.
@@ -52,6 +60,8 @@ output "haproxy_backend" {
       address = e.address_type == "IPv6" ? "[${e.address}]" : e.address
       port    = e.port
       weight  = var.weight_by_local_endpoints ? min(e.local_endpoints, 256) : 1
+      # The Service's healthCheckNodePort, or kube-proxy's health port.
+      check_port = e.health_check.port
     }]
   })
 }

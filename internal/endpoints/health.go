@@ -1,0 +1,197 @@
+package endpoints
+
+import (
+	"cmp"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Health checks: between two plans, a load balancer takes a dead member out
+// of its pool only if it checks it. Each member carries the check that
+// Kubernetes itself uses for it, so that the load balancer asks exactly what
+// the cluster asks.
+
+// HealthCheck is how a load balancer checks one member of a pool.
+type HealthCheck struct {
+	// Type is HealthCheckHTTP, HealthCheckHTTPS, HealthCheckTCP or
+	// HealthCheckGRPC.
+	Type string
+	// Port is the port to check on the member's address.
+	Port int32
+	// Path is the HTTP path; empty for TCP and gRPC.
+	Path string
+	// Source says where the check comes from: HealthSourceReadinessProbe,
+	// HealthSourceHealthCheckNodePort or HealthSourceKubeProxy.
+	Source string
+}
+
+// Health check types.
+const (
+	HealthCheckHTTP  = "http"
+	HealthCheckHTTPS = "https"
+	HealthCheckTCP   = "tcp"
+	HealthCheckGRPC  = "grpc"
+)
+
+// Where a health check comes from.
+const (
+	// HealthSourceReadinessProbe is the readinessProbe of the pod's
+	// container that serves the endpoint's port: what the kubelet checks.
+	HealthSourceReadinessProbe = "readinessProbe"
+	// HealthSourceHealthCheckNodePort is the Service's healthCheckNodePort
+	// (externalTrafficPolicy Local): kube-proxy answers 200 on /healthz only
+	// on nodes that run a ready endpoint of the Service.
+	HealthSourceHealthCheckNodePort = "healthCheckNodePort"
+	// HealthSourceKubeProxy is kube-proxy's own health server, which since
+	// Kubernetes 1.28 fails on nodes being deleted or tainted
+	// ToBeDeletedByClusterAutoscaler (KEP-3836).
+	HealthSourceKubeProxy = "kube-proxy"
+)
+
+// DefaultKubeProxyHealthPort is kube-proxy's --healthz-bind-address port.
+const DefaultKubeProxyHealthPort int32 = 10256
+
+// healthzPath is the path of kube-proxy's health checks, both the node's and
+// a Service's healthCheckNodePort.
+const healthzPath = "/healthz"
+
+// nodeHealthCheck is the check of every node of svc's node pool: the
+// Service's healthCheckNodePort for externalTrafficPolicy Local (what cloud
+// load balancers use, through the service controller), else kube-proxy's
+// health port (q.KubeProxyHealthPort, or DefaultKubeProxyHealthPort).
+func nodeHealthCheck(svc *corev1.Service, q Query) *HealthCheck {
+	if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && svc.Spec.HealthCheckNodePort > 0 {
+		return &HealthCheck{Type: HealthCheckHTTP, Port: svc.Spec.HealthCheckNodePort, Path: healthzPath, Source: HealthSourceHealthCheckNodePort}
+	}
+	return &HealthCheck{Type: HealthCheckHTTP, Port: cmp.Or(q.KubeProxyHealthPort, DefaultKubeProxyHealthPort), Path: healthzPath, Source: HealthSourceKubeProxy}
+}
+
+// WithPodHealthChecks is res with each endpoint's HealthCheck set from its
+// pod's readinessProbe, the pods being those of namespace (others are
+// ignored). An endpoint keeps no check when its slice names no pod, when that
+// pod is not among pods, or when the probe cannot be asked from outside the
+// pod (see podHealthCheck). It never modifies pods; res's endpoints are
+// copied.
+func WithPodHealthChecks(res Result, namespace string, pods []corev1.Pod) Result {
+	if len(res.Endpoints) == 0 {
+		return res
+	}
+	byName := make(map[string]*corev1.Pod, len(pods))
+	for i := range pods {
+		if pods[i].Namespace == namespace {
+			byName[pods[i].Name] = &pods[i]
+		}
+	}
+	out := make([]Endpoint, len(res.Endpoints))
+	copy(out, res.Endpoints)
+	for i := range out {
+		out[i].HealthCheck = nil
+		if pod, ok := byName[out[i].Pod]; ok && out[i].Pod != "" {
+			out[i].HealthCheck = podHealthCheck(pod, out[i].Port)
+		}
+	}
+	res.Endpoints = out
+	return res
+}
+
+// FleetWithPodHealthChecks is WithPodHealthChecks for every pool of res, the
+// pods being those of every namespace the fleet covers.
+func FleetWithPodHealthChecks(res FleetResult, pods []corev1.Pod) FleetResult {
+	byNamespace := map[string][]corev1.Pod{}
+	for i := range pods {
+		byNamespace[pods[i].Namespace] = append(byNamespace[pods[i].Namespace], pods[i])
+	}
+	out := make([]ServicePool, len(res.Pools))
+	for i, p := range res.Pools {
+		p.Result = WithPodHealthChecks(p.Result, p.Service.Namespace, byNamespace[p.Service.Namespace])
+		out[i] = p
+	}
+	res.Pools = out
+	return res
+}
+
+// podHealthCheck is the readinessProbe of the container of pod that serves
+// port, as a load balancer can ask it of the pod's address: the container
+// that declares port among its ports, or else the only container with a
+// readinessProbe. There is none when no container is found, when it has no
+// readinessProbe, when the probe runs a command (exec: nothing outside the
+// pod can run it), when it asks another host than the pod (httpGet.host), or
+// when its port names no port of the container (the kubelet's probe fails
+// too, so the pod is never ready).
+func podHealthCheck(pod *corev1.Pod, port int32) *HealthCheck {
+	c := servingContainer(pod.Spec.Containers, port)
+	if c == nil || c.ReadinessProbe == nil {
+		return nil
+	}
+	h := c.ReadinessProbe.ProbeHandler
+	switch {
+	case h.HTTPGet != nil:
+		if h.HTTPGet.Host != "" {
+			return nil
+		}
+		n, ok := containerPort(c, h.HTTPGet.Port)
+		if !ok {
+			return nil
+		}
+		typ := HealthCheckHTTP
+		if h.HTTPGet.Scheme == corev1.URISchemeHTTPS {
+			typ = HealthCheckHTTPS
+		}
+		// The kubelet asks for "/" when the path is empty.
+		return &HealthCheck{Type: typ, Port: n, Path: cmp.Or(h.HTTPGet.Path, "/"), Source: HealthSourceReadinessProbe}
+	case h.TCPSocket != nil:
+		if h.TCPSocket.Host != "" {
+			return nil
+		}
+		n, ok := containerPort(c, h.TCPSocket.Port)
+		if !ok {
+			return nil
+		}
+		return &HealthCheck{Type: HealthCheckTCP, Port: n, Source: HealthSourceReadinessProbe}
+	case h.GRPC != nil:
+		if h.GRPC.Port < 1 || h.GRPC.Port > 65535 {
+			return nil
+		}
+		return &HealthCheck{Type: HealthCheckGRPC, Port: h.GRPC.Port, Source: HealthSourceReadinessProbe}
+	}
+	return nil
+}
+
+// servingContainer is the container that declares port, or else the only one
+// with a readinessProbe.
+func servingContainer(containers []corev1.Container, port int32) *corev1.Container {
+	var probed *corev1.Container
+	probes := 0
+	for i := range containers {
+		c := &containers[i]
+		for _, p := range c.Ports {
+			if p.ContainerPort == port {
+				return c
+			}
+		}
+		if c.ReadinessProbe != nil {
+			probed = c
+			probes++
+		}
+	}
+	if probes == 1 {
+		return probed
+	}
+	return nil
+}
+
+// containerPort resolves a probe's port, a number or the name of one of the
+// container's ports, as the kubelet does.
+func containerPort(c *corev1.Container, port intstr.IntOrString) (int32, bool) {
+	if port.Type == intstr.Int {
+		n := port.IntVal
+		return n, n >= 1 && n <= 65535
+	}
+	for _, p := range c.Ports {
+		if p.Name == port.StrVal && p.ContainerPort >= 1 && p.ContainerPort <= 65535 {
+			return p.ContainerPort, true
+		}
+	}
+	return 0, false
+}
