@@ -285,9 +285,18 @@ func (h *HAProxy) Reload(ctx context.Context) error {
 	if err := h.Check(ctx); err != nil {
 		return err
 	}
+	// While another reload is under way (a provisioner's ReloadCommand), the
+	// master re-executes and its socket refuses connections for a moment.
 	before, err := h.processes(ctx)
-	if err != nil {
-		return err
+	for err != nil {
+		select {
+		case <-h.done:
+			return fmt.Errorf("haproxy exited: %s", h.LogTail())
+		case <-ctx.Done():
+			return fmt.Errorf("haproxy master not answering after %s (%w): %s", h.opts.Bound, errors.Join(err, ctx.Err()), h.LogTail())
+		case <-time.After(20 * time.Millisecond):
+		}
+		before, err = h.processes(ctx)
 	}
 	if err := syscall.Kill(h.PID(), syscall.SIGUSR2); err != nil {
 		return fmt.Errorf("signal the haproxy master: %w", err)

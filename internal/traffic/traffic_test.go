@@ -197,6 +197,10 @@ func TestHAProxyServesEachPodAndReloadsWithoutDroppingARequest(t *testing.T) {
 	if out, err := exec.Command("sh", "-c", h.ReloadCommand()).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", h.ReloadCommand(), err, out)
 	}
+	// A Reload while that one is still under way waits for the master.
+	if err := h.Reload(context.Background()); err != nil {
+		t.Fatalf("reload while the command's is under way: %v", err)
+	}
 	pid, err := os.ReadFile(filepath.Join(h.opts.Dir, "haproxy.pid"))
 	if err != nil || strings.TrimSpace(string(pid)) != strconv.Itoa(h.PID()) {
 		t.Errorf("haproxy.pid holds %q (%v), want the master's pid %d", pid, err, h.PID())
