@@ -4,6 +4,7 @@ import (
 	"cmp"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -96,7 +97,9 @@ func WithPodHealthChecks(res Result, namespace string, pods []corev1.Pod) Result
 }
 
 // FleetWithPodHealthChecks is WithPodHealthChecks for every pool of res, the
-// pods being those of every namespace the fleet covers.
+// pods being those of every namespace the fleet covers: each Service's
+// endpoints take the checks of the pods its selector selects, as
+// k8s_ready_endpoints reads them (a Service without a selector selects none).
 func FleetWithPodHealthChecks(res FleetResult, pods []corev1.Pod) FleetResult {
 	byNamespace := map[string][]corev1.Pod{}
 	for i := range pods {
@@ -104,7 +107,16 @@ func FleetWithPodHealthChecks(res FleetResult, pods []corev1.Pod) FleetResult {
 	}
 	out := make([]ServicePool, len(res.Pools))
 	for i, p := range res.Pools {
-		p.Result = WithPodHealthChecks(p.Result, p.Service.Namespace, byNamespace[p.Service.Namespace])
+		var selected []corev1.Pod
+		if len(p.Service.Spec.Selector) > 0 {
+			selector := labels.SelectorFromSet(p.Service.Spec.Selector)
+			for _, pod := range byNamespace[p.Service.Namespace] {
+				if selector.Matches(labels.Set(pod.Labels)) {
+					selected = append(selected, pod)
+				}
+			}
+		}
+		p.Result = WithPodHealthChecks(p.Result, p.Service.Namespace, selected)
 		out[i] = p
 	}
 	res.Pools = out

@@ -203,8 +203,14 @@ func TestPodHealthChecks(t *testing.T) {
 	}
 }
 
-func TestFleetPodHealthChecksComeFromEachServicesNamespace(t *testing.T) {
-	services := []corev1.Service{namedService("a", "web", http), namedService("b", "web", http)}
+func TestFleetPodHealthChecksComeFromThePodsEachServiceSelects(t *testing.T) {
+	selecting := func(namespace, name string) corev1.Service {
+		s := namedService(namespace, name, http)
+		s.Spec.Selector = map[string]string{"app": "web"}
+		return s
+	}
+	// c/web has no selector: its hand-written slice names a pod it does not select.
+	services := []corev1.Service{selecting("a", "web"), selecting("b", "web"), namedService("c", "web", http)}
 	inNS := func(namespace string, e discoveryv1.Endpoint) discoveryv1.Endpoint {
 		e.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: "web-1"}
 		return e
@@ -212,6 +218,7 @@ func TestFleetPodHealthChecksComeFromEachServicesNamespace(t *testing.T) {
 	slices := []discoveryv1.EndpointSlice{
 		fleetSlice("a", "web", "a1", inNS("a", ep("10.0.0.1"))),
 		fleetSlice("b", "web", "b1", inNS("b", ep("10.0.0.2"))),
+		fleetSlice("c", "web", "c1", inNS("c", ep("10.0.0.3"))),
 	}
 	res, err := Fleet(services, slices, Query{PortName: "http"})
 	if err != nil {
@@ -219,13 +226,23 @@ func TestFleetPodHealthChecksComeFromEachServicesNamespace(t *testing.T) {
 	}
 	podIn := func(namespace, path string) corev1.Pod {
 		p := probedPod("web-1", container(httpProbe(path, intstr.FromInt32(8080), ""), 8080))
-		p.Namespace = namespace
+		p.Namespace, p.Labels = namespace, map[string]string{"app": "web"}
 		return p
 	}
-	checked := FleetWithPodHealthChecks(res, []corev1.Pod{podIn("b", "/b"), podIn("a", "/a")})
+	// Of two pods of one name (impossible in a cluster, a test of the
+	// selector here), the one b/web does not select is not its.
+	unselected := podIn("b", "/other")
+	unselected.Name, unselected.Labels = "web-1", map[string]string{"app": "other"}
+	checked := FleetWithPodHealthChecks(res, []corev1.Pod{podIn("b", "/b"), unselected, podIn("a", "/a"), podIn("c", "/c")})
 	for _, p := range checked.Pools {
-		want := "/" + p.Service.Namespace
-		if hc := p.Endpoints[0].HealthCheck; hc == nil || hc.Path != want {
+		hc := p.Endpoints[0].HealthCheck
+		if p.Service.Namespace == "c" {
+			if hc != nil {
+				t.Errorf("c: health check %+v for a Service without a selector, want none", hc)
+			}
+			continue
+		}
+		if want := "/" + p.Service.Namespace; hc == nil || hc.Path != want {
 			t.Errorf("%s: health check %+v, want path %s", p.Service.Namespace, hc, want)
 		}
 	}

@@ -176,7 +176,11 @@ func lbExamples() []lbExample {
 		{
 			dir: "pools/haproxy-drain", output: "haproxy_backend", program: "haproxy", edits: shortWait("5m"),
 			want: map[examplePool]exampleResult{
-				fullPool:     {servers: fullReadyAndDraining},
+				// The draining pod keeps its check (and weight 0).
+				fullPool: {servers: fullReadyAndDraining, lines: []string{
+					"option httpchk GET /ready",
+					"server web-old-10-244-1-8-8080 10.244.1.8:8080 check port 8080 weight 0",
+				}},
 				drainingPool: {guard: phrase("Too Few Ready Endpoints", "found 0, asked for 2 (min_ready)", "The pool also has 4 draining endpoint(s)")},
 				emptyPool:    {guard: phrase("Too Few Ready Endpoints", "found 0, asked for 2 (min_ready)", "waited 2s")},
 			},
@@ -197,7 +201,13 @@ func lbExamples() []lbExample {
 		{
 			dir: "pools/fleet-haproxy", output: "haproxy_backends", program: "haproxy", edits: shortWait("2m"),
 			want: map[examplePool]exampleResult{
-				fullPool:     {servers: append(append(append(append([]string{}, fullV4...), fullV6...), fullV4...), fullV6...)},
+				// web's pods have probes; api selects no Pod: TCP checks.
+				fullPool: {servers: append(append(append(append([]string{}, fullV4...), fullV6...), fullV4...), fullV6...), lines: []string{
+					"backend shop_web",
+					"option httpchk GET /ready",
+					"server web-2-10-244-2-9-8080 10.244.2.9:8080 check port 9090",
+					"server web-2-10-244-2-9-8080 10.244.2.9:8080 check",
+				}},
 				drainingPool: {guard: phrase("Too Few Ready Endpoints", "2 Service(s) have fewer than min_ready = 1 ready endpoint(s): shop/api (0), shop/web (0)")},
 				emptyPool:    {guard: phrase("Too Few Ready Endpoints", "2 Service(s) have fewer than min_ready = 1", "waited 2s")},
 			},

@@ -16,7 +16,10 @@ data "k8s_services" "haproxy" {
   label_selector = "lb=haproxy"
   port_name      = "http"
   min_ready      = 1 # no backend is ever written empty after a bad rollout
-  min_services   = 1
+  # Each server checked as its pod's readinessProbe: one more LIST, of the
+  # namespace's Pods (needs list on pods).
+  pod_health_checks = true
+  min_services      = 1
 
   timeouts {
     read = "2m" # wait for a rollout rather than fail at once

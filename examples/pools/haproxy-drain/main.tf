@@ -19,6 +19,8 @@ data "k8s_ready_endpoints" "web" {
   port_name             = "http"
   terminating_endpoints = "include"
   min_ready             = 2
+  # Each server checked as its pod's readinessProbe (needs list on pods).
+  pod_health_checks = true
 
   timeouts {
     read = "5m"
