@@ -75,51 +75,67 @@ func nodeHealthCheck(svc *corev1.Service, q Query) *HealthCheck {
 // pod (see podHealthCheck). It never modifies pods; res's endpoints are
 // copied.
 func WithPodHealthChecks(res Result, namespace string, pods []corev1.Pod) Result {
-	if len(res.Endpoints) == 0 {
-		return res
-	}
-	byName := make(map[string]*corev1.Pod, len(pods))
-	for i := range pods {
-		if pods[i].Namespace == namespace {
-			byName[pods[i].Name] = &pods[i]
-		}
-	}
-	out := make([]Endpoint, len(res.Endpoints))
-	copy(out, res.Endpoints)
-	for i := range out {
-		out[i].HealthCheck = nil
-		if pod, ok := byName[out[i].Pod]; ok && out[i].Pod != "" {
-			out[i].HealthCheck = podHealthCheck(pod, out[i].Port)
-		}
-	}
-	res.Endpoints = out
-	return res
+	byName := podsByName(pods)[namespace]
+	return withPodHealthChecks(res, func(name string) *corev1.Pod { return byName[name] })
 }
 
 // FleetWithPodHealthChecks is WithPodHealthChecks for every pool of res, the
 // pods being those of every namespace the fleet covers: each Service's
 // endpoints take the checks of the pods its selector selects, as
 // k8s_ready_endpoints reads them (a Service without a selector selects none).
+// Its cost grows with the endpoints and the pods, not with their product.
 func FleetWithPodHealthChecks(res FleetResult, pods []corev1.Pod) FleetResult {
-	byNamespace := map[string][]corev1.Pod{}
-	for i := range pods {
-		byNamespace[pods[i].Namespace] = append(byNamespace[pods[i].Namespace], pods[i])
-	}
+	byNamespace := podsByName(pods)
 	out := make([]ServicePool, len(res.Pools))
 	for i, p := range res.Pools {
-		var selected []corev1.Pod
-		if len(p.Service.Spec.Selector) > 0 {
-			selector := labels.SelectorFromSet(p.Service.Spec.Selector)
-			for _, pod := range byNamespace[p.Service.Namespace] {
-				if selector.Matches(labels.Set(pod.Labels)) {
-					selected = append(selected, pod)
-				}
-			}
-		}
-		p.Result = WithPodHealthChecks(p.Result, p.Service.Namespace, selected)
 		out[i] = p
+		if len(p.Service.Spec.Selector) == 0 {
+			out[i].Result = withPodHealthChecks(p.Result, func(string) *corev1.Pod { return nil })
+			continue
+		}
+		byName, selector := byNamespace[p.Service.Namespace], labels.SelectorFromSet(p.Service.Spec.Selector)
+		out[i].Result = withPodHealthChecks(p.Result, func(name string) *corev1.Pod {
+			if pod := byName[name]; pod != nil && selector.Matches(labels.Set(pod.Labels)) {
+				return pod
+			}
+			return nil
+		})
 	}
 	res.Pools = out
+	return res
+}
+
+// podsByName indexes pods by namespace, then name.
+func podsByName(pods []corev1.Pod) map[string]map[string]*corev1.Pod {
+	out := map[string]map[string]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		if out[p.Namespace] == nil {
+			out[p.Namespace] = map[string]*corev1.Pod{}
+		}
+		out[p.Namespace][p.Name] = p
+	}
+	return out
+}
+
+// withPodHealthChecks is res, its endpoints copied, each with the check of
+// the pod that podOf gives for its pod name (none for nil).
+func withPodHealthChecks(res Result, podOf func(name string) *corev1.Pod) Result {
+	if len(res.Endpoints) == 0 {
+		return res
+	}
+	out := make([]Endpoint, len(res.Endpoints))
+	copy(out, res.Endpoints)
+	for i := range out {
+		out[i].HealthCheck = nil
+		if out[i].Pod == "" {
+			continue
+		}
+		if pod := podOf(out[i].Pod); pod != nil {
+			out[i].HealthCheck = podHealthCheck(pod, out[i].Port)
+		}
+	}
+	res.Endpoints = out
 	return res
 }
 

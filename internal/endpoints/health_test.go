@@ -229,21 +229,20 @@ func TestFleetPodHealthChecksComeFromThePodsEachServiceSelects(t *testing.T) {
 		p.Namespace, p.Labels = namespace, map[string]string{"app": "web"}
 		return p
 	}
-	// Of two pods of one name (impossible in a cluster, a test of the
-	// selector here), the one b/web does not select is not its.
+	// b/web's endpoint names a pod that b/web does not select.
 	unselected := podIn("b", "/other")
-	unselected.Name, unselected.Labels = "web-1", map[string]string{"app": "other"}
-	checked := FleetWithPodHealthChecks(res, []corev1.Pod{podIn("b", "/b"), unselected, podIn("a", "/a"), podIn("c", "/c")})
+	unselected.Labels = map[string]string{"app": "other"}
+	checked := FleetWithPodHealthChecks(res, []corev1.Pod{unselected, podIn("a", "/a"), podIn("c", "/c")})
 	for _, p := range checked.Pools {
 		hc := p.Endpoints[0].HealthCheck
-		if p.Service.Namespace == "c" {
+		if p.Service.Namespace != "a" {
 			if hc != nil {
-				t.Errorf("c: health check %+v for a Service without a selector, want none", hc)
+				t.Errorf("%s: health check %+v from a pod the Service does not select, want none", p.Service.Namespace, hc)
 			}
 			continue
 		}
-		if want := "/" + p.Service.Namespace; hc == nil || hc.Path != want {
-			t.Errorf("%s: health check %+v, want path %s", p.Service.Namespace, hc, want)
+		if hc == nil || hc.Path != "/a" {
+			t.Errorf("a: health check %+v, want path /a", hc)
 		}
 	}
 	for _, p := range res.Pools {

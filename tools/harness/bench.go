@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vigie/terraform-provider-k8s/internal/kube"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
@@ -140,8 +141,9 @@ type measurement struct {
 	// read), or "" when only success is checked.
 	want string
 	// reads is the number of k8s_ready_endpoints reads per run, fleetReads
-	// of k8s_services reads (audit log).
-	reads, fleetReads int
+	// of k8s_services reads, podLists the LISTs of Pods that pod_health_checks
+	// makes (audit log).
+	reads, fleetReads, podLists int
 	// perRead divides the provider CPU by this many reads in the tables.
 	perRead int
 	// rusage is the log of the wrapped provider measured.
@@ -405,8 +407,16 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 		b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`", n), dir: dir, args: plan,
 			want: fmt.Sprintf("ready_endpoints = %d", n*10), reads: n, perRead: n, rusage: k8sLog})
 	}
-	dir, err := b.config("trivial-100", trivialConfig(100))
+	// The same 100 reads with pod_health_checks: one more LIST each, of the
+	// Service's Pods (which declare a readinessProbe); the output counts the
+	// endpoints that got a check.
+	dir, err := b.config("k8s-100-checks", k8sCheckedConfig(benchNamespace, 100))
 	if err != nil {
+		return err
+	}
+	b.ms = append(b.ms, &measurement{title: "`terraform plan`, 100 `k8s_ready_endpoints` with `pod_health_checks`", dir: dir, args: plan,
+		want: fmt.Sprintf("checked_endpoints = %d", 100*10), reads: 100, podLists: 100, perRead: 100, rusage: k8sLog})
+	if dir, err = b.config("trivial-100", trivialConfig(100)); err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform plan`, 100 `trivial_constant` (Terraform's floor)", dir: dir, args: plan,
@@ -425,6 +435,11 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	}
 	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fleetServices), dir: dir, args: plan,
 		want: fmt.Sprintf("fleet_endpoints = %d", fleetServices*10), fleetReads: 1, perRead: 1, rusage: k8sLog})
+	if dir, err = b.config("fleet-checks", fleetCheckedConfig()); err != nil {
+		return err
+	}
+	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services with `pod_health_checks`", fleetServices), dir: dir, args: plan,
+		want: fmt.Sprintf("checked_endpoints = %d", fleetServices*10), fleetReads: 1, podLists: fleetPodPages(), perRead: 1, rusage: k8sLog})
 	dir, err = b.config("big", k8sConfig(bigNamespace, 1, []string{bigService}))
 	if err != nil {
 		return err
@@ -558,12 +573,42 @@ func k8sConfig(namespace string, n int, services []string) string {
 	return c.String()
 }
 
+// k8sCheckedConfig is n data sources with pod_health_checks, the i-th on
+// Service svc-(i mod 100), and an output that counts the endpoints that have
+// a health check.
+func k8sCheckedConfig(namespace string, n int) string {
+	var c strings.Builder
+	c.WriteString("terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n")
+	var sum []string
+	for i := range n {
+		fmt.Fprintf(&c, "\ndata \"k8s_ready_endpoints\" \"r_%04d\" {\n  namespace         = %q\n  service           = %q\n  port_name         = \"http\"\n  pod_health_checks = true\n}\n",
+			i, namespace, serviceName(i%100))
+		sum = append(sum, fmt.Sprintf("    length([for e in data.k8s_ready_endpoints.r_%04d.endpoints : e if e.health_check != null]),\n", i))
+	}
+	fmt.Fprintf(&c, "\noutput \"checked_endpoints\" {\n  value = sum([\n%s  ])\n}\n", strings.Join(sum, ""))
+	return c.String()
+}
+
 // fleetConfig is one k8s_services read of the namespace's Services, and an
 // output that sums the endpoints read.
 func fleetConfig() string {
 	return "terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n" +
 		fmt.Sprintf("\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n", benchNamespace) +
 		"\noutput \"fleet_endpoints\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n"
+}
+
+// fleetPodPages is how many pages a LIST of the fleet's Pods takes.
+func fleetPodPages() int {
+	size := int(kube.DefaultOptions().PageSize)
+	return (fleetServices*10 + size - 1) / size
+}
+
+// fleetCheckedConfig is fleetConfig with pod_health_checks, its output
+// counting the endpoints that have a health check.
+func fleetCheckedConfig() string {
+	return "terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n" +
+		fmt.Sprintf("\ndata \"k8s_services\" \"fleet\" {\n  namespace         = %q\n  port_name         = \"http\"\n  pod_health_checks = true\n}\n", benchNamespace) +
+		"\noutput \"checked_endpoints\" {\n  value = sum([for s in data.k8s_services.fleet.services : length([for e in s.endpoints : e if e.health_check != null])])\n}\n"
 }
 
 func trivialConfig(n int) string {

@@ -78,6 +78,9 @@ func createFixture(ctx context.Context, client kubernetes.Interface, services, p
 			Name: fmt.Sprintf("%s-%d", serviceName(i), j), Labels: map[string]string{"app": serviceName(i)},
 			IPs: []string{fmt.Sprintf("10.%d.%d.%d", 200+i/256, i%256, j+1)}, Ready: true, Node: benchNode,
 			Ports: map[string]int32{"http": 8080},
+			// What pod_health_checks reads.
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/healthz", Port: intstr.FromString("http")}}},
 		})
 	})
 	if err != nil {

@@ -185,10 +185,11 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 	p("| `terraform validate`, 100 data sources (median) | %.3f s | — | |", median(validate.wall))
 	mb := float64(size.release) / 1e6
 	p("| release binary (linux/amd64) | %.2f MB (%.2f MiB) | ≤ 26 MB | %s |", mb, float64(size.release)/1048576, verdict(mb, 26, " MB"))
-	reads, fleetReads := 0, 0
+	reads, fleetReads, podLists := 0, 0, 0
 	for _, m := range b.ms {
 		reads += m.reads * runs
 		fleetReads += m.fleetReads * runs
+		podLists += m.podLists * runs
 	}
 	// A fleet read lists the Services and the slices of benchNamespace, a
 	// page of kube.DefaultOptions().PageSize each: 500 of each, 2 pages.
@@ -197,13 +198,17 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 	gets, lists := requests.byKind["get\tservices\t200"], requests.byKind["list\tendpointslices\t200"]
 	serviceLists := requests.byKind["list\tservices\t200"]
 	singleLists := lists - fleetReads*pages
-	others := requests.total - gets - lists - serviceLists
+	pods := requests.byKind["list\tpods\t200"]
+	others := requests.total - gets - lists - serviceLists - pods
 	requestsVerdict := "**miss**"
-	if gets == reads && singleLists == reads && others == 0 {
+	if gets == reads && singleLists == reads && others == 0 && pods == podLists {
 		requestsVerdict = "**pass**"
 	}
 	p("| API requests per `k8s_ready_endpoints` read | %.2f get services + %.2f list endpointslices + %.2f other | 1 get services + 1 list endpointslices | %s |",
 		float64(gets)/float64(reads), float64(singleLists)/float64(reads), float64(others)/float64(reads), requestsVerdict)
+	if podLists > 0 {
+		p("| LISTs of Pods, for `pod_health_checks` | %d | %d (one per read with it; the fleet's in pages) | %s |", pods, podLists, map[bool]string{true: "**pass**", false: "**miss**"}[pods == podLists])
+	}
 	if fleet := b.find("`terraform plan`, 1 `k8s_services`"); fleet != nil && fleetReads > 0 {
 		each := b.find(fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fleetServices))
 		fleetVerdict := "**miss**"
