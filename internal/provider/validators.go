@@ -189,12 +189,9 @@ var nodeOnlyArguments = []struct{ name, does string }{
 }
 
 func (nodeArgumentsNeedNodes) ValidateDataSource(ctx context.Context, req datasource.ValidateConfigRequest, resp *datasource.ValidateConfigResponse) {
-	target := configStrings(ctx, req.Config, []string{"target"}, &resp.Diagnostics)[0]
-	if target.IsUnknown() {
-		return
-	}
-	var attrs map[string]tftypes.Value
-	if err := req.Config.Raw.As(&attrs); err != nil {
+	attrs := configAttributes(req.Config)
+	target := stringAttributes(ctx, req.Config, attrs, []string{"target"}, &resp.Diagnostics)[0]
+	if target.IsUnknown() || attrs == nil {
 		return
 	}
 	if target.ValueString() == targetNodes {
@@ -221,10 +218,21 @@ func (nodeArgumentsNeedNodes) ValidateDataSource(ctx context.Context, req dataso
 // and reflection (this validator runs twice per data source per plan), from
 // one decoding of the configuration.
 func configStrings(ctx context.Context, config tfsdk.Config, names []string, diags *diag.Diagnostics) []types.String {
+	return stringAttributes(ctx, config, configAttributes(config), names, diags)
+}
+
+// configAttributes is the configuration's attributes decoded once; nil when
+// it is not an object.
+func configAttributes(config tfsdk.Config) map[string]tftypes.Value {
 	var attrs map[string]tftypes.Value
 	if err := config.Raw.As(&attrs); err != nil {
-		attrs = nil
+		return nil
 	}
+	return attrs
+}
+
+// stringAttributes is configStrings from attributes already decoded.
+func stringAttributes(ctx context.Context, config tfsdk.Config, attrs map[string]tftypes.Value, names []string, diags *diag.Diagnostics) []types.String {
 	out := make([]types.String, len(names))
 	for i, name := range names {
 		if raw, ok := attrs[name]; ok && raw.Type().Is(tftypes.String) {
