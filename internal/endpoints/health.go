@@ -68,41 +68,43 @@ func nodeHealthCheck(svc *corev1.Service, q Query) *HealthCheck {
 	return &HealthCheck{Type: HealthCheckHTTP, Port: cmp.Or(q.KubeProxyHealthPort, DefaultKubeProxyHealthPort), Path: healthzPath, Source: HealthSourceKubeProxy}
 }
 
-// WithPodHealthChecks is res with each endpoint's HealthCheck set from its
-// pod's readinessProbe, the pods being those of namespace (others are
-// ignored). An endpoint keeps no check when its slice names no pod, when that
-// pod is not among pods, or when the probe cannot be asked from outside the
+// WithPodHealthChecks is res, the pool of svc, with each endpoint's
+// HealthCheck set from its pod's readinessProbe, among the pods that svc's
+// selector selects in its namespace (a Service without a selector selects
+// none). An endpoint keeps no check when its slice names no pod, when that
+// pod is not among them, or when the probe cannot be asked from outside the
 // pod (see podHealthCheck). It never modifies pods; res's endpoints are
 // copied.
-func WithPodHealthChecks(res Result, namespace string, pods []corev1.Pod) Result {
-	byName := podsByName(pods)[namespace]
-	return withPodHealthChecks(res, func(name string) *corev1.Pod { return byName[name] })
+func WithPodHealthChecks(res Result, svc *corev1.Service, pods []corev1.Pod) Result {
+	return withPodHealthChecks(res, selectedPod(svc, podsByName(pods)))
 }
 
 // FleetWithPodHealthChecks is WithPodHealthChecks for every pool of res, the
-// pods being those of every namespace the fleet covers: each Service's
-// endpoints take the checks of the pods its selector selects, as
-// k8s_ready_endpoints reads them (a Service without a selector selects none).
-// Its cost grows with the endpoints and the pods, not with their product.
+// pods being those of every namespace the fleet covers. Its cost grows with
+// the endpoints and the pods, not with their product.
 func FleetWithPodHealthChecks(res FleetResult, pods []corev1.Pod) FleetResult {
 	byNamespace := podsByName(pods)
 	out := make([]ServicePool, len(res.Pools))
 	for i, p := range res.Pools {
 		out[i] = p
-		if len(p.Service.Spec.Selector) == 0 {
-			out[i].Result = withPodHealthChecks(p.Result, func(string) *corev1.Pod { return nil })
-			continue
-		}
-		byName, selector := byNamespace[p.Service.Namespace], labels.SelectorFromSet(p.Service.Spec.Selector)
-		out[i].Result = withPodHealthChecks(p.Result, func(name string) *corev1.Pod {
-			if pod := byName[name]; pod != nil && selector.Matches(labels.Set(pod.Labels)) {
-				return pod
-			}
-			return nil
-		})
+		out[i].Result = withPodHealthChecks(p.Result, selectedPod(p.Service, byNamespace))
 	}
 	res.Pools = out
 	return res
+}
+
+// selectedPod looks up, by name, a pod that svc selects.
+func selectedPod(svc *corev1.Service, byNamespace map[string]map[string]*corev1.Pod) func(name string) *corev1.Pod {
+	if len(svc.Spec.Selector) == 0 {
+		return func(string) *corev1.Pod { return nil }
+	}
+	byName, selector := byNamespace[svc.Namespace], labels.SelectorFromSet(svc.Spec.Selector)
+	return func(name string) *corev1.Pod {
+		if pod := byName[name]; pod != nil && selector.Matches(labels.Set(pod.Labels)) {
+			return pod
+		}
+		return nil
+	}
 }
 
 // podsByName indexes pods by namespace, then name.

@@ -66,9 +66,11 @@ func TestNodeHealthChecks(t *testing.T) {
 	}
 }
 
-// probedPod is pod p of namespace shop with the given containers.
+// probedPod is pod p of namespace shop, labelled app=web, with the given
+// containers.
 func probedPod(name string, containers ...corev1.Container) corev1.Pod {
-	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{Containers: containers}}
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: containers}}
 }
 
 // container serves the given ports (named "p<port>") with a readinessProbe.
@@ -167,6 +169,14 @@ func TestPodHealthChecks(t *testing.T) {
 			}(),
 		},
 		{
+			name: "a pod of that name that the Service does not select is not the endpoint's",
+			pods: func() []corev1.Pod {
+				p := probedPod("web-1", container(httpProbe("/ready", intstr.FromInt32(8080), ""), 8080))
+				p.Labels = map[string]string{"app": "other"}
+				return []corev1.Pod{p}
+			}(),
+		},
+		{
 			name:   "an endpoint whose slice names no pod has no check",
 			slices: []discoveryv1.EndpointSlice{slice("s1", v4Slice, ports(slicePort("http", 8080)), eps(ep("10.0.0.1")))},
 			pods:   []corev1.Pod{probedPod("", container(httpProbe("/ready", intstr.FromInt32(8080), ""), 8080))},
@@ -178,7 +188,9 @@ func TestPodHealthChecks(t *testing.T) {
 			if s == nil {
 				s = oneEndpoint
 			}
-			res, err := Pool(service(http), s, Query{PortName: "http"})
+			svc := service(http)
+			svc.Spec.Selector = map[string]string{"app": "web"}
+			res, err := Pool(svc, s, Query{PortName: "http"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +198,7 @@ func TestPodHealthChecks(t *testing.T) {
 			for i := range tt.pods {
 				before[i] = *tt.pods[i].DeepCopy()
 			}
-			checked := WithPodHealthChecks(res, ns, tt.pods)
+			checked := WithPodHealthChecks(res, svc, tt.pods)
 			if len(checked.Endpoints) != 1 {
 				t.Fatalf("%d endpoints, want 1", len(checked.Endpoints))
 			}

@@ -60,7 +60,7 @@ func (r Request) Compute(o Objects, now time.Time) (endpoints.Result, error) {
 	if err != nil || !r.PodHealthChecks {
 		return res, err
 	}
-	return endpoints.WithPodHealthChecks(res, o.Service.Namespace, o.Pods), nil
+	return endpoints.WithPodHealthChecks(res, o.Service, o.Pods), nil
 }
 
 // ReadsPods says whether the pool needs the Pods behind its Service.
