@@ -43,19 +43,34 @@ type instance struct {
 	// configuration names it: module.m.data.k8s_ready_endpoints.web.
 	resource string
 	pool     *provider.StatePool
+	watched  watchedPool
+}
+
+// statePools are the pool data sources of a state.
+type statePools struct {
+	// found are those of the provider configuration served.
+	found []instance
+	// ignored are those of other configurations, by address.
+	ignored []string
+	// undecodable are those whose attributes this provider version cannot
+	// read (written by a newer one), by address: why.
+	undecodable map[string]string
+	serial      int64
 }
 
 // poolsOfState reads the pool data sources of a state, those of the provider
 // configuration alias (others are returned by address in ignored). A pool
-// whose attributes this provider version cannot read is an error naming it.
-func poolsOfState(ctx context.Context, raw []byte, alias string) (found []instance, ignored []string, serial int64, err error) {
+// whose attributes this provider version cannot read is named in
+// undecodable, and the others are read.
+func poolsOfState(ctx context.Context, raw []byte, alias string) (statePools, error) {
 	var st rawState
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return nil, nil, 0, fmt.Errorf("the state is not JSON: %w", err)
+		return statePools{}, fmt.Errorf("the state is not JSON: %w", err)
 	}
 	if st.Version != 4 {
-		return nil, nil, 0, fmt.Errorf("the state has format version %d; this companion reads version 4", st.Version)
+		return statePools{}, fmt.Errorf("the state has format version %d; this companion reads version 4", st.Version)
 	}
+	out := statePools{serial: st.Serial, undecodable: map[string]string{}}
 	for _, r := range st.Resources {
 		if r.Mode != "data" || (r.Type != provider.ReadyEndpointsType && r.Type != provider.ServicesType) {
 			continue
@@ -68,17 +83,18 @@ func poolsOfState(ctx context.Context, raw []byte, alias string) (found []instan
 		for _, in := range r.Instances {
 			address := resource + indexSuffix(in.IndexKey)
 			if a != alias {
-				ignored = append(ignored, fmt.Sprintf("%s (provider %s)", address, r.Provider))
+				out.ignored = append(out.ignored, fmt.Sprintf("%s (provider %s)", address, r.Provider))
 				continue
 			}
 			pool, err := provider.DecodeStatePool(ctx, r.Type, in.Attributes)
 			if err != nil {
-				return nil, nil, 0, fmt.Errorf("%s: %w", address, err)
+				out.undecodable[address] = err.Error()
+				continue
 			}
-			found = append(found, instance{address: address, resource: resource, pool: pool})
+			out.found = append(out.found, instance{address: address, resource: resource, pool: pool, watched: watch(pool)})
 		}
 	}
-	return found, ignored, st.Serial, nil
+	return out, nil
 }
 
 // providerAlias is the alias of a state's provider address,
