@@ -187,8 +187,9 @@ func TestAccSyncAChangeNoResourceUsesIsOneRunThatBringsStateCurrent(t *testing.T
 	handSlice(t, ns, "web", "web-a", func(s *discoveryv1.EndpointSlice) {
 		s.Endpoints[0].Zone, s.Endpoints[0].Hostname = ptr("zone-b"), ptr("web-1")
 	}, "10.244.0.1", "10.244.0.2")
-	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "state_updated"})
+	c.waitFor(t, 60*time.Second, "run ended")
 	c.quiet(t, 6*time.Second)
+	c.wantMetric(t, `k8s_sync_runs_total{result="state_updated"} 1`)
 	if n := cli.count("plan"); n != 1 {
 		t.Errorf("%d plans for one change no resource uses, want 1", n)
 	}
@@ -211,20 +212,37 @@ func TestAccSyncCommandRunsOncePerDistinctChange(t *testing.T) {
 	webWithPods(t, ns, 2)
 	w := newWorkdir(t, poolConfig(ns, ""))
 	calls := filepath.Join(t.TempDir(), "calls")
-	c := startSync(t, w, "-command", fmt.Sprintf(`echo "$K8S_SYNC_CHANGES" >> %q`, calls))
+	c := startSync(t, w, "-listen", "127.0.0.1:0", "-command", fmt.Sprintf(`echo "$K8S_SYNC_CHANGES" >> %q`, calls))
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
-	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "delivered"})
+	waitForLines(t, calls, 1)
 	c.quiet(t, 8*time.Second)
 	runPod(t, ns, "web", "web-4", "10.244.0.4", true)
-	c.waitForCount(t, 60*time.Second, "run ended", 2, map[string]string{"result": "delivered"})
+	waitForLines(t, calls, 2)
 	c.quiet(t, 4*time.Second)
-	data, _ := os.ReadFile(calls)
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	lines := waitForLines(t, calls, 2)
 	if len(lines) != 2 {
-		t.Fatalf("the command ran %d times, want 2 (one per change):\n%s", len(lines), data)
+		t.Fatalf("the command ran %d times, want 2 (one per change):\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 	if !strings.Contains(lines[1], "10.244.0.4:8080") {
 		t.Errorf("the second run's changes lack the new pod: %s", lines[1])
+	}
+	c.wantMetric(t, `k8s_sync_runs_total{result="delivered"} 2`)
+}
+
+// waitForLines waits until path has at least n lines, and gives them.
+func waitForLines(t *testing.T, path string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		data, _ := os.ReadFile(path)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if len(data) > 0 && len(lines) >= n {
+			return lines
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has %d line(s) after 60 s, want %d", path, len(lines), n)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -300,8 +318,8 @@ func TestAccSyncAnUnreadablePoolDoesNotBlockTheOthers(t *testing.T) {
 	if err := acc.client.CoreV1().Services(ns).Delete(testCtx(t), "api", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor(t, 30*time.Second, "pool not recomputed: its dependents are left out of runs until it reads again",
-		map[string]string{"data_source": "data.k8s_ready_endpoints.api", "reason": "not found"})
+	// The deletion seen, as a controller's informers see it.
+	time.Sleep(2 * time.Second)
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	wantMembers(t, w, members(1, 2, 3))
@@ -312,7 +330,8 @@ func TestAccSyncAnUnreadablePoolDoesNotBlockTheOthers(t *testing.T) {
 	if n := c.count("planning the dependents of the readable pools only", map[string]string{"targets": "terraform_data.pool"}); n != 1 {
 		t.Errorf("the run did not target terraform_data.pool alone:\n%s", c.log())
 	}
-	if n := c.count("pool not recomputed: its dependents are left out of runs until it reads again", nil); n != 1 {
+	if n := c.count("pool not recomputed: its dependents are left out of runs until it reads again",
+		map[string]string{"data_source": "data.k8s_ready_endpoints.api", "reason": "not found"}); n != 1 {
 		t.Errorf("the unreadable pool was logged %d times, want once", n)
 	}
 	c.wantMetric(t, "k8s_sync_pools_unreadable 1")
@@ -382,11 +401,15 @@ func TestAccSyncANewNamespaceItMayNotWatchLeavesTheOthersWatched(t *testing.T) {
 	// Someone adds a pool in another namespace, and applies it.
 	w.write(t, poolConfig(ns, apiPool(other)))
 	w.terraform(t, "apply", "-auto-approve", "-input=false", "-no-color")
-	c.waitFor(t, 30*time.Second, "the informers of the new scope did not start: the pools outside the old one are not recomputed",
-		map[string]string{"error": "forbidden"})
+	// State read again (every second) with the new namespace in it.
+	time.Sleep(3 * time.Second)
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	wantMembers(t, w, members(1, 2, 3))
+	if n := c.count("the informers of the new scope did not start: the pools outside the old one are not recomputed",
+		map[string]string{"error": "forbidden"}); n == 0 {
+		t.Errorf("the informers' failure in the new namespace was not said:\n%s", c.log())
+	}
 }
 
 // Issue 24, item 3: a leader cut off from the API server while its
