@@ -60,15 +60,17 @@ type common struct {
 	kubeconfig, context string
 	requestTimeout      time.Duration
 	logFormat           string
+	clusters            stringList
 }
 
 func (c *common) register(fs *flag.FlagSet) {
 	c.opts = DefaultSyncOptions()
 	fs.StringVar(&c.opts.Dir, "chdir", c.opts.Dir, "the working directory of the configuration, initialized (terraform init)")
 	fs.StringVar(&c.opts.Terraform, "terraform", c.opts.Terraform, "the CLI: terraform or tofu, on PATH or a path")
-	fs.StringVar(&c.opts.Alias, "provider-alias", "", "the alias of the k8s provider configuration to serve; empty for the default one")
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file; else $KUBECONFIG, ~/.kube/config, then the pod's service account, as the provider")
+	fs.StringVar(&c.opts.Alias, "provider-alias", "", "serve only this alias of the k8s provider configurations (connected by -kubeconfig and -context); empty serves all")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file of the default provider configuration (and of the Lease); else $KUBECONFIG, ~/.kube/config, then the pod's service account, as the provider")
 	fs.StringVar(&c.context, "context", "", "kubeconfig context; empty for the current one")
+	fs.Var(&c.clusters, "cluster", "ALIAS=CONTEXT, ALIAS=KUBECONFIG or ALIAS=KUBECONFIG#CONTEXT: how to connect to the cluster of a provider configuration (repeat; default for the one without alias, ALIAS[KEY] for an instance of a provider for_each); else as its provider block says")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", kube.DefaultOptions().RequestTimeout, "bound of one API request")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 }
@@ -102,11 +104,14 @@ func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
 	opts := kube.DefaultOptions()
 	opts.RequestTimeout = c.requestTimeout
 	opts.UserAgent = "terraform-provider-k8s-sync"
+	c.opts.Client = opts
+	c.opts.Clusters = c.clusters
+	c.opts.DefaultFromFlags = c.kubeconfig != "" || c.context != ""
 	client, err := kube.NewClient(loaded.Rest, opts)
 	if err != nil {
 		return nil, log, err
 	}
-	log.Info("cluster", "source", loaded.Source, "server", loaded.Rest.Host)
+	log.Info("default cluster", "source", loaded.Source, "server", loaded.Rest.Host)
 	return client, log, nil
 }
 
@@ -170,7 +175,11 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Error("not started", "error", err.Error())
 		return exitError
 	}
-	s := newSyncer(c.opts, client, log)
+	s, err := newSyncer(c.opts, client, log)
+	if err != nil {
+		log.Error("not started", "error", err.Error())
+		return exitError
+	}
 	if listen != "" {
 		l, err := net.Listen("tcp", listen)
 		if err != nil {
@@ -235,14 +244,18 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log.Error("check failed", "error", err.Error())
 		return exitError
 	}
-	s := newSyncer(c.opts, client, log)
+	s, err := newSyncer(c.opts, client, log)
+	if err != nil {
+		log.Error("check failed", "error", err.Error())
+		return exitError
+	}
 	// check plans nothing: it needs no configuration.
 	s.checkOnly = true
 	if err := s.loadState(ctx); err != nil {
 		log.Error("check failed", "error", err.Error())
 		return exitError
 	}
-	defer s.stopCache()
+	defer s.stopCaches()
 	return report(stdout, log, s.instances, s.undecodable, s.view(ctx))
 }
 

@@ -91,6 +91,7 @@ func accMain(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer acc.cluster.Stop()
+	defer stopGreen()
 	acc.kubeconfig = acc.cluster.Kubeconfig()
 	cfg, err := acc.cluster.RESTConfig()
 	if err != nil {

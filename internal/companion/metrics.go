@@ -20,6 +20,8 @@ type metrics struct {
 	runDuration       prometheus.Histogram
 	stateReadFailures *prometheus.CounterVec
 	scopeFailures     prometheus.Counter
+	clusterReachable  *prometheus.GaugeVec
+	clusterPools      *prometheus.GaugeVec
 }
 
 // Run results, the values of the runs metric's label.
@@ -90,11 +92,17 @@ func newMetrics() *metrics {
 	m.scopeFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "k8s_sync_scope_failures_total", Help: "Times the informers of a new scope (a namespace state names) did not start.",
 	})
+	m.clusterReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "k8s_sync_cluster_reachable", Help: "1 when the cluster of a provider configuration answers its probe, 0 when it does not (its pools are left out of runs).",
+	}, []string{"cluster"})
+	m.clusterPools = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "k8s_sync_cluster_pools_watched", Help: "Pool data source instances watched, by the cluster of their provider configuration.",
+	}, []string{"cluster"})
 	for _, r := range runResults {
 		m.runs.WithLabelValues(r)
 	}
 	m.registry.MustRegister(m.poolsWatched, m.poolsDiffering, m.poolsUnreadable, m.drift, m.runs, m.lastRun, m.settleDelay,
-		m.runDuration, m.stateReadFailures, m.scopeFailures,
+		m.runDuration, m.stateReadFailures, m.scopeFailures, m.clusterReachable, m.clusterPools,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

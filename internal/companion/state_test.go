@@ -98,9 +98,10 @@ func TestAPoolTheCompanionCannotReadIsNamedAndTheOthersWatched(t *testing.T) {
 
 func TestProviderAlias(t *testing.T) {
 	for in, want := range map[string]string{
-		`provider["example.org/vigie/k8s"]`:               "",
-		`provider["example.org/vigie/k8s"].east`:          "east",
-		`module.m.provider["example.org/vigie/k8s"].west`: "west",
+		`provider["example.org/vigie/k8s"]`:                 "",
+		`provider["example.org/vigie/k8s"].east`:            "east",
+		`module.m.provider["example.org/vigie/k8s"].west`:   "west",
+		`provider["example.org/vigie/k8s"].by_region["eu"]`: `by_region["eu"]`,
 	} {
 		if got := providerAlias(in); got != want {
 			t.Errorf("providerAlias(%s) = %q, want %q", in, got, want)

@@ -58,6 +58,14 @@ type SyncOptions struct {
 	// StateInterval is how often state is read again without any run, to
 	// see what someone else applied.
 	StateInterval time.Duration
+	// Clusters are the -cluster flags: how to connect to the cluster of a
+	// provider configuration, instead of what its provider block says.
+	Clusters []string
+	// DefaultFromFlags says that -kubeconfig or -context were given: they,
+	// not the default provider block, say how to connect to its cluster.
+	DefaultFromFlags bool
+	// Client bounds the requests of the clients made for each cluster.
+	Client kube.Options
 }
 
 // DefaultSyncOptions: a 5 s quiet time and a 20 s longest wait (CTS's
@@ -83,25 +91,27 @@ type syncer struct {
 	opts    SyncOptions
 	cli     *cli
 	runner  *runner
-	client  *kube.Client
 	log     *slog.Logger
 	metrics *metrics
 	clock   clock.WithTicker
 
+	// client is the cluster of the default provider configuration as the
+	// flags say (-kubeconfig, -context, else the loader's default), and of
+	// the configuration -provider-alias serves; it holds the Lease.
+	client *kube.Client
+	// flags are the connections the -cluster flags give, by key.
+	flags map[string]connection
+	// clusters are those the state's pools read, by key (instance.cluster).
+	clusters map[string]*cluster
+	// probeCtx, once Run probes the clusters, is the probes' context.
+	probeCtx context.Context
+
 	instances []instance
 	evals     []evaluation
-	cache     *kube.Cache
-	stopCache context.CancelFunc
-	scope     kube.CacheScope
-	// scopeErr is why the informers of the scope state asks for did not
-	// start: the pools outside the running cache's scope are unreadable.
-	scopeErr error
 	// undecodable are the pools of state this version cannot read.
 	undecodable map[string]string
 	// backend is the working directory's backend type, for logs and metrics.
 	backend string
-	// config identifies the configuration's files.
-	config string
 	// stale says the last state read failed.
 	stale bool
 
@@ -116,20 +126,36 @@ type syncer struct {
 	checkOnly bool
 }
 
-func newSyncer(opts SyncOptions, client *kube.Client, log *slog.Logger) *syncer {
+func newSyncer(opts SyncOptions, client *kube.Client, log *slog.Logger) (*syncer, error) {
 	c := &cli{path: opts.Terraform, dir: opts.Dir, lockTimeout: opts.LockTimeout, stopTimeout: opts.StopTimeout, env: []string{"TF_IN_AUTOMATION=1"}}
-	return &syncer{
-		opts:    opts,
-		cli:     c,
-		runner:  &runner{tf: c, refresh: opts.Refresh, command: opts.Command, terraformPath: opts.Terraform, log: log},
-		client:  client,
-		log:     log,
-		metrics: newMetrics(),
-		clock:   clock.RealClock{},
-		dirty:   map[int]bool{},
-		kick:    make(chan struct{}, 1),
-		backend: backendOf(opts.Dir),
+	s := &syncer{
+		opts:     opts,
+		cli:      c,
+		runner:   &runner{tf: c, refresh: opts.Refresh, command: opts.Command, terraformPath: opts.Terraform, log: log},
+		client:   client,
+		flags:    map[string]connection{},
+		clusters: map[string]*cluster{},
+		log:      log,
+		metrics:  newMetrics(),
+		clock:    clock.RealClock{},
+		dirty:    map[int]bool{},
+		kick:     make(chan struct{}, 1),
+		backend:  backendOf(opts.Dir),
 	}
+	for _, v := range opts.Clusters {
+		key, conn, err := parseClusterFlag(v)
+		if err != nil {
+			return nil, err
+		}
+		if prev, twice := s.flags[key]; twice {
+			return nil, fmt.Errorf("%s and %s both say how to connect to %s: give one", prev.source, conn.source, clusterName(key))
+		}
+		s.flags[key] = conn
+	}
+	if opts.Alias != "" && len(s.flags) > 0 {
+		return nil, errors.New("-provider-alias serves one provider configuration, connected by -kubeconfig and -context: give it or -cluster, not both")
+	}
+	return s, nil
 }
 
 // permanentError is a state the companion cannot work from, whatever it
@@ -151,7 +177,11 @@ func (s *syncer) loadState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	found, err := poolsOfState(ctx, raw, s.opts.Alias)
+	served := everyCluster
+	if s.opts.Alias != "" {
+		served = s.opts.Alias
+	}
+	found, err := poolsOfState(ctx, raw, served)
 	if err != nil {
 		return &permanentError{err}
 	}
@@ -166,8 +196,12 @@ func (s *syncer) loadState(ctx context.Context) error {
 	}
 	s.undecodable = found.undecodable
 	if len(found.found) == 0 {
-		return &permanentError{fmt.Errorf("the state of %s has no k8s_ready_endpoints or k8s_services of provider configuration %s that this version reads: nothing to watch",
-			s.opts.Dir, aliasName(s.opts.Alias))}
+		configuration := "any k8s provider configuration"
+		if s.opts.Alias != "" {
+			configuration = "provider configuration " + aliasName(s.opts.Alias)
+		}
+		return &permanentError{fmt.Errorf("the state of %s has no k8s_ready_endpoints or k8s_services of %s that this version reads: nothing to watch",
+			s.opts.Dir, configuration)}
 	}
 	if len(s.opts.Allowed) > 0 {
 		s.runner.filter = poolChangeFilter{allowed: s.opts.Allowed}
@@ -185,32 +219,60 @@ func (s *syncer) loadState(ctx context.Context) error {
 		}
 		s.runner.filter = poolChangeFilter{dependent: g.dependents(watched), opaque: g.opaque, graph: g}
 	}
-	s.config = configVersion(s.opts.Dir)
-	var scope kube.CacheScope
+	scopes := map[string]kube.CacheScope{}
 	for _, in := range found.found {
+		scope := scopes[in.cluster]
 		in.watched.addScope(&scope)
+		scopes[in.cluster] = scope
 	}
-	scope = normalScope(scope)
+	if err := s.connect(slices.Sorted(maps.Keys(scopes))); err != nil {
+		return &permanentError{err}
+	}
 	s.mu.Lock()
 	s.instances, s.all = found.found, true
 	s.mu.Unlock()
 	s.metrics.poolsWatched.Set(float64(len(found.found)))
-	if s.cache != nil && sameScope(scope, s.scope) {
-		s.scopeErr = nil
-		return nil
-	}
-	if err := s.startCache(ctx, scope); err != nil {
-		if s.cache == nil {
-			return &permanentError{err}
+	for key, scope := range scopes {
+		cl := s.clusters[key]
+		s.metrics.clusterPools.WithLabelValues(cl.name).Set(float64(countOf(found.found, key)))
+		if err := s.watch(ctx, cl, normalScope(scope)); err != nil {
+			return err
 		}
-		// The cache of the old scope goes on: the pools it covers stay
-		// current, those outside it are unreadable until the next read.
-		s.scopeErr = err
-		s.metrics.scopeFailures.Inc()
-		s.log.Warn("the informers of the new scope did not start: the pools outside the old one are not recomputed",
-			"namespaces", describeNamespaces(scope.Namespaces), "error", err.Error())
 	}
 	return nil
+}
+
+// watch (re)starts the cache of cl when its scope changed. A cache that
+// cannot start is an error at the first start; later the cache of the old
+// scope goes on: the pools it covers stay current, those outside it are
+// unreadable until the next read.
+func (s *syncer) watch(ctx context.Context, cl *cluster, scope kube.CacheScope) error {
+	if cl.cache != nil && sameScope(scope, cl.scope) {
+		cl.scopeErr = nil
+		return nil
+	}
+	err := s.startCache(ctx, cl, scope)
+	if err == nil {
+		return nil
+	}
+	if cl.cache == nil {
+		return &permanentError{fmt.Errorf("%s: %w", cl.describe(), err)}
+	}
+	cl.scopeErr = err
+	s.metrics.scopeFailures.Inc()
+	s.log.Warn("the informers of the new scope did not start: the pools outside the old one are not recomputed",
+		"cluster", cl.name, "namespaces", describeNamespaces(scope.Namespaces), "error", err.Error())
+	return nil
+}
+
+func countOf(instances []instance, cluster string) int {
+	n := 0
+	for _, in := range instances {
+		if in.cluster == cluster {
+			n++
+		}
+	}
+	return n
 }
 
 // readState is loadState, its failure logged and counted.
@@ -243,11 +305,11 @@ func sameScope(a, b kube.CacheScope) bool {
 	return a.Nodes == b.Nodes && slices.Equal(a.Namespaces, b.Namespaces) && slices.Equal(a.PodNamespaces, b.PodNamespaces)
 }
 
-// startCache starts the informers of scope, and stops those of the old
-// scope only once the new ones have listed: a scope that cannot start
+// startCache starts the informers of scope on cl, and stops those of its
+// old scope only once the new ones have listed: a scope that cannot start
 // (RBAC missing in a new namespace) leaves the old cache running.
-func (s *syncer) startCache(ctx context.Context, scope kube.CacheScope) error {
-	cache, err := s.client.NewCache(scope, s.changed)
+func (s *syncer) startCache(ctx context.Context, cl *cluster, scope kube.CacheScope) error {
+	cache, err := cl.client.NewCache(scope, func(ch kube.Change) { s.changed(cl.key, ch) })
 	if err != nil {
 		return err
 	}
@@ -264,13 +326,22 @@ func (s *syncer) startCache(ctx context.Context, scope kube.CacheScope) error {
 		stop()
 		return fmt.Errorf("the informers did not list %v within 2 minutes", scope.Namespaces)
 	}
-	if s.stopCache != nil {
-		s.stopCache()
+	if cl.stopCache != nil {
+		cl.stopCache()
 	}
-	s.cache, s.stopCache, s.scope, s.scopeErr = cache, stop, scope, nil
-	s.log.Info("watching", "namespaces", describeNamespaces(scope.Namespaces), "nodes", scope.Nodes,
+	cl.cache, cl.stopCache, cl.scope, cl.scopeErr = cache, stop, scope, nil
+	s.log.Info("watching", "cluster", cl.name, "namespaces", describeNamespaces(scope.Namespaces), "nodes", scope.Nodes,
 		"pods", describeNamespaces(scope.PodNamespaces))
 	return nil
+}
+
+// stopCaches stops every cluster's informers and probe.
+func (s *syncer) stopCaches() {
+	for _, cl := range s.clusters {
+		if cl.stopCache != nil {
+			cl.stopCache()
+		}
+	}
 }
 
 func describeNamespaces(namespaces []string) string {
@@ -280,12 +351,12 @@ func describeNamespaces(namespaces []string) string {
 	return strings.Join(namespaces, ",")
 }
 
-// changed is the informers' handler: it marks the instances that read the
-// object and wakes the loop.
-func (s *syncer) changed(ch kube.Change) {
+// changed is the informers' handler of the cluster of key: it marks the
+// instances that read the object and wakes the loop.
+func (s *syncer) changed(key string, ch kube.Change) {
 	s.mu.Lock()
 	for i, in := range s.instances {
-		if in.watched.reads(ch) {
+		if in.cluster == key && in.watched.reads(ch) {
 			s.dirty[i] = true
 		}
 	}
@@ -309,10 +380,16 @@ func (s *syncer) view(ctx context.Context) view {
 		s.evals = make([]evaluation, len(instances))
 	}
 	now := s.clock.Now()
-	v := view{changes: map[string][]poolChange{}, unreadable: map[string]string{}, stale: s.stale, config: s.config}
+	// The configuration as it is now: a run's plan is of the files as they
+	// are when it starts, and a change set held for one version of them is
+	// tried again for the next.
+	v := view{changes: map[string][]poolChange{}, unreadable: map[string]string{}, stale: s.stale, config: configVersion(s.opts.Dir)}
 	for i, in := range instances {
-		if all || dirty[i] {
-			s.evals[i] = in.watched.evaluate(ctx, s.cache, now)
+		cl := s.clusters[in.cluster]
+		if reason := cl.unreachable(); reason != "" {
+			s.evals[i] = evaluation{unreadable: reason}
+		} else if all || dirty[i] || s.evals[i].unreadable != "" && strings.HasPrefix(s.evals[i].unreadable, unreachablePrefix) {
+			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now)
 		}
 		switch e := s.evals[i]; {
 		case e.unreadable != "":
@@ -330,7 +407,7 @@ func (s *syncer) nextExpiry(ctx context.Context) time.Time {
 	now := s.clock.Now()
 	var next time.Time
 	for _, in := range s.instances {
-		if t, ok := in.watched.nextExpiry(ctx, s.cache, now); ok && (next.IsZero() || t.Before(next)) {
+		if t, ok := in.watched.nextExpiry(ctx, s.clusters[in.cluster].cache, now); ok && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
@@ -360,11 +437,10 @@ func (s *syncer) Run(ctx context.Context) error {
 		}
 	}
 	stateRetries.Forget(retryItem)
-	defer func() {
-		if s.stopCache != nil {
-			s.stopCache()
-		}
-	}()
+	defer s.stopCaches()
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	defer stopProbes()
+	s.probe(probeCtx)
 	m := newMachine(machineOptions{Quiet: s.opts.Quiet, MaxWait: s.opts.MaxWait, RetryInitial: s.opts.RetryInitial,
 		RetryMax: s.opts.RetryMax, Guard: shrinkGuard{MaxShrink: s.opts.MaxShrink, AllowEmpty: s.opts.AllowEmpty},
 		CommandRepeat: s.opts.CommandRepeat})
@@ -506,8 +582,14 @@ func (s *syncer) report(v view) {
 	if s.stale {
 		lines = append(lines, "state: the last read failed (backend "+s.backend+")")
 	}
-	if s.scopeErr != nil {
-		lines = append(lines, "informers: "+s.scopeErr.Error())
+	for _, key := range slices.Sorted(maps.Keys(s.clusters)) {
+		cl := s.clusters[key]
+		if cl.scopeErr != nil {
+			lines = append(lines, "informers of "+cl.name+": "+cl.scopeErr.Error())
+		}
+		if reason := cl.unreachable(); reason != "" {
+			lines = append(lines, reason)
+		}
 	}
 	s.mu.Lock()
 	s.health = lines

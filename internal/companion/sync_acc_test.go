@@ -382,7 +382,7 @@ func TestAccSyncRefusesToStartOnBadInput(t *testing.T) {
 		{"a state without a k8s data source", noPools, nil, "has no k8s_ready_endpoints or k8s_services"},
 		{"a kubeconfig that cannot be loaded", applied, []string{"-kubeconfig", "/nonexistent/kubeconfig"}, "unable to load the kubeconfig"},
 		{"a CLI that is not found", applied, []string{"-terraform", "no-such-terraform"}, "the CLI was not found"},
-		{"another provider alias", applied, []string{"-provider-alias", "east"}, "of provider configuration k8s.east: nothing to watch"},
+		{"another provider alias", applied, []string{"-provider-alias", "east"}, "of provider configuration k8s.east that this version reads: nothing to watch"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, command := range []string{"sync", "check"} {

@@ -40,3 +40,12 @@ func (r apiReader) Pods(ctx context.Context, namespace, selector string) ([]core
 	list, err := r.c.ListPods(ctx, namespace, selector)
 	return list.Items, err
 }
+
+// Ping asks the API server whether it is ready (/readyz, which every
+// identity may read), once, bounded by the request timeout: the sync
+// companion's probe of a cluster between its informers' events.
+func (c *Client) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	return c.core.Get().MaxRetries(0).AbsPath("/readyz").Do(ctx).Error()
+}
