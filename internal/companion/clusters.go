@@ -287,9 +287,22 @@ type cluster struct {
 	// start: the pools outside the running cache's scope are unreadable.
 	scopeErr error
 
+	// stopProbe ends its probe.
+	stopProbe context.CancelFunc
+
 	mu sync.Mutex
 	// down says why the cluster does not answer its probe; "" when it does.
 	down string
+}
+
+// stop ends the cluster's informers and probe.
+func (c *cluster) stop() {
+	if c.stopCache != nil {
+		c.stopCache()
+	}
+	if c.stopProbe != nil {
+		c.stopProbe()
+	}
 }
 
 // unreachablePrefix starts the reason of a pool whose cluster does not answer.
@@ -352,7 +365,16 @@ func (s *syncer) connect(keys []string) error {
 		s.metrics.clusterReachable.WithLabelValues(cl.name).Set(1)
 		s.log.Info("cluster", "cluster", cl.name, "source", cl.conn.source)
 		if s.probeCtx != nil {
-			go s.probeCluster(s.probeCtx, cl)
+			s.startProbe(cl)
+		}
+	}
+	for key, cl := range s.clusters {
+		if !slices.Contains(keys, key) {
+			// No pool of state reads it any more.
+			cl.stop()
+			delete(s.clusters, key)
+			s.metrics.clusterReachable.DeleteLabelValues(cl.name)
+			s.metrics.clusterPools.DeleteLabelValues(cl.name)
 		}
 	}
 	return nil
@@ -377,8 +399,14 @@ func (s *syncer) newClient(c connection) (*kube.Client, error) {
 func (s *syncer) probe(ctx context.Context) {
 	s.probeCtx = ctx
 	for _, cl := range s.clusters {
-		go s.probeCluster(ctx, cl)
+		s.startProbe(cl)
 	}
+}
+
+func (s *syncer) startProbe(cl *cluster) {
+	ctx, stop := context.WithCancel(s.probeCtx)
+	cl.stopProbe = stop
+	go s.probeCluster(ctx, cl)
 }
 
 func (s *syncer) probeCluster(ctx context.Context, cl *cluster) {

@@ -105,6 +105,9 @@ type syncer struct {
 	clusters map[string]*cluster
 	// probeCtx, once Run probes the clusters, is the probes' context.
 	probeCtx context.Context
+	// started says the first state read and caches are done: later, a
+	// cache that cannot start leaves its pools unreadable.
+	started bool
 
 	instances []instance
 	evals     []evaluation
@@ -255,7 +258,7 @@ func (s *syncer) watch(ctx context.Context, cl *cluster, scope kube.CacheScope) 
 	if err == nil {
 		return nil
 	}
-	if cl.cache == nil {
+	if cl.cache == nil && !s.started {
 		return &permanentError{fmt.Errorf("%s: %w", cl.describe(), err)}
 	}
 	cl.scopeErr = err
@@ -338,9 +341,7 @@ func (s *syncer) startCache(ctx context.Context, cl *cluster, scope kube.CacheSc
 // stopCaches stops every cluster's informers and probe.
 func (s *syncer) stopCaches() {
 	for _, cl := range s.clusters {
-		if cl.stopCache != nil {
-			cl.stopCache()
-		}
+		cl.stop()
 	}
 }
 
@@ -388,6 +389,8 @@ func (s *syncer) view(ctx context.Context) view {
 		cl := s.clusters[in.cluster]
 		if reason := cl.unreachable(); reason != "" {
 			s.evals[i] = evaluation{unreadable: reason}
+		} else if cl.cache == nil {
+			s.evals[i] = evaluation{unreadable: fmt.Sprintf("%s%s: its informers did not start (%v): not recomputed", unreachablePrefix, cl.name, cl.scopeErr)}
 		} else if all || dirty[i] || s.evals[i].unreadable != "" && strings.HasPrefix(s.evals[i].unreadable, unreachablePrefix) {
 			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now)
 		}
@@ -407,7 +410,11 @@ func (s *syncer) nextExpiry(ctx context.Context) time.Time {
 	now := s.clock.Now()
 	var next time.Time
 	for _, in := range s.instances {
-		if t, ok := in.watched.nextExpiry(ctx, s.clusters[in.cluster].cache, now); ok && (next.IsZero() || t.Before(next)) {
+		cache := s.clusters[in.cluster].cache
+		if cache == nil {
+			continue
+		}
+		if t, ok := in.watched.nextExpiry(ctx, cache, now); ok && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
@@ -437,6 +444,7 @@ func (s *syncer) Run(ctx context.Context) error {
 		}
 	}
 	stateRetries.Forget(retryItem)
+	s.started = true
 	defer s.stopCaches()
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
