@@ -30,6 +30,11 @@ import (
 //     have written the pools into state and left a resource tainted;
 //   - one held change set: changes a run (or the shrink guard) showed
 //     there is no point running for again until they change, by signature.
+//
+// client-go's workqueue is not used for the queue itself: there is one
+// worker and one thing to do (a run of the whole configuration), and what
+// makes two events the same is the signature of the pools' differences,
+// not a key; its per-item rate limiter is what retries use.
 
 // view is what the pools look like at one moment, compared with state.
 type view struct {
