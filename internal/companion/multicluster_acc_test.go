@@ -239,7 +239,8 @@ func TestAccSyncOneCompanionKeepsThePoolsOfTwoClustersCurrent(t *testing.T) {
 		t.Errorf("%d runs in all, want 2: changes in both clusters within one window are one run", n)
 	}
 	wantServers(t, w.backend(t), []string{"10.244.0.1", "10.244.0.2", "10.245.0.1", "10.245.0.2", "10.245.0.3"})
-	c.wantMetric(t, `k8s_sync_cluster_pools_watched{cluster="`+greenName()+`"} 1`)
+	// Prometheus's text escapes the quotes of a label's value.
+	c.wantMetric(t, `k8s_sync_cluster_pools_watched{cluster="`+strings.ReplaceAll(greenName(), `"`, `\"`)+`"} 1`)
 }
 
 // greenName is the green configuration as the companion names it.
