@@ -184,7 +184,7 @@ func TestAccSyncRetriesAFailingCommandWithBackoff(t *testing.T) {
 	script := fmt.Sprintf(`#!/bin/sh
 if [ "$1" = plan ]; then
   n=$(cat %[1]q 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]q
-  if [ $n -le 3 ]; then echo "Error: the backend is down (attempt $n)" >&2; exit 1; fi
+  if [ $n -le 3 ]; then printf 'Error: the backend is down (attempt %%s)\n\n  with terraform_data.other,\n  on main.tf line 1:\n' $n >&2; exit 1; fi
 fi
 exec %[2]q "$@"
 `, counter, acc.terraform)
@@ -194,8 +194,11 @@ exec %[2]q "$@"
 	c := startSync(t, w, "-terraform", wrapper)
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
 	c.waitFor(t, 90*time.Second, "run ended", map[string]string{"result": "applied"})
-	if n := c.count("run failed: retrying with backoff", map[string]string{"error": "the backend is down"}); n != 3 {
-		t.Errorf("%d failed runs, want 3", n)
+	if n := c.count("run failed: retrying with backoff", map[string]string{"error": "the backend is down", "failing": "terraform_data.other"}); n != 3 {
+		t.Errorf("%d failed runs naming the failing address, want 3", n)
+	}
+	if n := c.runs(); n != 4 {
+		t.Errorf("%d runs, want 4: one plan per backoff step", n)
 	}
 	// The waits doubled: 500ms, 1s, 2s.
 	var waits []string

@@ -282,9 +282,15 @@ func (e *NotWatchedError) Error() string {
 	return fmt.Sprintf("%s in %s are not watched", e.Resource, Scope(e.Namespace))
 }
 
+// object is a pointer to a Kubernetes object of type T.
+type object[T any] interface {
+	*T
+	metav1.Object
+}
+
 // lookup is the objects of the namespace's informer in of ("" for every
-// watched namespace), by the namespace index, as T.
-func lookup[T any](of map[string]cache.SharedIndexInformer, resource, namespace string) ([]*T, error) {
+// watched namespace), by the namespace index.
+func lookup[T any, P object[T]](of map[string]cache.SharedIndexInformer, resource, namespace string) ([]P, error) {
 	var objs []any
 	switch inf, all := of[""]; {
 	case all:
@@ -303,13 +309,33 @@ func lookup[T any](of map[string]cache.SharedIndexInformer, resource, namespace 
 		}
 		objs = inf.GetStore().List()
 	}
-	out := make([]*T, 0, len(objs))
+	return objectsOf[T, P](objs), nil
+}
+
+func objectsOf[T any, P object[T]](objs []any) []P {
+	out := make([]P, 0, len(objs))
 	for _, o := range objs {
-		if t, ok := o.(*T); ok {
+		if t, ok := o.(P); ok {
 			out = append(out, t)
 		}
 	}
-	return out, nil
+	return out
+}
+
+// matching are copies of the objects that sel matches, sorted by
+// namespace and name as a LIST gives them.
+func matching[T any, P object[T]](found []P, sel labels.Selector) []T {
+	out := make([]T, 0, len(found))
+	for _, o := range found {
+		if sel.Matches(labels.Set(o.GetLabels())) {
+			out = append(out, *o)
+		}
+	}
+	slices.SortFunc(out, func(a, b T) int {
+		pa, pb := P(&a), P(&b)
+		return cmp.Or(strings.Compare(pa.GetNamespace(), pb.GetNamespace()), strings.Compare(pa.GetName(), pb.GetName()))
+	})
+	return out
 }
 
 // parseSelector is a label selector as the API takes it: "" selects all.
@@ -356,57 +382,20 @@ func (k *Cache) EndpointSlices(_ context.Context, namespace, service string) (po
 	if err != nil {
 		return pools.Slices{}, err
 	}
-	var found []*discoveryv1.EndpointSlice
-	for _, o := range objs {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-			found = append(found, s)
-		}
-	}
-	return pools.Slices{Items: sortedSlices(found)}, nil
+	return pools.Slices{Items: matching(objectsOf[discoveryv1.EndpointSlice](objs), labels.Everything())}, nil
 }
 
 // Services are the Services of namespace ("" for every watched one) that
 // the label selector matches.
 func (k *Cache) Services(_ context.Context, namespace, selector string) ([]corev1.Service, error) {
-	sel, err := parseSelector(selector)
-	if err != nil {
-		return nil, err
-	}
-	found, err := lookup[corev1.Service](k.services, "services", namespace)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]corev1.Service, 0, len(found))
-	for _, s := range found {
-		if sel.Matches(labels.Set(s.Labels)) {
-			out = append(out, *s)
-		}
-	}
-	slices.SortFunc(out, func(a, b corev1.Service) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	return out, nil
+	return lookupMatching[corev1.Service](k.services, "services", namespace, selector)
 }
 
 // ServiceEndpointSlices are the slices of namespace ("" for every watched
 // one) labelled for a Service.
 func (k *Cache) ServiceEndpointSlices(_ context.Context, namespace string) (pools.Slices, error) {
-	found, err := lookup[discoveryv1.EndpointSlice](k.slices, "endpointslices", namespace)
-	if err != nil {
-		return pools.Slices{}, err
-	}
-	return pools.Slices{Items: sortedSlices(found)}, nil
-}
-
-func sortedSlices(found []*discoveryv1.EndpointSlice) []discoveryv1.EndpointSlice {
-	out := make([]discoveryv1.EndpointSlice, 0, len(found))
-	for _, s := range found {
-		out = append(out, *s)
-	}
-	slices.SortFunc(out, func(a, b discoveryv1.EndpointSlice) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	return out
+	found, err := lookupMatching[discoveryv1.EndpointSlice](k.slices, "endpointslices", namespace, "")
+	return pools.Slices{Items: found}, err
 }
 
 // Nodes are the Nodes that the label selector matches.
@@ -418,38 +407,25 @@ func (k *Cache) Nodes(_ context.Context, selector string) ([]corev1.Node, error)
 	if err != nil {
 		return nil, err
 	}
-	objs := k.nodes.GetStore().List()
-	out := make([]corev1.Node, 0, len(objs))
-	for _, o := range objs {
-		if n, ok := o.(*corev1.Node); ok && sel.Matches(labels.Set(n.Labels)) {
-			out = append(out, *n)
-		}
-	}
-	slices.SortFunc(out, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return matching(objectsOf[corev1.Node](k.nodes.GetStore().List()), sel), nil
 }
 
 // Pods are the Pods of namespace ("" for every watched one) that the label
-// selector matches, sorted by namespace and name.
+// selector matches.
 func (k *Cache) Pods(_ context.Context, namespace, selector string) ([]corev1.Pod, error) {
+	return lookupMatching[corev1.Pod](k.pods, "pods", namespace, selector)
+}
+
+func lookupMatching[T any, P object[T]](of map[string]cache.SharedIndexInformer, resource, namespace, selector string) ([]T, error) {
 	sel, err := parseSelector(selector)
 	if err != nil {
 		return nil, err
 	}
-	found, err := lookup[corev1.Pod](k.pods, "pods", namespace)
+	found, err := lookup[T, P](of, resource, namespace)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]corev1.Pod, 0, len(found))
-	for _, p := range found {
-		if sel.Matches(labels.Set(p.Labels)) {
-			out = append(out, *p)
-		}
-	}
-	slices.SortFunc(out, func(a, b corev1.Pod) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	return out, nil
+	return matching(found, sel), nil
 }
 
 // ErrForbidden marks a probe refused by RBAC.
