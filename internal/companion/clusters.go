@@ -229,7 +229,8 @@ func readProviderBlock(dir string, b *hclsyntax.Block, variables map[string]cty.
 		return
 	}
 	each, diags := forEach.Expr.Value(ctx)
-	if diags.HasErrors() || !each.IsWhollyKnown() || !(each.Type().IsMapType() || each.Type().IsObjectType() || each.Type().IsSetType()) {
+	iterable := each.Type().IsMapType() || each.Type().IsObjectType() || each.Type().IsSetType()
+	if diags.HasErrors() || !each.IsWhollyKnown() || !iterable {
 		fail(alias+"[*]", fmt.Errorf("its for_each has no value the companion can read (%s)", diags.Error()))
 		return
 	}

@@ -231,7 +231,7 @@ func (m *machine) tick(now time.Time) decision {
 		// A failed run is retried even when state shows no difference: the
 		// apply may have written the pools into state and failed after.
 		d.note(noteRetry, slog.LevelInfo, "retrying the failed run", "data_sources", strings.Join(m.run.addresses(), ","))
-		m.start(now, &d, runRequest{changes: m.run.changes, unreadable: m.view.unreadable, retry: true})
+		m.start(&d, runRequest{changes: m.run.changes, unreadable: m.view.unreadable, retry: true})
 		return d
 	}
 	m.settle(now, &d)
@@ -337,7 +337,7 @@ func (m *machine) settle(now time.Time, d *decision) {
 		d.note(noteShrinkRefused, slog.LevelWarn, "run refused by the shrink guard", "reason", reason)
 		return
 	}
-	m.start(now, d, runRequest{changes: m.view.changes, unreadable: m.view.unreadable, sig: m.sig, retry: m.retrying,
+	m.start(d, runRequest{changes: m.view.changes, unreadable: m.view.unreadable, sig: m.sig, retry: m.retrying,
 		settled: now.Sub(m.windowStart)})
 }
 
@@ -354,7 +354,7 @@ func (m *machine) fireAt() time.Time {
 	return at
 }
 
-func (m *machine) start(now time.Time, d *decision, r runRequest) {
+func (m *machine) start(d *decision, r runRequest) {
 	m.running, m.windowOpen, m.run, m.changedDuringRun = true, false, r, time.Time{}
 	d.start = &r
 }

@@ -75,7 +75,7 @@ func selecting(s corev1.Service) corev1.Service {
 	return s
 }
 
-var failed = errors.New("the API server said no")
+var errRefused = errors.New("the API server said no")
 
 func TestARead(t *testing.T) {
 	web := selecting(service("web", corev1.ServiceTypeClusterIP, 0))
@@ -104,10 +104,10 @@ func TestARead(t *testing.T) {
 				slices: []discoveryv1.EndpointSlice{slice("web", "10.0.0.1")}},
 			asked: []string{"[service shop web]", "[endpointslices shop web]"}, want: []string{"10.0.0.1"}},
 		{name: "a Service that cannot be read is a read error of the Service", request: pods,
-			reader: reader{fail: map[Object]error{ServiceObject: failed}},
+			reader: reader{fail: map[Object]error{ServiceObject: errRefused}},
 			asked:  []string{"[service shop web]"}, err: &ReadError{}, object: ServiceObject},
 		{name: "slices that cannot be listed are a read error of the slices", request: pods,
-			reader: reader{services: []corev1.Service{web}, fail: map[Object]error{EndpointSlicesObject: failed}},
+			reader: reader{services: []corev1.Service{web}, fail: map[Object]error{EndpointSlicesObject: errRefused}},
 			asked:  []string{"[service shop web]", "[endpointslices shop web]"}, err: &ReadError{}, object: EndpointSlicesObject},
 		{name: "a port the Service lacks is a rule error", request: Request{Namespace: "shop", Service: "web", Query: endpoints.Query{PortName: "grpc"}},
 			reader: reader{services: []corev1.Service{web}},
@@ -191,10 +191,10 @@ func TestAFleetReadsEachNamespaceThenThePods(t *testing.T) {
 	if len(res.Pools) != 1 || res.Pools[0].Service.Name != "web" {
 		t.Errorf("pools %+v, want web alone (names)", res.Pools)
 	}
-	src = &reader{fail: map[Object]error{ServiceEndpointSlicesObject: failed}}
+	src = &reader{fail: map[Object]error{ServiceEndpointSlicesObject: errRefused}}
 	_, err = r.Read(context.Background(), src, FleetReadOptions{})
 	var read *ReadError
-	if !errors.As(err, &read) || read.Object != ServiceEndpointSlicesObject || read.Namespace != "shop" || !errors.Is(err, failed) {
+	if !errors.As(err, &read) || read.Object != ServiceEndpointSlicesObject || read.Namespace != "shop" || !errors.Is(err, errRefused) {
 		t.Errorf("error %v, want a read error of the slices of shop wrapping the API's", err)
 	}
 	r.MinServices = 2
