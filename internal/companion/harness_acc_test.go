@@ -63,7 +63,13 @@ func accMain(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(dir)
 	acc.binary = filepath.Join(dir, "terraform-provider-k8s")
-	build := exec.Command("go", "build", "-o", acc.binary, "github.com/vigie/terraform-provider-k8s")
+	args := []string{"build", "-o", acc.binary}
+	if os.Getenv("K8S_TF_ACC_RACE") != "" {
+		// The companion built with the race detector: a race it meets is
+		// a failure of the test that ran it (startSync).
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/vigie/terraform-provider-k8s")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return 0, fmt.Errorf("build the provider: %w", err)
@@ -286,6 +292,9 @@ func startSync(t *testing.T, w *workdir, args ...string) *companion {
 	c := &companion{p}
 	t.Cleanup(func() {
 		c.Stop(45 * time.Second)
+		if strings.Contains(c.log(), "WARNING: DATA RACE") {
+			t.Error("the companion has a data race")
+		}
 		if t.Failed() {
 			t.Logf("companion log:\n%s", c.log())
 		}
