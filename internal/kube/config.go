@@ -51,7 +51,9 @@ type LoadError struct {
 	// ContextFrom is the variable Context came from (EnvContext), empty when
 	// it was given as an argument or flag.
 	ContextFrom string
-	Err         error
+	// Unread are the variables set but not read (EnvVariables).
+	Unread []string
+	Err    error
 }
 
 func (e *LoadError) Error() string {
@@ -62,7 +64,11 @@ func (e *LoadError) Error() string {
 			ctx += " (" + e.ContextFrom + ")"
 		}
 	}
-	return fmt.Sprintf("no usable cluster configuration for %s (tried %s): %v", ctx, strings.Join(e.Tried, "; "), e.Err)
+	msg := fmt.Sprintf("no usable cluster configuration for %s (tried %s): %v", ctx, strings.Join(e.Tried, "; "), e.Err)
+	if len(e.Unread) > 0 {
+		msg += fmt.Sprintf(" (set but not read: %s)", strings.Join(e.Unread, ", "))
+	}
+	return msg
 }
 
 func (e *LoadError) Unwrap() error { return e.Err }
@@ -89,6 +95,15 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // is an *EnvError; anything else that fails, a *LoadError.
 func (l ConfigLoader) Load(path, contextName string) (LoadedConfig, error) {
 	e := newEnvironment(l.Getenv)
+	loaded, err := l.load(e, path, contextName)
+	var loadErr *LoadError
+	if errors.As(err, &loadErr) {
+		loadErr.Unread = e.unread()
+	}
+	return loaded, err
+}
+
+func (l ConfigLoader) load(e *environment, path, contextName string) (LoadedConfig, error) {
 	given := path != "" || contextName != ""
 	files, origin, err := l.candidates(e, path, given)
 	if origin == EnvHost {

@@ -323,6 +323,8 @@ func TestLoadFailsOnABadVariableNamingIt(t *testing.T) {
 			inCl: true, want: []string{`context "blue" (KUBE_CTX)`, "a context is set but no kubeconfig file was found"}},
 		{name: "a KUBE_CTX_CLUSTER without any kubeconfig is an error, not the service account", env: map[string]string{"KUBE_CTX_CLUSTER": "blue"},
 			inCl: true, want: []string{"KUBE_CTX_CLUSTER set, but no kubeconfig file was found"}},
+		{name: "an error names the variables set but not read", env: map[string]string{"KUBE_CTX": "purple", "KUBE_TOKEN": "x"},
+			want: []string{`context "purple" (KUBE_CTX)`, "(set but not read: KUBE_TOKEN)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
