@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -59,15 +60,17 @@ type common struct {
 	kubeconfig, context string
 	requestTimeout      time.Duration
 	logFormat           string
+	clusters            stringList
 }
 
 func (c *common) register(fs *flag.FlagSet) {
 	c.opts = DefaultSyncOptions()
 	fs.StringVar(&c.opts.Dir, "chdir", c.opts.Dir, "the working directory of the configuration, initialized (terraform init)")
 	fs.StringVar(&c.opts.Terraform, "terraform", c.opts.Terraform, "the CLI: terraform or tofu, on PATH or a path")
-	fs.StringVar(&c.opts.Alias, "provider-alias", "", "the alias of the k8s provider configuration to serve; empty for the default one")
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file; else $KUBECONFIG, ~/.kube/config, then the pod's service account, as the provider")
+	fs.StringVar(&c.opts.Alias, "provider-alias", "", "serve only this alias of the k8s provider configurations (connected by -kubeconfig and -context); empty serves all")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file of the default provider configuration (and of the Lease); else $KUBECONFIG, ~/.kube/config, then the pod's service account, as the provider")
 	fs.StringVar(&c.context, "context", "", "kubeconfig context; empty for the current one")
+	fs.Var(&c.clusters, "cluster", "ALIAS=CONTEXT, ALIAS=KUBECONFIG or ALIAS=KUBECONFIG#CONTEXT: how to connect to the cluster of a provider configuration (repeat; default for the one without alias, ALIAS[KEY] for an instance of a provider for_each); else as its provider block says")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", kube.DefaultOptions().RequestTimeout, "bound of one API request")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 }
@@ -101,11 +104,14 @@ func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
 	opts := kube.DefaultOptions()
 	opts.RequestTimeout = c.requestTimeout
 	opts.UserAgent = "terraform-provider-k8s-sync"
+	c.opts.Client = opts
+	c.opts.Clusters = c.clusters
+	c.opts.DefaultFromFlags = c.kubeconfig != "" || c.context != ""
 	client, err := kube.NewClient(loaded.Rest, opts)
 	if err != nil {
 		return nil, log, err
 	}
-	log.Info("cluster", "source", loaded.Source, "server", loaded.Rest.Host)
+	log.Info("default cluster", "source", loaded.Source, "server", loaded.Rest.Host)
 	return client, log, nil
 }
 
@@ -138,6 +144,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.BoolVar(&c.opts.AllowEmpty, "allow-empty", false, "let a run empty a pool")
 	fs.Var(&allowed, "allow", "an address a run may change (repeat); replaces the resources derived from the configuration")
 	fs.StringVar(&c.opts.Command, "command", "", "a command (sh -c) that replaces plan and apply, for remote execution; $K8S_SYNC_CHANGES holds the changes")
+	fs.DurationVar(&c.opts.CommandRepeat, "command-repeat", c.opts.CommandRepeat, "with -command, how long a change given to it waits for state to show it before it is given again (0: never)")
 	fs.BoolVar(&c.opts.Refresh, "refresh", true, "plan with -refresh (false: only the data sources are read again)")
 	fs.DurationVar(&c.opts.StateInterval, "state-interval", c.opts.StateInterval, "how often state is read again without a run")
 	fs.StringVar(&listen, "listen", "127.0.0.1:9464", "address of /healthz and /metrics; empty for none")
@@ -168,7 +175,11 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Error("not started", "error", err.Error())
 		return exitError
 	}
-	s := newSyncer(c.opts, client, log)
+	s, err := newSyncer(c.opts, client, log)
+	if err != nil {
+		log.Error("not started", "error", err.Error())
+		return exitError
+	}
 	if listen != "" {
 		l, err := net.Listen("tcp", listen)
 		if err != nil {
@@ -177,7 +188,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		log.Info("serving /healthz and /metrics", "address", l.Addr().String())
 		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, s.healthText()) })
 		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = server.Serve(l) }()
@@ -212,6 +223,8 @@ func validateSync(o SyncOptions) error {
 		return fmt.Errorf("-retry-initial %v and -retry-max %v: give 0 < initial <= max", o.RetryInitial, o.RetryMax)
 	case o.StateInterval <= 0:
 		return fmt.Errorf("-state-interval %v: give a positive duration", o.StateInterval)
+	case o.CommandRepeat < 0:
+		return fmt.Errorf("-command-repeat %v: give a duration of 0 (never) or more", o.CommandRepeat)
 	}
 	return nil
 }
@@ -231,24 +244,36 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log.Error("check failed", "error", err.Error())
 		return exitError
 	}
-	s := newSyncer(c.opts, client, log)
+	s, err := newSyncer(c.opts, client, log)
+	if err != nil {
+		log.Error("check failed", "error", err.Error())
+		return exitError
+	}
 	// check plans nothing: it needs no configuration.
 	s.checkOnly = true
 	if err := s.loadState(ctx); err != nil {
 		log.Error("check failed", "error", err.Error())
 		return exitError
 	}
-	defer s.stopCache()
-	evals := s.evaluate(nil)
-	p := pendingOf(s.instances, evals)
+	defer s.stopCaches()
+	return report(stdout, log, s.instances, s.undecodable, s.view(ctx))
+}
+
+// report writes what check found, a line per instance, and gives its exit
+// code: 1 when a pool could not be checked, else 2 when one differs.
+func report(stdout io.Writer, log *slog.Logger, instances []instance, undecodable map[string]string, v view) int {
 	code := exitOK
-	for _, in := range s.instances {
-		if err, ok := p.errors[in.address]; ok {
-			fmt.Fprintf(stdout, "%s: error: %v\n", in.address, err)
+	for _, address := range slices.Sorted(maps.Keys(undecodable)) {
+		fmt.Fprintf(stdout, "%s: error: this provider version cannot read it: %s\n", address, undecodable[address])
+		code = exitError
+	}
+	for _, in := range instances {
+		if reason, ok := v.unreadable[in.address]; ok {
+			fmt.Fprintf(stdout, "%s: error: %s\n", in.address, reason)
 			code = exitError
 			continue
 		}
-		changes, ok := p.changes[in.address]
+		changes, ok := v.changes[in.address]
 		if !ok {
 			fmt.Fprintf(stdout, "%s: matches the cluster\n", in.address)
 			continue
@@ -261,10 +286,14 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			if ch.Name != "" {
 				name += " " + ch.Name
 			}
-			fmt.Fprintf(stdout, "%s: differs: added [%s] removed [%s]\n", name, strings.Join(ch.Added, " "), strings.Join(ch.Removed, " "))
+			detail := ""
+			if ch.membersOnly() {
+				detail = " (the same members; other attributes differ: the next run brings the state current)"
+			}
+			fmt.Fprintf(stdout, "%s: differs: added [%s] removed [%s]%s\n", name, strings.Join(ch.Added, " "), strings.Join(ch.Removed, " "), detail)
 		}
 	}
-	if code == exitError && len(p.changes) > 0 {
+	if code == exitError && len(v.changes) > 0 {
 		// An error wins: the caller cannot trust the rest.
 		log.Warn("some pools differ, but others could not be checked")
 	}

@@ -216,9 +216,47 @@ func (g *depGraph) dependents(watched []string) map[string]bool {
 type poolChangeFilter struct {
 	dependent map[string]bool
 	opaque    map[string]bool
+	// graph is the configuration's, when dependent was derived from it.
+	graph *depGraph
 	// allowed, when set, replaces the derived set: the addresses (with or
 	// without instance keys) a run may change.
 	allowed []string
+}
+
+// targets are the -target addresses of a plan that changes what depends on
+// the changed data sources but not what depends on the unreadable ones (a
+// plan reads the data sources its targets need, and only those); false when
+// the filter has no configuration to tell (-allow).
+func (f poolChangeFilter) targets(changed, unreadable []string) ([]string, bool) {
+	if f.graph == nil {
+		return nil, false
+	}
+	want, avoid := f.graph.dependents(changed), f.graph.dependents(unreadable)
+	var out []string
+	for node := range want {
+		if !avoid[node] && (f.opaque[node] || isManagedResource(node)) {
+			out = append(out, node)
+		}
+	}
+	slices.Sort(out)
+	return out, true
+}
+
+// isManagedResource says whether a node of the graph is a resource block:
+// TYPE.NAME after its module path.
+func isManagedResource(node string) bool {
+	parts := strings.Split(node, ".")
+	for len(parts) > 2 && parts[0] == "module" {
+		parts = parts[2:]
+	}
+	if len(parts) != 2 {
+		return false
+	}
+	switch parts[0] {
+	case "data", "local", "var", "output", "module":
+		return false
+	}
+	return true
 }
 
 func (f poolChangeFilter) allows(address string) bool {

@@ -1,7 +1,6 @@
 package companion
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
@@ -92,6 +91,7 @@ func accMain(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer acc.cluster.Stop()
+	defer stopGreen()
 	acc.kubeconfig = acc.cluster.Kubeconfig()
 	cfg, err := acc.cluster.RESTConfig()
 	if err != nil {
@@ -270,57 +270,22 @@ func (w *workdir) members(t *testing.T) []string {
 	return out
 }
 
-// companion is a running `sync`, its log parsed line by line.
+// companion is a running `sync`, followed by its JSON log (syncproc).
 type companion struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs []map[string]any
-	raw  []string
-	done chan struct{}
-	code int
+	*syncproc.Process
 }
 
 func startSync(t *testing.T, w *workdir, args ...string) *companion {
 	t.Helper()
-	base := []string{"sync", "-chdir", w.dir, "-terraform", acc.terraform, "-kubeconfig", acc.kubeconfig, "-log-format", "json",
+	base := []string{"sync", "-chdir", w.dir, "-terraform", acc.terraform, "-kubeconfig", acc.kubeconfig,
 		"-listen", "", "-settle-quiet", "500ms", "-settle-max", "3s", "-retry-initial", "500ms", "-retry-max", "4s", "-stop-timeout", "30s"}
-	cmd := exec.Command(acc.binary, append(base, args...)...)
-	stderr, err := cmd.StderrPipe()
+	p, err := syncproc.Start(acc.binary, append(base, args...), syncproc.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &companion{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		scanner := bufio.NewScanner(stderr)
-		scanner.Buffer(make([]byte, 1<<20), 1<<20)
-		for scanner.Scan() {
-			line := scanner.Text()
-			var entry map[string]any
-			_ = json.Unmarshal([]byte(line), &entry)
-			c.mu.Lock()
-			c.raw = append(c.raw, line)
-			if entry != nil {
-				c.logs = append(c.logs, entry)
-			}
-			c.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		c.mu.Lock()
-		c.code = cmd.ProcessState.ExitCode()
-		c.mu.Unlock()
-		close(c.done)
-	}()
+	c := &companion{p}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(45 * time.Second):
-			_ = cmd.Process.Kill()
-		}
+		c.Stop(45 * time.Second)
 		if t.Failed() {
 			t.Logf("companion log:\n%s", c.log())
 		}
@@ -333,33 +298,10 @@ func startSync(t *testing.T, w *workdir, args ...string) *companion {
 	return c
 }
 
-func (c *companion) log() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return strings.Join(c.raw, "\n")
-}
+func (c *companion) log() string { return c.Log() }
 
 // count is how many lines have message msg and, for each key of fields, that value.
-func (c *companion) count(msg string, fields map[string]string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, e := range c.logs {
-		if e["msg"] != msg {
-			continue
-		}
-		match := true
-		for k, v := range fields {
-			if s, _ := e[k].(string); !strings.Contains(s, v) {
-				match = false
-			}
-		}
-		if match {
-			n++
-		}
-	}
-	return n
-}
+func (c *companion) count(msg string, fields map[string]string) int { return c.Count(msg, fields) }
 
 // waitFor waits for a line of message msg (with fields, as count).
 func (c *companion) waitFor(t *testing.T, timeout time.Duration, msg string, fields ...map[string]string) {
@@ -373,16 +315,10 @@ func (c *companion) waitForCount(t *testing.T, timeout time.Duration, msg string
 	if len(fields) > 0 {
 		f = fields[0]
 	}
-	deadline := time.Now().Add(timeout)
-	for c.count(msg, f) < n {
-		select {
-		case <-c.done:
-			t.Fatalf("the companion exited (%d) before %d line(s) %q %v:\n%s", c.code, n, msg, f, c.log())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %d line(s) %q %v within %s:\n%s", n, msg, f, timeout, c.log())
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := c.Wait(ctx, msg, n, f); err != nil {
+		t.Fatalf("%v:\n%s", err, c.log())
 	}
 }
 
@@ -435,27 +371,16 @@ func removeFlag(args []string, flag string) []string {
 
 // firstTime is the time of the first line with message msg.
 func (c *companion) firstTime(msg string) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, e := range c.logs {
-		if e["msg"] == msg {
-			s, _ := e["time"].(string)
-			t, _ := time.Parse(time.RFC3339Nano, s)
-			return t
-		}
+	if e := c.Events(msg, nil); len(e) > 0 {
+		return e[0].Time
 	}
 	return time.Time{}
 }
 
 // field is the value of key in the first line with message msg.
 func (c *companion) field(msg, key string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, e := range c.logs {
-		if e["msg"] == msg {
-			s, _ := e[key].(string)
-			return s
-		}
+	if e := c.Events(msg, nil); len(e) > 0 {
+		return e[0].Str(key)
 	}
 	return ""
 }

@@ -9,23 +9,48 @@ import (
 // (served at /metrics), so that nothing global is registered in the
 // provider's binary.
 type metrics struct {
-	registry     *prometheus.Registry
-	poolsWatched prometheus.Gauge
-	drift        prometheus.Counter
-	runs         *prometheus.CounterVec
-	lastRun      prometheus.Gauge
-	settleDelay  prometheus.Histogram
-	runDuration  prometheus.Histogram
+	registry          *prometheus.Registry
+	poolsWatched      prometheus.Gauge
+	poolsDiffering    prometheus.Gauge
+	poolsUnreadable   prometheus.Gauge
+	drift             prometheus.Counter
+	runs              *prometheus.CounterVec
+	lastRun           prometheus.Gauge
+	settleDelay       prometheus.Histogram
+	runDuration       prometheus.Histogram
+	stateReadFailures *prometheus.CounterVec
+	scopeFailures     prometheus.Counter
+	clusterReachable  *prometheus.GaugeVec
+	clusterPools      *prometheus.GaugeVec
 }
 
 // Run results, the values of the runs metric's label.
 const (
-	resultApplied       = "applied"
-	resultNoChanges     = "no_changes"
-	resultRefused       = "refused"
+	// resultApplied: the saved plan, pool changes only, was applied.
+	resultApplied = "applied"
+	// resultStateUpdated: the plan changed no resource (the pools differed
+	// in attributes no resource uses); applying it brought the state's data
+	// sources current.
+	resultStateUpdated = "state_updated"
+	// resultNoChanges: the plan had nothing to do.
+	resultNoChanges = "no_changes"
+	// resultRefused: the plan changed more than pools.
+	resultRefused = "refused"
+	// resultShrinkRefused: the shrink guard refused the changes (no run).
 	resultShrinkRefused = "shrink_refused"
-	resultFailed        = "failed"
+	// resultFailed: the CLI or the command failed.
+	resultFailed = "failed"
+	// resultDelivered: -command succeeded.
+	resultDelivered = "delivered"
+	// resultWaiting: every resource the run would change also uses a pool
+	// whose read fails; nothing was planned.
+	resultWaiting = "waiting"
+	// resultStopped: the companion stopped during the run.
+	resultStopped = "stopped"
 )
+
+var runResults = []string{resultApplied, resultStateUpdated, resultNoChanges, resultRefused, resultShrinkRefused,
+	resultFailed, resultDelivered, resultWaiting, resultStopped}
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -38,8 +63,10 @@ func newMetrics() *metrics {
 		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "k8s_sync_runs_total",
-			Help: "Runs by result: applied, no_changes (the plan had nothing to do), refused (the plan changed more than pools), " +
-				"shrink_refused (the shrink guard), failed.",
+			Help: "Runs by result: applied, state_updated (no resource changed; the state's pools brought current), " +
+				"no_changes (the plan had nothing to do), refused (the plan changed more than pools), shrink_refused " +
+				"(the shrink guard), failed, delivered (-command succeeded), waiting (nothing plannable without an " +
+				"unreadable pool), stopped.",
 		}, []string{"result"}),
 		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "k8s_sync_last_run_timestamp_seconds", Help: "When the last run ended, in Unix seconds.",
@@ -53,10 +80,29 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.5, 2, 10),
 		}),
 	}
-	for _, r := range []string{resultApplied, resultNoChanges, resultRefused, resultShrinkRefused, resultFailed} {
+	m.poolsDiffering = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "k8s_sync_pools_differing", Help: "Pool data source instances that differ from state now.",
+	})
+	m.poolsUnreadable = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "k8s_sync_pools_unreadable", Help: "Pool data source instances whose read would fail now (their dependents are left out of runs).",
+	})
+	m.stateReadFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "k8s_sync_state_read_failures_total", Help: "Failed reads of the state (terraform state pull), by backend type.",
+	}, []string{"backend"})
+	m.scopeFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "k8s_sync_scope_failures_total", Help: "Times the informers of a new scope (a namespace state names) did not start.",
+	})
+	m.clusterReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "k8s_sync_cluster_reachable", Help: "1 when the cluster of a provider configuration answers its probe, 0 when it does not (its pools are left out of runs).",
+	}, []string{"cluster"})
+	m.clusterPools = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "k8s_sync_cluster_pools_watched", Help: "Pool data source instances watched, by the cluster of their provider configuration.",
+	}, []string{"cluster"})
+	for _, r := range runResults {
 		m.runs.WithLabelValues(r)
 	}
-	m.registry.MustRegister(m.poolsWatched, m.drift, m.runs, m.lastRun, m.settleDelay, m.runDuration,
+	m.registry.MustRegister(m.poolsWatched, m.poolsDiffering, m.poolsUnreadable, m.drift, m.runs, m.lastRun, m.settleDelay,
+		m.runDuration, m.stateReadFailures, m.scopeFailures, m.clusterReachable, m.clusterPools,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

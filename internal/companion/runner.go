@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
 // cli runs the terraform (or tofu) CLI in the configuration's directory.
@@ -41,32 +43,74 @@ func (e *cliExit) Error() string {
 	return fmt.Sprintf("%s exited with %d: %s", strings.Join(e.args, " "), e.code, lastLines(e.stderr, 12))
 }
 
-// run runs the CLI with args and gives its standard output. When ctx ends,
-// the CLI gets SIGINT, which makes Terraform stop cleanly and release its
-// lock, and is killed only after stopTimeout.
+// run runs the CLI with args and gives its standard output.
 func (c *cli) run(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, c.path, args...)
+	return c.exec(ctx, c.path, args, nil, true)
+}
+
+// exec runs path with args in the directory, env added, in a process group
+// of its own: a Ctrl-C at the companion's terminal reaches it once, from
+// the companion, not twice. When ctx ends, the group gets SIGINT, which
+// makes Terraform stop cleanly and release its lock, and is killed after
+// stopTimeout; a command that the state lock does not serialise (locked
+// false) gets lostLeaseTimeout instead when ctx ended because the Lease was
+// lost (see stopBound).
+func (c *cli) exec(ctx context.Context, path string, args, env []string, locked bool) ([]byte, error) {
+	cmd := exec.Command(path, args...)
 	cmd.Dir = c.dir
-	cmd.Env = append(os.Environ(), c.env...)
+	cmd.Env = append(append(os.Environ(), c.env...), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// A group of its own: a Ctrl-C at the companion's terminal reaches the
-	// CLI once, from the companion, not twice.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = c.stopTimeout
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("run %s: %w", path, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		kill := time.NewTimer(c.stopBound(ctx, locked))
+		defer kill.Stop()
+		select {
+		case <-done:
+		case <-kill.C:
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	name := filepath.Base(path)
 	if ctx.Err() != nil {
-		return stdout.Bytes(), fmt.Errorf("%s %s: %w", filepath.Base(c.path), args[0], errStopped)
+		return stdout.Bytes(), fmt.Errorf("%s %s: %w", name, args[0], errStopped)
 	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		return stdout.Bytes(), &cliExit{args: append([]string{filepath.Base(c.path)}, args...), code: exit.ExitCode(), stderr: stderr.String() + stdout.String()}
+		return stdout.Bytes(), &cliExit{args: append([]string{name}, args...), code: exit.ExitCode(), stderr: stderr.String() + stdout.String()}
 	}
 	if err != nil {
-		return stdout.Bytes(), fmt.Errorf("run %s: %w", c.path, err)
+		return stdout.Bytes(), fmt.Errorf("run %s: %w", path, err)
 	}
 	return stdout.Bytes(), nil
+}
+
+// lostLeaseTimeout bounds a command's stop after the Lease was lost: a new
+// leader takes the Lease LeaseDuration after the last renewal it saw, and
+// this replica stopped leading RenewDeadline after its own last one, so
+// the command must be gone in the difference (5 s by default, less a
+// RetryPeriod). Terraform's plan and apply are serialised by the state
+// lock and get stopTimeout; a command is serialised by nothing.
+const lostLeaseTimeout = time.Second
+
+// stopBound is how long a process has after its SIGINT.
+func (c *cli) stopBound(ctx context.Context, locked bool) time.Duration {
+	if !locked && errors.Is(context.Cause(ctx), kube.ErrLeaseLost) {
+		return lostLeaseTimeout
+	}
+	return c.stopTimeout
 }
 
 // statePull is the state of the working directory, through its backend.
@@ -89,10 +133,13 @@ func (c *cli) lockArg() string {
 
 // plan writes a saved plan to planFile; changes is false when the plan has
 // nothing to do (-detailed-exitcode 0).
-func (c *cli) plan(ctx context.Context, planFile string, refresh bool) (changes bool, err error) {
+func (c *cli) plan(ctx context.Context, planFile string, o planOptions) (changes bool, err error) {
 	args := []string{"plan", "-input=false", "-no-color", "-detailed-exitcode", c.lockArg(), "-out=" + planFile}
-	if !refresh {
+	if !o.refresh {
 		args = append(args, "-refresh=false")
+	}
+	for _, t := range o.targets {
+		args = append(args, "-target="+t)
 	}
 	_, err = c.run(ctx, args...)
 	var exit *cliExit
@@ -104,36 +151,52 @@ func (c *cli) plan(ctx context.Context, planFile string, refresh bool) (changes 
 
 // planJSON is what the companion reads of `terraform show -json PLAN`.
 type planJSON struct {
-	ResourceChanges []struct {
-		Address string `json:"address"`
-		Mode    string `json:"mode"`
-		Change  struct {
-			Actions []string `json:"actions"`
-		} `json:"change"`
-	} `json:"resource_changes"`
+	ResourceChanges []resourceChange `json:"resource_changes"`
+	ResourceDrift   []resourceChange `json:"resource_drift"`
 }
 
-// changedAddresses are the managed resources a saved plan changes.
-func (c *cli) changedAddresses(ctx context.Context, planFile string) ([]string, error) {
+type resourceChange struct {
+	Address string `json:"address"`
+	Mode    string `json:"mode"`
+	Change  struct {
+		Actions []string `json:"actions"`
+	} `json:"change"`
+}
+
+// show reads the managed resources a saved plan changes, and those whose
+// drift it records.
+func (c *cli) show(ctx context.Context, planFile string) (planSummary, error) {
 	out, err := c.run(ctx, "show", "-json", "-no-color", planFile)
 	if err != nil {
-		return nil, err
+		return planSummary{}, err
 	}
 	var p planJSON
 	if err := json.Unmarshal(out, &p); err != nil {
-		return nil, fmt.Errorf("read the saved plan: %w", err)
+		return planSummary{}, fmt.Errorf("read the saved plan: %w", err)
 	}
-	var changed []string
-	for _, rc := range p.ResourceChanges {
+	return planSummary{changed: managedChanges(p.ResourceChanges), drift: managedChanges(p.ResourceDrift)}, nil
+}
+
+// managedChanges are the addresses of the managed resources of changes
+// that do something.
+func managedChanges(changes []resourceChange) []string {
+	var out []string
+	for _, rc := range changes {
 		if rc.Mode != "managed" {
 			continue
 		}
 		if len(rc.Change.Actions) == 1 && (rc.Change.Actions[0] == "no-op" || rc.Change.Actions[0] == "read") {
 			continue
 		}
-		changed = append(changed, rc.Address)
+		out = append(out, rc.Address)
 	}
-	return changed, nil
+	return out
+}
+
+// command runs script with sh -c in the working directory.
+func (c *cli) command(ctx context.Context, script string, env []string) error {
+	_, err := c.exec(ctx, "sh", []string{"-c", script}, env, false)
+	return err
 }
 
 func (c *cli) apply(ctx context.Context, planFile string) error {

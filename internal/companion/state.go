@@ -1,6 +1,7 @@
 package companion
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,7 +31,10 @@ type rawResource struct {
 }
 
 type rawInstance struct {
-	IndexKey   json.RawMessage `json:"index_key"`
+	IndexKey json.RawMessage `json:"index_key"`
+	// Provider is the instance's provider configuration, where it differs
+	// by instance: OpenTofu's provider for_each.
+	Provider   string          `json:"provider"`
 	Attributes json.RawMessage `json:"attributes"`
 }
 
@@ -42,20 +46,44 @@ type instance struct {
 	// resource is the address without the instance key, as the
 	// configuration names it: module.m.data.k8s_ready_endpoints.web.
 	resource string
-	pool     *provider.StatePool
+	// cluster is the provider configuration the instance reads with, as
+	// state names it after the provider's address: "" for the default one,
+	// "east" for an alias, `by_region["eu"]` for an instance of OpenTofu's
+	// provider for_each.
+	cluster string
+	pool    *provider.StatePool
+	watched watchedPool
 }
 
+// statePools are the pool data sources of a state.
+type statePools struct {
+	// found are those of the provider configuration served.
+	found []instance
+	// ignored are those of other configurations, by address.
+	ignored []string
+	// undecodable are those whose attributes this provider version cannot
+	// read (written by a newer one), by address: why.
+	undecodable map[string]string
+	serial      int64
+}
+
+// everyCluster, as poolsOfState's alias, keeps the pools of every provider
+// configuration.
+const everyCluster = "*"
+
 // poolsOfState reads the pool data sources of a state, those of the provider
-// configuration alias (others are returned by address in ignored). A pool
-// whose attributes this provider version cannot read is an error naming it.
-func poolsOfState(ctx context.Context, raw []byte, alias string) (found []instance, ignored []string, serial int64, err error) {
+// configuration alias, or of all with everyCluster (others are returned by
+// address in ignored). A pool whose attributes this provider version cannot
+// read is named in undecodable, and the others are read.
+func poolsOfState(ctx context.Context, raw []byte, alias string) (statePools, error) {
 	var st rawState
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return nil, nil, 0, fmt.Errorf("the state is not JSON: %w", err)
+		return statePools{}, fmt.Errorf("the state is not JSON: %w", err)
 	}
 	if st.Version != 4 {
-		return nil, nil, 0, fmt.Errorf("the state has format version %d; this companion reads version 4", st.Version)
+		return statePools{}, fmt.Errorf("the state has format version %d; this companion reads version 4", st.Version)
 	}
+	out := statePools{serial: st.Serial, undecodable: map[string]string{}}
 	for _, r := range st.Resources {
 		if r.Mode != "data" || (r.Type != provider.ReadyEndpointsType && r.Type != provider.ServicesType) {
 			continue
@@ -64,27 +92,31 @@ func poolsOfState(ctx context.Context, raw []byte, alias string) (found []instan
 		if r.Module != "" {
 			resource = r.Module + "." + resource
 		}
-		a := providerAlias(r.Provider)
 		for _, in := range r.Instances {
 			address := resource + indexSuffix(in.IndexKey)
-			if a != alias {
-				ignored = append(ignored, fmt.Sprintf("%s (provider %s)", address, r.Provider))
+			configuration := cmp.Or(in.Provider, r.Provider)
+			a := providerAlias(configuration)
+			if alias != everyCluster && a != alias {
+				out.ignored = append(out.ignored, fmt.Sprintf("%s (provider %s)", address, configuration))
 				continue
 			}
 			pool, err := provider.DecodeStatePool(ctx, r.Type, in.Attributes)
 			if err != nil {
-				return nil, nil, 0, fmt.Errorf("%s: %w", address, err)
+				out.undecodable[address] = err.Error()
+				continue
 			}
-			found = append(found, instance{address: address, resource: resource, pool: pool})
+			out.found = append(out.found, instance{address: address, resource: resource, cluster: a, pool: pool, watched: watch(pool)})
 		}
 	}
-	return found, ignored, st.Serial, nil
+	return out, nil
 }
 
 // providerAlias is the alias of a state's provider address,
-// provider["host/ns/k8s"].east, or "" without one.
+// provider["host/ns/k8s"].east, with its instance key for an instance of a
+// provider for_each (provider["host/ns/k8s"].by_region["eu"]), or "" without
+// one.
 func providerAlias(p string) string {
-	i := strings.LastIndex(p, "\"]")
+	i := strings.Index(p, "\"]")
 	if i < 0 {
 		return ""
 	}

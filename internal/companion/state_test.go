@@ -28,10 +28,11 @@ const sampleState = `{
 }`
 
 func TestPoolsOfStateAreThoseOfTheServedProviderConfiguration(t *testing.T) {
-	found, ignored, serial, err := poolsOfState(context.Background(), []byte(sampleState), "")
+	got, err := poolsOfState(context.Background(), []byte(sampleState), "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	found, ignored, serial := got.found, got.ignored, got.serial
 	var addresses []string
 	for _, in := range found {
 		addresses = append(addresses, in.address)
@@ -53,38 +54,54 @@ func TestPoolsOfStateAreThoseOfTheServedProviderConfiguration(t *testing.T) {
 		t.Errorf("request of the fleet = %+v", found[2].pool.Fleet)
 	}
 
-	east, _, _, err := poolsOfState(context.Background(), []byte(sampleState), "east")
+	east, err := poolsOfState(context.Background(), []byte(sampleState), "east")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(east) != 1 || east[0].address != "data.k8s_ready_endpoints.east" {
-		t.Errorf("pools of alias east: %v", east)
+	if len(east.found) != 1 || east.found[0].address != "data.k8s_ready_endpoints.east" {
+		t.Errorf("pools of alias east: %v", east.found)
 	}
 }
 
-func TestAStateTheCompanionCannotReadIsAnErrorNamingIt(t *testing.T) {
+func TestAStateTheCompanionCannotReadIsAnError(t *testing.T) {
 	for name, state := range map[string]string{
-		"not JSON":         "{",
-		"another version":  `{"version": 3, "resources": []}`,
-		"a wrong argument": `{"version": 4, "resources": [{"mode": "data", "type": "k8s_ready_endpoints", "name": "web", "provider": "provider[\"x/vigie/k8s\"]", "instances": [{"attributes": {"service": "web", "endpoints": "x"}}]}]}`,
+		"not JSON":        "{",
+		"another version": `{"version": 3, "resources": []}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, _, _, err := poolsOfState(context.Background(), []byte(state), "")
-			if err == nil {
+			if _, err := poolsOfState(context.Background(), []byte(state), ""); err == nil {
 				t.Fatal("no error")
-			}
-			if name == "a wrong argument" && !strings.Contains(err.Error(), "data.k8s_ready_endpoints.web") {
-				t.Errorf("error %q does not name the data source", err)
 			}
 		})
 	}
 }
 
+// A pool whose attributes this provider version cannot read (a newer
+// version wrote them) is named and left out; the others are watched.
+func TestAPoolTheCompanionCannotReadIsNamedAndTheOthersWatched(t *testing.T) {
+	state := `{"version": 4, "resources": [
+	  {"mode": "data", "type": "k8s_ready_endpoints", "name": "web", "provider": "provider[\"x/vigie/k8s\"]",
+	   "instances": [{"attributes": {"service": "web", "endpoints": "x"}}]},
+	  {"mode": "data", "type": "k8s_ready_endpoints", "name": "api", "provider": "provider[\"x/vigie/k8s\"]",
+	   "instances": [{"attributes": {"service": "api", "namespace": "shop", "id": "shop/api", "endpoints": []}}]}]}`
+	got, err := poolsOfState(context.Background(), []byte(state), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.found) != 1 || got.found[0].address != "data.k8s_ready_endpoints.api" {
+		t.Errorf("found %v, want data.k8s_ready_endpoints.api alone", got.found)
+	}
+	if reason, ok := got.undecodable["data.k8s_ready_endpoints.web"]; !ok || !strings.Contains(reason, "endpoints") {
+		t.Errorf("undecodable %v, want data.k8s_ready_endpoints.web named with what is wrong", got.undecodable)
+	}
+}
+
 func TestProviderAlias(t *testing.T) {
 	for in, want := range map[string]string{
-		`provider["example.org/vigie/k8s"]`:               "",
-		`provider["example.org/vigie/k8s"].east`:          "east",
-		`module.m.provider["example.org/vigie/k8s"].west`: "west",
+		`provider["example.org/vigie/k8s"]`:                 "",
+		`provider["example.org/vigie/k8s"].east`:            "east",
+		`module.m.provider["example.org/vigie/k8s"].west`:   "west",
+		`provider["example.org/vigie/k8s"].by_region["eu"]`: `by_region["eu"]`,
 	} {
 		if got := providerAlias(in); got != want {
 			t.Errorf("providerAlias(%s) = %q, want %q", in, got, want)

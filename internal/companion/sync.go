@@ -16,14 +16,10 @@ import (
 	"sync"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
-	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
-	"github.com/vigie/terraform-provider-k8s/internal/pools"
-	"github.com/vigie/terraform-provider-k8s/internal/provider"
 )
 
 // SyncOptions are the settings of `sync` (and of `check`, which uses a part).
@@ -41,7 +37,8 @@ type SyncOptions struct {
 	LockTimeout time.Duration
 	// StopTimeout bounds the wait for a running command after SIGINT.
 	StopTimeout time.Duration
-	// RetryInitial and RetryMax bound the exponential backoff after a failed run.
+	// RetryInitial and RetryMax bound the exponential backoff after a failed
+	// run or state read.
 	RetryInitial, RetryMax time.Duration
 	// MaxShrink is the largest share of a pool's members a run may remove
 	// at once (0 < MaxShrink <= 1); AllowEmpty lets a run empty a pool.
@@ -53,16 +50,28 @@ type SyncOptions struct {
 	// Command, when set, replaces the built-in plan and apply (remote
 	// execution: HCP Terraform, Atlantis): run with sh -c in Dir.
 	Command string
+	// CommandRepeat is how long a change delivered to Command waits for
+	// state to show it before it is delivered again; 0: never again.
+	CommandRepeat time.Duration
 	// Refresh is plan's -refresh.
 	Refresh bool
 	// StateInterval is how often state is read again without any run, to
 	// see what someone else applied.
 	StateInterval time.Duration
+	// Clusters are the -cluster flags: how to connect to the cluster of a
+	// provider configuration, instead of what its provider block says.
+	Clusters []string
+	// DefaultFromFlags says that -kubeconfig or -context were given: they,
+	// not the default provider block, say how to connect to its cluster.
+	DefaultFromFlags bool
+	// Client bounds the requests of the clients made for each cluster.
+	Client kube.Options
 }
 
 // DefaultSyncOptions: a 5 s quiet time and a 20 s longest wait (CTS's
 // buffer_period defaults), locks waited for 5 minutes, retries from 5 s
-// doubling to 5 minutes, at most half a pool removed in one run.
+// doubling to 5 minutes, at most half a pool removed in one run, a change
+// given to -command again after 10 minutes without state showing it.
 func DefaultSyncOptions() SyncOptions {
 	return SyncOptions{
 		Dir: ".", Terraform: "terraform",
@@ -70,103 +79,211 @@ func DefaultSyncOptions() SyncOptions {
 		LockTimeout: 5 * time.Minute, StopTimeout: 2 * time.Minute,
 		RetryInitial: 5 * time.Second, RetryMax: 5 * time.Minute,
 		MaxShrink: 0.5, Refresh: true, StateInterval: 5 * time.Minute,
+		CommandRepeat: 10 * time.Minute,
 	}
 }
 
-// syncer is the companion's state: the pools of state, the cache of the
-// cluster, and the decisions made from both. Its loop (run) is the only
-// goroutine that decides; the informers only mark what changed.
+// syncer is the companion: the pools of state, the cache of the cluster,
+// and the loop (Run) that feeds what they show to the machine of its
+// decisions and carries those out. The loop is the only goroutine that
+// decides; the informers only mark what changed.
 type syncer struct {
 	opts    SyncOptions
 	cli     *cli
-	client  *kube.Client
+	runner  *runner
 	log     *slog.Logger
 	metrics *metrics
-	filter  poolChangeFilter
+	clock   clock.WithTicker
+
+	// client is the cluster of the default provider configuration as the
+	// flags say (-kubeconfig, -context, else the loader's default), and of
+	// the configuration -provider-alias serves; it holds the Lease.
+	client *kube.Client
+	// flags are the connections the -cluster flags give, by key.
+	flags map[string]connection
+	// clusters are those the state's pools read, by key (instance.cluster).
+	clusters map[string]*cluster
+	// probeCtx, once Run probes the clusters, is the probes' context.
+	probeCtx context.Context
 
 	instances []instance
-	cache     *kube.Cache
-	stopCache context.CancelFunc
-	scope     kube.CacheScope
+	evals     []evaluation
+	// undecodable are the pools of state this version cannot read.
+	undecodable map[string]string
+	// backend is the working directory's backend type, for logs and metrics.
+	backend string
+	// stale says the last state read failed.
+	stale bool
 
 	mu    sync.Mutex
 	dirty map[int]bool
 	all   bool
 	kick  chan struct{}
+	// health is what /healthz says, written by the loop.
+	health []string
 
 	// checkOnly is set by check, which reads no configuration.
 	checkOnly bool
-
-	// now is time.Now, replaced by tests of the rules of the loop.
-	now func() time.Time
 }
 
-// evaluation is what the cache gives for one instance, compared with state.
-type evaluation struct {
-	changes []provider.PoolChange
-	// err says why a plan would fail (a Service gone, a guard): no run.
-	err error
-}
-
-func newSyncer(opts SyncOptions, client *kube.Client, log *slog.Logger) *syncer {
-	return &syncer{
-		opts:    opts,
-		cli:     &cli{path: opts.Terraform, dir: opts.Dir, lockTimeout: opts.LockTimeout, stopTimeout: opts.StopTimeout, env: []string{"TF_IN_AUTOMATION=1"}},
-		client:  client,
-		log:     log,
-		metrics: newMetrics(),
-		dirty:   map[int]bool{},
-		kick:    make(chan struct{}, 1),
-		now:     time.Now,
+func newSyncer(opts SyncOptions, client *kube.Client, log *slog.Logger) (*syncer, error) {
+	c := &cli{path: opts.Terraform, dir: opts.Dir, lockTimeout: opts.LockTimeout, stopTimeout: opts.StopTimeout, env: []string{"TF_IN_AUTOMATION=1"}}
+	s := &syncer{
+		opts:     opts,
+		cli:      c,
+		runner:   &runner{tf: c, refresh: opts.Refresh, command: opts.Command, terraformPath: opts.Terraform, log: log},
+		client:   client,
+		flags:    map[string]connection{},
+		clusters: map[string]*cluster{},
+		log:      log,
+		metrics:  newMetrics(),
+		clock:    clock.RealClock{},
+		dirty:    map[int]bool{},
+		kick:     make(chan struct{}, 1),
+		backend:  backendOf(opts.Dir),
 	}
+	for _, v := range opts.Clusters {
+		key, conn, err := parseClusterFlag(v)
+		if err != nil {
+			return nil, err
+		}
+		if prev, twice := s.flags[key]; twice {
+			return nil, fmt.Errorf("%s and %s both say how to connect to %s: give one", prev.source, conn.source, clusterName(key))
+		}
+		s.flags[key] = conn
+	}
+	if opts.Alias != "" && len(s.flags) > 0 {
+		return nil, errors.New("-provider-alias serves one provider configuration, connected by -kubeconfig and -context: give it or -cluster, not both")
+	}
+	return s, nil
 }
+
+// permanentError is a state the companion cannot work from, whatever it
+// waits for: no state, no pool in it, a format it does not read.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
 
 // loadState reads the state and the configuration, and (re)starts the cache
-// when what must be watched changed.
+// when what must be watched changed. A failure of the CLI (a backend out of
+// reach) is an error to retry; what retrying cannot cure is a
+// *permanentError.
 func (s *syncer) loadState(ctx context.Context) error {
 	raw, err := s.cli.statePull(ctx)
+	if errors.Is(err, errNoState) {
+		return &permanentError{err}
+	}
 	if err != nil {
 		return err
 	}
-	found, ignored, _, err := poolsOfState(ctx, raw, s.opts.Alias)
-	if err != nil {
-		return err
+	served := everyCluster
+	if s.opts.Alias != "" {
+		served = s.opts.Alias
 	}
-	for _, a := range ignored {
+	found, err := poolsOfState(ctx, raw, served)
+	if err != nil {
+		return &permanentError{err}
+	}
+	for _, a := range found.ignored {
 		s.log.Info("not watched: another provider configuration", "data_source", a, "served_alias", aliasName(s.opts.Alias))
 	}
-	if len(found) == 0 {
-		return fmt.Errorf("the state of %s has no k8s_ready_endpoints or k8s_services of provider configuration %s: nothing to watch",
-			s.opts.Dir, aliasName(s.opts.Alias))
+	for _, address := range slices.Sorted(maps.Keys(found.undecodable)) {
+		if s.undecodable[address] != found.undecodable[address] {
+			s.log.Warn("not watched: this provider version cannot read the pool in state", "data_source", address,
+				"reason", found.undecodable[address])
+		}
+	}
+	s.undecodable = found.undecodable
+	if len(found.found) == 0 {
+		configuration := "any k8s provider configuration"
+		if s.opts.Alias != "" {
+			configuration = "provider configuration " + aliasName(s.opts.Alias)
+		}
+		return &permanentError{fmt.Errorf("the state of %s has no k8s_ready_endpoints or k8s_services of %s that this version reads: nothing to watch",
+			s.opts.Dir, configuration)}
 	}
 	if len(s.opts.Allowed) > 0 {
-		s.filter = poolChangeFilter{allowed: s.opts.Allowed}
+		s.runner.filter = poolChangeFilter{allowed: s.opts.Allowed}
 	} else if s.opts.Command == "" && !s.checkOnly {
 		g, err := readConfiguration(s.opts.Dir)
 		if err != nil {
-			return err
+			return &permanentError{err}
 		}
 		for _, f := range g.skipped {
 			s.log.Warn("not read for dependencies (JSON syntax): name its resources with -allow if they use pools", "file", f)
 		}
 		var watched []string
-		for _, in := range found {
-			watched = append(watched, withoutKeys(in.resource))
+		for _, in := range found.found {
+			watched = append(watched, in.resource)
 		}
-		s.filter = poolChangeFilter{dependent: g.dependents(watched), opaque: g.opaque}
+		s.runner.filter = poolChangeFilter{dependent: g.dependents(watched), opaque: g.opaque, graph: g}
 	}
-	scope := scopeOf(found)
+	scopes := map[string]kube.CacheScope{}
+	for _, in := range found.found {
+		scope := scopes[in.cluster]
+		in.watched.addScope(&scope)
+		scopes[in.cluster] = scope
+	}
+	if err := s.connect(slices.Sorted(maps.Keys(scopes))); err != nil {
+		return &permanentError{err}
+	}
 	s.mu.Lock()
-	s.instances = found
-	s.all = true
+	s.instances, s.all = found.found, true
 	s.mu.Unlock()
-	s.metrics.poolsWatched.Set(float64(len(found)))
-	if s.cache == nil || !sameScope(scope, s.scope) {
-		if err := s.startCache(ctx, scope); err != nil {
+	s.metrics.poolsWatched.Set(float64(len(found.found)))
+	for key, scope := range scopes {
+		cl := s.clusters[key]
+		s.metrics.clusterPools.WithLabelValues(cl.name).Set(float64(countOf(found.found, key)))
+		if err := s.watch(ctx, cl, normalScope(scope)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// watch (re)starts the cache of cl when its scope changed. A cache that
+// cannot start is an error at the first start; later the cache of the old
+// scope goes on: the pools it covers stay current, those outside it are
+// unreadable until the next read.
+func (s *syncer) watch(ctx context.Context, cl *cluster, scope kube.CacheScope) error {
+	if cl.cache != nil && sameScope(scope, cl.scope) {
+		cl.scopeErr = nil
+		return nil
+	}
+	err := s.startCache(ctx, cl, scope)
+	if err == nil {
+		return nil
+	}
+	if cl.cache == nil {
+		return &permanentError{fmt.Errorf("%s: %w", cl.describe(), err)}
+	}
+	cl.scopeErr = err
+	s.metrics.scopeFailures.Inc()
+	s.log.Warn("the informers of the new scope did not start: the pools outside the old one are not recomputed",
+		"cluster", cl.name, "namespaces", describeNamespaces(scope.Namespaces), "error", err.Error())
+	return nil
+}
+
+func countOf(instances []instance, cluster string) int {
+	n := 0
+	for _, in := range instances {
+		if in.cluster == cluster {
+			n++
+		}
+	}
+	return n
+}
+
+// readState is loadState, its failure logged and counted.
+func (s *syncer) readState(ctx context.Context) error {
+	err := s.loadState(ctx)
+	s.stale = err != nil
+	if err != nil && ctx.Err() == nil {
+		s.metrics.stateReadFailures.WithLabelValues(s.backend).Inc()
+		s.log.Warn("reading state failed", "backend", s.backend, "error", err.Error())
+	}
+	return err
 }
 
 func aliasName(alias string) string {
@@ -176,26 +293,7 @@ func aliasName(alias string) string {
 	return "k8s." + alias
 }
 
-// scopeOf is what the instances read: their namespaces, and Nodes if any
-// gives nodes.
-func scopeOf(found []instance) kube.CacheScope {
-	var scope kube.CacheScope
-	for _, in := range found {
-		if p := in.pool.Pool; p != nil {
-			scope.Namespaces = append(scope.Namespaces, p.Namespace)
-			scope.Nodes = scope.Nodes || p.Nodes.Enabled
-			if p.ReadsPods() {
-				scope.PodNamespaces = append(scope.PodNamespaces, p.Namespace)
-			}
-		}
-		if f := in.pool.Fleet; f != nil {
-			scope.Namespaces = append(scope.Namespaces, f.Namespaces...)
-			scope.Nodes = scope.Nodes || f.Nodes.Enabled
-			if f.ReadsPods() {
-				scope.PodNamespaces = append(scope.PodNamespaces, f.Namespaces...)
-			}
-		}
-	}
+func normalScope(scope kube.CacheScope) kube.CacheScope {
 	slices.Sort(scope.Namespaces)
 	scope.Namespaces = slices.Compact(scope.Namespaces)
 	slices.Sort(scope.PodNamespaces)
@@ -207,11 +305,11 @@ func sameScope(a, b kube.CacheScope) bool {
 	return a.Nodes == b.Nodes && slices.Equal(a.Namespaces, b.Namespaces) && slices.Equal(a.PodNamespaces, b.PodNamespaces)
 }
 
-func (s *syncer) startCache(ctx context.Context, scope kube.CacheScope) error {
-	if s.stopCache != nil {
-		s.stopCache()
-	}
-	cache, err := s.client.NewCache(scope, s.changed)
+// startCache starts the informers of scope on cl, and stops those of its
+// old scope only once the new ones have listed: a scope that cannot start
+// (RBAC missing in a new namespace) leaves the old cache running.
+func (s *syncer) startCache(ctx context.Context, cl *cluster, scope kube.CacheScope) error {
+	cache, err := cl.client.NewCache(scope, func(ch kube.Change) { s.changed(cl.key, ch) })
 	if err != nil {
 		return err
 	}
@@ -228,10 +326,22 @@ func (s *syncer) startCache(ctx context.Context, scope kube.CacheScope) error {
 		stop()
 		return fmt.Errorf("the informers did not list %v within 2 minutes", scope.Namespaces)
 	}
-	s.cache, s.stopCache, s.scope = cache, stop, scope
-	s.log.Info("watching", "namespaces", describeNamespaces(scope.Namespaces), "nodes", scope.Nodes,
+	if cl.stopCache != nil {
+		cl.stopCache()
+	}
+	cl.cache, cl.stopCache, cl.scope, cl.scopeErr = cache, stop, scope, nil
+	s.log.Info("watching", "cluster", cl.name, "namespaces", describeNamespaces(scope.Namespaces), "nodes", scope.Nodes,
 		"pods", describeNamespaces(scope.PodNamespaces))
 	return nil
+}
+
+// stopCaches stops every cluster's informers and probe.
+func (s *syncer) stopCaches() {
+	for _, cl := range s.clusters {
+		if cl.stopCache != nil {
+			cl.stopCache()
+		}
+	}
 }
 
 func describeNamespaces(namespaces []string) string {
@@ -241,12 +351,12 @@ func describeNamespaces(namespaces []string) string {
 	return strings.Join(namespaces, ",")
 }
 
-// changed is the informers' handler: it marks the instances that read the
-// object and wakes the loop.
-func (s *syncer) changed(ch kube.Change) {
+// changed is the informers' handler of the cluster of key: it marks the
+// instances that read the object and wakes the loop.
+func (s *syncer) changed(key string, ch kube.Change) {
 	s.mu.Lock()
 	for i, in := range s.instances {
-		if reads(in.pool, ch) {
+		if in.cluster == key && in.watched.reads(ch) {
 			s.dirty[i] = true
 		}
 	}
@@ -257,444 +367,290 @@ func (s *syncer) changed(ch kube.Change) {
 	}
 }
 
-// reads says whether a pool reads the object of ch.
-func reads(p *provider.StatePool, ch kube.Change) bool {
-	if r := p.Pool; r != nil {
-		switch ch.Kind {
-		case "Node":
-			return r.Nodes.Enabled
-		case "Pod":
-			return r.ReadsPods() && ch.Namespace == r.Namespace
-		}
-		return ch.Namespace == r.Namespace && ch.Service == r.Service
-	}
-	f := p.Fleet
-	switch ch.Kind {
-	case "Node":
-		return f.Nodes.Enabled
-	case "Pod":
-		if !f.ReadsPods() {
-			return false
-		}
-	}
-	return f.AllNamespaces() || slices.Contains(f.Namespaces, ch.Namespace)
-}
-
-// evaluate recomputes the instances marked dirty (all after a state read)
-// from the cache; it gives the evaluation of every instance.
-func (s *syncer) evaluate(last []evaluation) []evaluation {
+// view recomputes the instances marked dirty (all after a state read) from
+// the cache, and gives the pools as they compare with state.
+func (s *syncer) view(ctx context.Context) view {
 	s.mu.Lock()
 	all, dirty := s.all, s.dirty
 	s.all, s.dirty = false, map[int]bool{}
 	instances := s.instances
 	s.mu.Unlock()
-	if len(last) != len(instances) {
+	if len(s.evals) != len(instances) {
 		all = true
+		s.evals = make([]evaluation, len(instances))
 	}
-	out := make([]evaluation, len(instances))
-	now := s.now()
+	now := s.clock.Now()
+	// The configuration as it is now: a run's plan is of the files as they
+	// are when it starts, and a change set held for one version of them is
+	// tried again for the next.
+	v := view{changes: map[string][]poolChange{}, unreadable: map[string]string{}, stale: s.stale, config: configVersion(s.opts.Dir)}
 	for i, in := range instances {
-		if !all && !dirty[i] {
-			out[i] = last[i]
-			continue
+		cl := s.clusters[in.cluster]
+		if reason := cl.unreachable(); reason != "" {
+			s.evals[i] = evaluation{unreadable: reason}
+		} else if all || dirty[i] || s.evals[i].unreadable != "" && strings.HasPrefix(s.evals[i].unreadable, unreachablePrefix) {
+			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now)
 		}
-		out[i] = s.evaluateOne(in, now)
-	}
-	return out
-}
-
-func (s *syncer) evaluateOne(in instance, now time.Time) evaluation {
-	if r := in.pool.Pool; r != nil {
-		res, err := computePool(s.cache, *r, now)
-		if err != nil {
-			return evaluation{err: err}
-		}
-		changes, err := in.pool.ComparePool(res)
-		return evaluation{changes: changes, err: err}
-	}
-	res, err := computeFleet(s.cache, *in.pool.Fleet, now)
-	if err != nil {
-		return evaluation{err: err}
-	}
-	changes, err := in.pool.CompareFleet(res)
-	return evaluation{changes: changes, err: err}
-}
-
-// computePool is what a read of r would give, from the cache: the same
-// steps as the data source's read (provider.readPool), on cached objects.
-func computePool(c *kube.Cache, r pools.Request, now time.Time) (endpoints.Result, error) {
-	svc, ok := c.Service(r.Namespace, r.Service)
-	if !ok {
-		return endpoints.Result{}, fmt.Errorf("service %s/%s not found: a plan would fail", r.Namespace, r.Service)
-	}
-	if err := r.CheckService(svc); err != nil {
-		return endpoints.Result{}, err
-	}
-	objects := pools.Objects{Service: svc, EndpointSlices: c.EndpointSlices(r.Namespace, r.Service)}
-	if r.Nodes.Enabled {
-		objects.Nodes = c.Nodes(r.Query.NodeSelector)
-	}
-	if r.ReadsPods() && len(svc.Spec.Selector) > 0 {
-		objects.Pods = c.Pods(r.Namespace, labels.SelectorFromSet(svc.Spec.Selector))
-	}
-	res, err := r.Compute(objects, now)
-	if err != nil {
-		return res, err
-	}
-	if r.Short(res) {
-		return res, fmt.Errorf("service %s/%s has %d ready endpoint(s), fewer than min_ready = %d: a plan would fail", r.Namespace, r.Service, endpoints.CountReady(res.Endpoints), r.MinReady)
-	}
-	return res, nil
-}
-
-// computeFleet is what a read of r would give, from the cache.
-func computeFleet(c *kube.Cache, r pools.FleetRequest, now time.Time) (endpoints.FleetResult, error) {
-	selector := labels.Everything()
-	if r.Selector != "" {
-		parsed, err := labels.Parse(r.Selector)
-		if err != nil {
-			return endpoints.FleetResult{}, fmt.Errorf("label_selector %q: %w", r.Selector, err)
-		}
-		selector = parsed
-	}
-	var objects pools.FleetObjects
-	for _, ns := range r.Namespaces {
-		objects.Services = append(objects.Services, c.Services(ns, selector)...)
-		objects.EndpointSlices = append(objects.EndpointSlices, c.ServiceEndpointSlices(ns)...)
-		if r.ReadsPods() {
-			objects.Pods = append(objects.Pods, c.Pods(ns, labels.Everything())...)
+		switch e := s.evals[i]; {
+		case e.unreadable != "":
+			v.unreadable[in.address] = e.unreadable
+		case len(e.changes) > 0:
+			v.changes[in.address] = e.changes
 		}
 	}
-	if r.Nodes.Enabled {
-		objects.Nodes = c.Nodes(r.Query.NodeSelector)
-	}
-	res, err := r.Compute(objects, now)
-	if err != nil {
-		return res, err
-	}
-	if !r.GuardsHold(res) {
-		return res, fmt.Errorf("the selection has %d Service(s), %d short of min_ready: a plan would fail its guards", len(res.Pools), len(r.ShortPools(res)))
-	}
-	return res, nil
+	return v
 }
 
 // nextExpiry is the earliest expiry annotation to pass among the pools that
 // use one; zero when none.
-func (s *syncer) nextExpiry(now time.Time) time.Time {
-	s.mu.Lock()
-	instances := s.instances
-	s.mu.Unlock()
+func (s *syncer) nextExpiry(ctx context.Context) time.Time {
+	now := s.clock.Now()
 	var next time.Time
-	consider := func(slices []discoveryv1.EndpointSlice, annotation string) {
-		if t, ok := endpoints.NextExpiry(slices, annotation, now); ok && (next.IsZero() || t.Before(next)) {
+	for _, in := range s.instances {
+		if t, ok := in.watched.nextExpiry(ctx, s.clusters[in.cluster].cache, now); ok && (next.IsZero() || t.Before(next)) {
 			next = t
-		}
-	}
-	for _, in := range instances {
-		if r := in.pool.Pool; r != nil && r.Query.ExpiryAnnotation != "" {
-			consider(s.cache.EndpointSlices(r.Namespace, r.Service), r.Query.ExpiryAnnotation)
-		}
-		if f := in.pool.Fleet; f != nil && f.Query.ExpiryAnnotation != "" {
-			for _, ns := range f.Namespaces {
-				consider(s.cache.ServiceEndpointSlices(ns), f.Query.ExpiryAnnotation)
-			}
 		}
 	}
 	return next
 }
 
-// pending is what differs, by instance address, sorted.
-type pending struct {
-	changes map[string][]provider.PoolChange
-	errors  map[string]error
-}
-
-func pendingOf(instances []instance, evals []evaluation) pending {
-	p := pending{changes: map[string][]provider.PoolChange{}, errors: map[string]error{}}
-	for i, e := range evals {
-		if i >= len(instances) {
-			break
-		}
-		switch {
-		case e.err != nil:
-			p.errors[instances[i].address] = e.err
-		case len(e.changes) > 0:
-			p.changes[instances[i].address] = e.changes
-		}
-	}
-	return p
-}
-
-// signature identifies a set of changes, so that one refused is not tried
-// again until the cluster changes it.
-func (p pending) signature() string {
-	b, _ := json.Marshal(p.changes)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
-}
-
-// shrinkRefusal says why the shrink guard refuses p, or "".
-func (s *syncer) shrinkRefusal(p pending) string {
-	var reasons []string
-	for _, address := range slices.Sorted(maps.Keys(p.changes)) {
-		for _, c := range p.changes[address] {
-			name := address
-			if c.Name != "" {
-				name += "[" + c.Name + "]"
-			}
-			switch {
-			case len(c.Before) > 0 && len(c.After) == 0 && !s.opts.AllowEmpty:
-				reasons = append(reasons, fmt.Sprintf("%s would be emptied (%d members to 0; -allow-empty lets it)", name, len(c.Before)))
-			case len(c.Before) > 0 && float64(len(c.Removed)) > s.opts.MaxShrink*float64(len(c.Before)):
-				reasons = append(reasons, fmt.Sprintf("%s would lose %d of its %d members at once, more than -max-shrink %.2f", name, len(c.Removed), len(c.Before), s.opts.MaxShrink))
-			}
-		}
-	}
-	return strings.Join(reasons, "; ")
-}
-
-// runResult is the end of one run.
-type runResult struct {
-	result string
-	err    error
-	// blocked are the addresses that made a plan not pool-only.
-	blocked []string
-}
-
-// runOnce plans, checks and applies (or runs the command), once.
-func (s *syncer) runOnce(ctx context.Context, p pending) runResult {
-	if s.opts.Command != "" {
-		return s.runCommand(ctx, p)
-	}
-	dir, err := os.MkdirTemp("", "k8s-sync-")
-	if err != nil {
-		return runResult{result: resultFailed, err: err}
-	}
-	defer os.RemoveAll(dir)
-	planFile := filepath.Join(dir, "pools.tfplan")
-	changes, err := s.cli.plan(ctx, planFile, s.opts.Refresh)
-	if err != nil {
-		return runResult{result: resultFailed, err: err}
-	}
-	if !changes {
-		return runResult{result: resultNoChanges}
-	}
-	changed, err := s.cli.changedAddresses(ctx, planFile)
-	if err != nil {
-		return runResult{result: resultFailed, err: err}
-	}
-	var blocked []string
-	for _, a := range changed {
-		if !s.filter.allows(a) {
-			blocked = append(blocked, a)
-		}
-	}
-	if len(blocked) > 0 {
-		return runResult{result: resultRefused, blocked: blocked}
-	}
-	if len(changed) == 0 {
-		// Only outputs or data sources: nothing a load balancer sees.
-		return runResult{result: resultNoChanges}
-	}
-	s.log.Info("applying the saved plan", "changes", len(changed), "addresses", strings.Join(changed, ","))
-	if err := s.cli.apply(ctx, planFile); err != nil {
-		return runResult{result: resultFailed, err: err}
-	}
-	return runResult{result: resultApplied}
-}
-
-// runCommand runs the hook that replaces plan and apply; K8S_SYNC_CHANGES
-// holds the changes as JSON, by data source address.
-func (s *syncer) runCommand(ctx context.Context, p pending) runResult {
-	changes, _ := json.Marshal(p.changes)
-	c := *s.cli
-	c.path = "sh"
-	c.env = append(slices.Clone(c.env), "K8S_SYNC_CHANGES="+string(changes), "K8S_SYNC_TERRAFORM="+s.opts.Terraform)
-	if _, err := c.run(ctx, "-c", s.opts.Command); err != nil {
-		return runResult{result: resultFailed, err: err}
-	}
-	return runResult{result: resultApplied}
-}
-
 // Run is the companion's loop, until ctx ends: see docs/guides/sync.md.
 func (s *syncer) Run(ctx context.Context) error {
-	if err := s.loadState(ctx); err != nil {
-		return err
-	}
-	defer func() {
-		if s.stopCache != nil {
-			s.stopCache()
+	stateRetries := workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.opts.RetryInitial, s.opts.RetryMax)
+	for {
+		err := s.readState(ctx)
+		if err == nil {
+			break
 		}
-	}()
+		if ctx.Err() != nil {
+			return nil
+		}
+		var permanent *permanentError
+		if errors.As(err, &permanent) {
+			return err
+		}
+		// The backend is out of reach: wait for it.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.clock.After(stateRetries.When(retryItem)):
+		}
+	}
+	stateRetries.Forget(retryItem)
+	defer s.stopCaches()
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	defer stopProbes()
+	s.probe(probeCtx)
+	m := newMachine(machineOptions{Quiet: s.opts.Quiet, MaxWait: s.opts.MaxWait, RetryInitial: s.opts.RetryInitial,
+		RetryMax: s.opts.RetryMax, Guard: shrinkGuard{MaxShrink: s.opts.MaxShrink, AllowEmpty: s.opts.AllowEmpty},
+		CommandRepeat: s.opts.CommandRepeat})
 	var (
-		evals       []evaluation
-		windowOpen  bool
-		windowStart time.Time
-		lastChange  time.Time
-		windowSig   string
-		refusedSig  string
-		reported    = map[string]string{}
-		running     bool
-		runDone     = make(chan runResult, 1)
-		fire        = time.NewTimer(time.Hour)
-		expiry      = time.NewTimer(time.Hour)
-		statePoll   = time.NewTicker(s.opts.StateInterval)
-		backoff     = s.newBackoff()
-		retryAt     time.Time
-		runStarted  time.Time
-		current     pending
+		running      bool
+		runDone      = make(chan runOutcome, 1)
+		runStarted   time.Time
+		timer        = s.clock.NewTimer(time.Hour)
+		statePoll    = s.clock.NewTicker(s.opts.StateInterval)
+		expiry       time.Time
+		stateRetryAt time.Time
 	)
-	fire.Stop()
-	expiry.Stop()
 	defer statePoll.Stop()
-
-	schedule := func() {
-		now := s.now()
-		at := lastChange.Add(s.opts.Quiet)
-		if limit := windowStart.Add(s.opts.MaxWait); limit.Before(at) {
-			at = limit
-		}
-		if retryAt.After(at) {
-			at = retryAt
-		}
-		fire.Reset(max(at.Sub(now), 0))
+	observe := func() {
+		v := s.view(ctx)
+		s.carry(ctx, m.observe(s.clock.Now(), v), v, &running, &runStarted, runDone)
+		expiry = s.nextExpiry(ctx)
 	}
-	decide := func() {
-		evals = s.evaluate(evals)
-		s.mu.Lock()
-		instances := s.instances
-		s.mu.Unlock()
-		current = pendingOf(instances, evals)
-		for address, err := range current.errors {
-			if reported[address] != err.Error() {
-				s.log.Warn("pool not recomputed: no run for it", "data_source", address, "reason", err.Error())
-				reported[address] = err.Error()
-			}
+	reread := func() {
+		if s.readState(ctx) != nil {
+			stateRetryAt = s.clock.Now().Add(stateRetries.When(retryItem))
+		} else {
+			stateRetries.Forget(retryItem)
+			stateRetryAt = time.Time{}
 		}
-		for address := range reported {
-			if _, ok := current.errors[address]; !ok {
-				delete(reported, address)
-			}
-		}
-		if next := s.nextExpiry(s.now()); !next.IsZero() {
-			expiry.Reset(max(next.Sub(s.now()), 0) + 10*time.Millisecond)
-		}
-		if running {
-			return
-		}
-		if len(current.changes) == 0 {
-			if windowOpen {
-				s.log.Info("pools match state again: no run")
-			}
-			windowOpen = false
-			fire.Stop()
-			return
-		}
-		sig := current.signature()
-		if sig == refusedSig {
-			return
-		}
-		if sig == windowSig && windowOpen {
-			return
-		}
-		now := s.now()
-		if !windowOpen {
-			windowOpen, windowStart = true, now
-			s.metrics.drift.Inc()
-		}
-		windowSig, lastChange = sig, now
-		for _, address := range slices.Sorted(maps.Keys(current.changes)) {
-			for _, c := range current.changes[address] {
-				s.log.Info("pool differs from state", "data_source", address, "pool", c.Name,
-					"added", strings.Join(c.Added, ","), "removed", strings.Join(c.Removed, ","))
-			}
-		}
-		schedule()
+		observe()
 	}
-	decide()
+	resetTimer := func() {
+		wake := earliest(m.next(), expiry)
+		if s.stale {
+			wake = earliest(wake, stateRetryAt)
+		}
+		timer.Stop()
+		if !wake.IsZero() {
+			timer.Reset(max(wake.Sub(s.clock.Now()), 0) + time.Millisecond)
+		}
+	}
+	observe()
+	resetTimer()
 
 	for {
 		select {
 		case <-ctx.Done():
-			fire.Stop()
+			timer.Stop()
 			if running {
 				s.log.Info("stopping: waiting for the running command, which got SIGINT", "bound", s.opts.StopTimeout.String())
-				r := <-runDone
-				s.log.Info("run ended", "result", r.result, "duration", s.now().Sub(runStarted).Round(time.Millisecond).String(), "error", errText(r.err))
+				o := <-runDone
+				s.logRunEnded(o, runStarted)
 			}
 			return nil
 		case <-s.kick:
-			decide()
-		case <-expiry.C:
-			s.mu.Lock()
-			s.all = true
-			s.mu.Unlock()
-			decide()
-		case <-statePoll.C:
-			if running {
-				continue
+			observe()
+		case <-timer.C():
+			now := s.clock.Now()
+			switch {
+			case s.stale && !running && !stateRetryAt.IsZero() && !now.Before(stateRetryAt):
+				reread()
+			case !expiry.IsZero() && !now.Before(expiry):
+				s.mu.Lock()
+				s.all = true
+				s.mu.Unlock()
+				observe()
 			}
-			if err := s.loadState(ctx); err != nil {
-				s.log.Warn("reading state", "error", err.Error())
+			v := s.view(ctx)
+			s.carry(ctx, m.tick(now), v, &running, &runStarted, runDone)
+		case <-statePoll.C():
+			if !running {
+				reread()
 			}
-			decide()
-		case <-fire.C:
-			if running || len(current.changes) == 0 {
-				continue
-			}
-			if reason := s.shrinkRefusal(current); reason != "" {
-				s.log.Warn("run refused by the shrink guard", "reason", reason)
-				s.metrics.runs.WithLabelValues(resultShrinkRefused).Inc()
-				refusedSig, windowOpen = current.signature(), false
-				continue
-			}
-			running, windowOpen = true, false
-			s.metrics.settleDelay.Observe(s.now().Sub(windowStart).Seconds())
-			s.log.Info("run started", "data_sources", strings.Join(slices.Sorted(maps.Keys(current.changes)), ","),
-				"settled", s.now().Sub(windowStart).Round(time.Millisecond).String())
-			runStarted = s.now()
-			started, snapshot, sig := runStarted, current, current.signature()
-			go func() {
-				r := s.runOnce(ctx, snapshot)
-				s.metrics.runDuration.Observe(time.Since(started).Seconds())
-				runDone <- r
-			}()
-			windowSig = sig
-		case r := <-runDone:
+		case o := <-runDone:
 			running = false
-			s.metrics.runs.WithLabelValues(r.result).Inc()
-			s.metrics.lastRun.SetToCurrentTime()
-			s.log.Info("run ended", "result", r.result, "duration", s.now().Sub(runStarted).Round(time.Millisecond).String(), "error", errText(r.err))
-			switch r.result {
-			case resultFailed:
-				wait := backoff.Step()
-				retryAt = s.now().Add(wait)
-				s.log.Warn("run failed: retrying with backoff", "retry_in", wait.String(), "error", errText(r.err))
-			case resultRefused:
-				refusedSig = windowSig
-				s.log.Warn("run refused: the plan changes more than pools; fix or apply it by hand", "blocked", strings.Join(r.blocked, ","))
-			default:
-				backoff = s.newBackoff()
-				retryAt = time.Time{}
-			}
+			s.logRunEnded(o, runStarted)
+			v := s.view(ctx)
+			s.carry(ctx, m.runEnded(s.clock.Now(), o), v, &running, &runStarted, runDone)
 			if ctx.Err() != nil {
 				return nil
 			}
-			if err := s.loadState(ctx); err != nil {
-				s.log.Warn("reading state after the run", "error", err.Error())
-			}
-			windowSig = ""
-			if r.result == resultFailed {
-				// Retry the same changes: open the window at once.
-				windowOpen, windowStart, lastChange = false, time.Time{}, time.Time{}
-			}
-			decide()
+			reread()
 		}
+		resetTimer()
 	}
 }
 
-func (s *syncer) newBackoff() *wait.Backoff {
-	return &wait.Backoff{Duration: s.opts.RetryInitial, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: s.opts.RetryMax}
+// carry carries out a decision: its notes logged and counted, its run
+// started.
+func (s *syncer) carry(ctx context.Context, d decision, v view, running *bool, started *time.Time, done chan<- runOutcome) {
+	for _, n := range d.notes {
+		attrs := n.attrs
+		switch n.kind {
+		case noteWindowOpened:
+			s.metrics.drift.Inc()
+		case noteShrinkRefused:
+			s.metrics.runs.WithLabelValues(resultShrinkRefused).Inc()
+		case noteRetry:
+			attrs = append(slices.Clone(attrs), "backend", s.backend)
+		}
+		s.log.Log(ctx, n.level, n.msg, attrs...)
+	}
+	s.report(v)
+	r := d.start
+	if r == nil {
+		return
+	}
+	*running, *started = true, s.clock.Now()
+	s.metrics.settleDelay.Observe(r.settled.Seconds())
+	s.log.Info("run started", "data_sources", strings.Join(r.addresses(), ","), "retry", r.retry,
+		"settled", r.settled.Round(time.Millisecond).String())
+	go func() {
+		o := s.runner.run(ctx, *r)
+		s.metrics.runDuration.Observe(time.Since(*started).Seconds())
+		done <- o
+	}()
+}
+
+func (s *syncer) logRunEnded(o runOutcome, started time.Time) {
+	s.metrics.runs.WithLabelValues(o.result).Inc()
+	s.metrics.lastRun.SetToCurrentTime()
+	attrs := []any{"result", o.result, "duration", s.clock.Since(started).Round(time.Millisecond).String(), "error", errText(o.err)}
+	if o.reason != "" {
+		attrs = append(attrs, "reason", o.reason)
+	}
+	if len(o.failing) > 0 {
+		attrs = append(attrs, "failing", strings.Join(o.failing, ","))
+	}
+	s.log.Info("run ended", attrs...)
+}
+
+// report writes what /healthz and the gauges say of v.
+func (s *syncer) report(v view) {
+	s.metrics.poolsUnreadable.Set(float64(len(v.unreadable)))
+	s.metrics.poolsDiffering.Set(float64(len(v.changes)))
+	var lines []string
+	for _, address := range slices.Sorted(maps.Keys(v.unreadable)) {
+		lines = append(lines, "unreadable "+address+": "+v.unreadable[address])
+	}
+	for _, address := range slices.Sorted(maps.Keys(s.undecodable)) {
+		lines = append(lines, "not watched "+address+": "+s.undecodable[address])
+	}
+	if s.stale {
+		lines = append(lines, "state: the last read failed (backend "+s.backend+")")
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.clusters)) {
+		cl := s.clusters[key]
+		if cl.scopeErr != nil {
+			lines = append(lines, "informers of "+cl.name+": "+cl.scopeErr.Error())
+		}
+		if reason := cl.unreachable(); reason != "" {
+			lines = append(lines, reason)
+		}
+	}
+	s.mu.Lock()
+	s.health = lines
+	s.mu.Unlock()
+}
+
+// healthText is /healthz's body: "ok", then what is degraded, a line each.
+func (s *syncer) healthText() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(append([]string{"ok"}, s.health...), "\n") + "\n"
+}
+
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}
+
+// backendOf is the backend type of the initialized working directory dir
+// (from its .terraform/terraform.tfstate, where init records it): "local"
+// when it records none.
+func backendOf(dir string) string {
+	data := os.Getenv("TF_DATA_DIR")
+	if data == "" {
+		data = ".terraform"
+	}
+	if !filepath.IsAbs(data) {
+		data = filepath.Join(dir, data)
+	}
+	raw, err := os.ReadFile(filepath.Join(data, "terraform.tfstate"))
+	if err != nil {
+		return "local"
+	}
+	var st struct {
+		Backend *struct {
+			Type string `json:"type"`
+		} `json:"backend"`
+	}
+	if json.Unmarshal(raw, &st) != nil || st.Backend == nil || st.Backend.Type == "" {
+		return "local"
+	}
+	return st.Backend.Type
+}
+
+// configVersion identifies the configuration files of dir by name, size
+// and modification time.
+func configVersion(dir string) string {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.tf"))
+	jsonFiles, _ := filepath.Glob(filepath.Join(dir, "*.tf.json"))
+	h := sha256.New()
+	for _, f := range append(files, jsonFiles...) {
+		if info, err := os.Stat(f); err == nil {
+			fmt.Fprintf(h, "%s %d %d\n", filepath.Base(f), info.Size(), info.ModTime().UnixNano())
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 func errText(err error) string {

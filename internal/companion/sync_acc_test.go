@@ -197,15 +197,11 @@ exec %[2]q "$@"
 	if n := c.count("run failed: retrying with backoff", map[string]string{"error": "the backend is down"}); n != 3 {
 		t.Errorf("%d failed runs, want 3", n)
 	}
-	// The waits doubled: 500ms, 1s, 2s (with 10%% jitter).
-	c.mu.Lock()
+	// The waits doubled: 500ms, 1s, 2s.
 	var waits []string
-	for _, e := range c.logs {
-		if e["msg"] == "run failed: retrying with backoff" {
-			waits = append(waits, fmt.Sprint(e["retry_in"]))
-		}
+	for _, e := range c.Events("run failed: retrying with backoff", nil) {
+		waits = append(waits, e.Str("retry_in"))
 	}
-	c.mu.Unlock()
 	var durations []time.Duration
 	for _, s := range waits {
 		d, err := time.ParseDuration(s)
@@ -263,16 +259,16 @@ func TestAccSyncSIGTERMDuringARunEndsItCleanly(t *testing.T) {
 	c, w := applyingSlowly(t, ns, 30)
 	time.Sleep(time.Second)
 	start := time.Now()
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := c.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-c.done:
+	case <-c.Done():
 	case <-time.After(40 * time.Second):
 		t.Fatalf("the companion did not stop within 40 s of SIGTERM:\n%s", c.log())
 	}
-	if c.code != 0 {
-		t.Errorf("exit code %d after SIGTERM, want 0:\n%s", c.code, c.log())
+	if code := c.ExitCode(); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0:\n%s", code, c.log())
 	}
 	if d := time.Since(start); d > 25*time.Second {
 		t.Errorf("stopping took %s: the sleep of 30 s was not interrupted", d)
@@ -386,7 +382,7 @@ func TestAccSyncRefusesToStartOnBadInput(t *testing.T) {
 		{"a state without a k8s data source", noPools, nil, "has no k8s_ready_endpoints or k8s_services"},
 		{"a kubeconfig that cannot be loaded", applied, []string{"-kubeconfig", "/nonexistent/kubeconfig"}, "unable to load the kubeconfig"},
 		{"a CLI that is not found", applied, []string{"-terraform", "no-such-terraform"}, "the CLI was not found"},
-		{"another provider alias", applied, []string{"-provider-alias", "east"}, "of provider configuration k8s.east: nothing to watch"},
+		{"another provider alias", applied, []string{"-provider-alias", "east"}, "of provider configuration k8s.east that this version reads: nothing to watch"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, command := range []string{"sync", "check"} {

@@ -20,9 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
-// A Cache keeps the Services, EndpointSlices and Nodes that the sync
+// A Cache keeps the Services, EndpointSlices, Nodes and Pods that the sync
 // companion computes pools from, current with client-go's informers: their
 // reflectors list, then watch, relist when a watch's resourceVersion is too
 // old (410 Gone), and reconnect with backoff when the API server goes away,
@@ -150,6 +152,12 @@ func newInformer(list, watchClient *rest.RESTClient, resource, namespace, labelS
 				if samePod(old, obj) {
 					return
 				}
+				// A slice relabelled for another Service changes both, as
+				// the endpointslice controller sees it: the old one loses
+				// its endpoints.
+				if was, ok := relabelled(old, obj); ok {
+					onChange(was)
+				}
 				notify(obj)
 			},
 			DeleteFunc: notify,
@@ -186,6 +194,17 @@ func samePod(old, obj any) bool {
 		return false
 	}
 	return maps.Equal(a.Labels, b.Labels) && apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
+}
+
+// relabelled is the change of old's Service when an update moved an
+// EndpointSlice from it to another.
+func relabelled(old, obj any) (Change, bool) {
+	a, ok := old.(*discoveryv1.EndpointSlice)
+	b, ok2 := obj.(*discoveryv1.EndpointSlice)
+	if !ok || !ok2 || a.Labels[discoveryv1.LabelServiceName] == b.Labels[discoveryv1.LabelServiceName] {
+		return Change{}, false
+	}
+	return changeOf(a)
 }
 
 // lastAppliedAnnotation is kubectl's copy of the whole object.
@@ -253,77 +272,136 @@ func (k *Cache) informerFor(of map[string]cache.SharedIndexInformer, namespace s
 	return of[namespace]
 }
 
-// Service is the Service namespace/name, false when there is none.
-func (k *Cache) Service(namespace, name string) (*corev1.Service, bool) {
+// NotWatchedError is a lookup of objects the cache does not watch: the
+// scope it was made for leaves them out.
+type NotWatchedError struct {
+	Resource, Namespace string
+}
+
+func (e *NotWatchedError) Error() string {
+	return fmt.Sprintf("%s in %s are not watched", e.Resource, Scope(e.Namespace))
+}
+
+// lookup is the objects of the namespace's informer in of ("" for every
+// watched namespace), by the namespace index, as T.
+func lookup[T any](of map[string]cache.SharedIndexInformer, resource, namespace string) ([]*T, error) {
+	var objs []any
+	switch inf, all := of[""]; {
+	case all:
+		objs = inf.GetStore().List()
+		if namespace != "" {
+			objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+		}
+	case namespace == "":
+		for _, ns := range slices.Sorted(maps.Keys(of)) {
+			objs = append(objs, of[ns].GetStore().List()...)
+		}
+	default:
+		inf, ok := of[namespace]
+		if !ok {
+			return nil, &NotWatchedError{Resource: resource, Namespace: namespace}
+		}
+		objs = inf.GetStore().List()
+	}
+	out := make([]*T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(*T); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// parseSelector is a label selector as the API takes it: "" selects all.
+func parseSelector(selector string) (labels.Selector, error) {
+	if selector == "" {
+		return labels.Everything(), nil
+	}
+	parsed, err := labels.Parse(selector)
+	if err != nil {
+		return nil, fmt.Errorf("label selector %q: %w", selector, err)
+	}
+	return parsed, nil
+}
+
+// The lookups below make the cache a pools.Reader: what a read of the API
+// would give, from memory. They give copies that the rules may read but
+// never change, sorted as the API lists them; ctx is not used.
+
+// Service is the Service namespace/name; a NotFound error when there is none.
+func (k *Cache) Service(_ context.Context, namespace, name string) (*corev1.Service, error) {
 	inf := k.informerFor(k.services, namespace)
 	if inf == nil {
-		return nil, false
+		return nil, &NotWatchedError{Resource: "services", Namespace: namespace}
 	}
 	obj, ok, err := inf.GetStore().GetByKey(namespace + "/" + name)
-	if err != nil || !ok {
-		return nil, false
+	if err != nil {
+		return nil, err
 	}
-	svc, ok := obj.(*corev1.Service)
-	return svc, ok
+	svc, isService := obj.(*corev1.Service)
+	if !ok || !isService {
+		return nil, fmt.Errorf("service %s/%s: %w", namespace, name, apierrors.NewNotFound(corev1.Resource("services"), name))
+	}
+	copied := *svc
+	return &copied, nil
 }
 
 // EndpointSlices are the slices labelled for the Service namespace/service.
-func (k *Cache) EndpointSlices(namespace, service string) []discoveryv1.EndpointSlice {
+func (k *Cache) EndpointSlices(_ context.Context, namespace, service string) (pools.Slices, error) {
 	inf := k.informerFor(k.slices, namespace)
 	if inf == nil {
-		return nil
+		return pools.Slices{}, &NotWatchedError{Resource: "endpointslices", Namespace: namespace}
 	}
-	objs, _ := inf.GetIndexer().ByIndex(byService, namespace+"/"+service)
-	return slicesOf(objs)
+	objs, err := inf.GetIndexer().ByIndex(byService, namespace+"/"+service)
+	if err != nil {
+		return pools.Slices{}, err
+	}
+	var found []*discoveryv1.EndpointSlice
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			found = append(found, s)
+		}
+	}
+	return pools.Slices{Items: sortedSlices(found)}, nil
 }
 
 // Services are the Services of namespace ("" for every watched one) that
-// selector matches.
-func (k *Cache) Services(namespace string, selector labels.Selector) []corev1.Service {
-	var objs []any
-	if namespace == "" {
-		for _, inf := range k.services {
-			objs = append(objs, inf.GetStore().List()...)
-		}
-	} else if inf := k.informerFor(k.services, namespace); inf != nil {
-		objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+// the label selector matches.
+func (k *Cache) Services(_ context.Context, namespace, selector string) ([]corev1.Service, error) {
+	sel, err := parseSelector(selector)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]corev1.Service, 0, len(objs))
-	for _, o := range objs {
-		s, ok := o.(*corev1.Service)
-		if !ok {
-			continue
-		}
-		if selector == nil || selector.Matches(labels.Set(s.Labels)) {
+	found, err := lookup[corev1.Service](k.services, "services", namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]corev1.Service, 0, len(found))
+	for _, s := range found {
+		if sel.Matches(labels.Set(s.Labels)) {
 			out = append(out, *s)
 		}
 	}
 	slices.SortFunc(out, func(a, b corev1.Service) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
-	return out
+	return out, nil
 }
 
 // ServiceEndpointSlices are the slices of namespace ("" for every watched
 // one) labelled for a Service.
-func (k *Cache) ServiceEndpointSlices(namespace string) []discoveryv1.EndpointSlice {
-	var objs []any
-	if namespace == "" {
-		for _, inf := range k.slices {
-			objs = append(objs, inf.GetStore().List()...)
-		}
-	} else if inf := k.informerFor(k.slices, namespace); inf != nil {
-		objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+func (k *Cache) ServiceEndpointSlices(_ context.Context, namespace string) (pools.Slices, error) {
+	found, err := lookup[discoveryv1.EndpointSlice](k.slices, "endpointslices", namespace)
+	if err != nil {
+		return pools.Slices{}, err
 	}
-	return slicesOf(objs)
+	return pools.Slices{Items: sortedSlices(found)}, nil
 }
 
-func slicesOf(objs []any) []discoveryv1.EndpointSlice {
-	out := make([]discoveryv1.EndpointSlice, 0, len(objs))
-	for _, o := range objs {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-			out = append(out, *s)
-		}
+func sortedSlices(found []*discoveryv1.EndpointSlice) []discoveryv1.EndpointSlice {
+	out := make([]discoveryv1.EndpointSlice, 0, len(found))
+	for _, s := range found {
+		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(a, b discoveryv1.EndpointSlice) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
@@ -331,47 +409,47 @@ func slicesOf(objs []any) []discoveryv1.EndpointSlice {
 	return out
 }
 
-// Nodes are the Nodes that selector matches (all when nil).
-func (k *Cache) Nodes(selector labels.Selector) []corev1.Node {
+// Nodes are the Nodes that the label selector matches.
+func (k *Cache) Nodes(_ context.Context, selector string) ([]corev1.Node, error) {
 	if k.nodes == nil {
-		return nil
+		return nil, &NotWatchedError{Resource: "nodes"}
+	}
+	sel, err := parseSelector(selector)
+	if err != nil {
+		return nil, err
 	}
 	objs := k.nodes.GetStore().List()
 	out := make([]corev1.Node, 0, len(objs))
 	for _, o := range objs {
-		n, ok := o.(*corev1.Node)
-		if !ok {
-			continue
-		}
-		if selector == nil || selector.Matches(labels.Set(n.Labels)) {
+		if n, ok := o.(*corev1.Node); ok && sel.Matches(labels.Set(n.Labels)) {
 			out = append(out, *n)
 		}
 	}
 	slices.SortFunc(out, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return out, nil
 }
 
-// Pods are the Pods of namespace ("" for every watched one) that selector
-// matches, none for a nil selector, sorted by namespace and name.
-func (k *Cache) Pods(namespace string, selector labels.Selector) []corev1.Pod {
-	inf := k.informerFor(k.pods, namespace)
-	if inf == nil || selector == nil {
-		return nil
+// Pods are the Pods of namespace ("" for every watched one) that the label
+// selector matches, sorted by namespace and name.
+func (k *Cache) Pods(_ context.Context, namespace, selector string) ([]corev1.Pod, error) {
+	sel, err := parseSelector(selector)
+	if err != nil {
+		return nil, err
 	}
-	objs := inf.GetStore().List()
-	if namespace != "" {
-		objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	found, err := lookup[corev1.Pod](k.pods, "pods", namespace)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok && selector.Matches(labels.Set(p.Labels)) {
+	out := make([]corev1.Pod, 0, len(found))
+	for _, p := range found {
+		if sel.Matches(labels.Set(p.Labels)) {
 			out = append(out, *p)
 		}
 	}
 	slices.SortFunc(out, func(a, b corev1.Pod) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
-	return out
+	return out, nil
 }
 
 // ErrForbidden marks a probe refused by RBAC.

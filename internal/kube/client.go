@@ -1,6 +1,8 @@
-// Package kube reads Services, EndpointSlices and Nodes from the Kubernetes
-// API, and keeps them in an informer cache for the sync companion. It is the
-// only package that uses client-go, and it knows nothing of Terraform.
+// Package kube reads Services, EndpointSlices, Nodes and Pods from the
+// Kubernetes API, keeps them in an informer cache for the sync companion,
+// and holds its Lease. Both the client (Client.Reader) and the cache are a
+// pools.Reader. It is the only package that uses client-go, and it knows
+// nothing of Terraform.
 package kube
 
 import (
@@ -29,6 +31,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
 // Options bound the time and the retries of every request.
@@ -157,11 +161,9 @@ func (c *Client) GetService(ctx context.Context, namespace, name string) (*corev
 	return svc, nil
 }
 
-// SliceList is the EndpointSlices of a Service as of one resourceVersion.
-type SliceList struct {
-	Items           []discoveryv1.EndpointSlice
-	ResourceVersion string
-}
+// SliceList is EndpointSlices as of one resourceVersion: pools.Slices, the
+// form in which package pools reads them from the API or the cache.
+type SliceList = pools.Slices
 
 // ListEndpointSlices reads every EndpointSlice labelled for the Service, page
 // by page. A list is given whole or not at all: an error on any page fails it,

@@ -20,10 +20,9 @@ import (
 // RetryPeriod, and stops leading when it could not renew it for
 // RenewDeadline; every write carries the resourceVersion read, so two
 // replicas never both win. client-go's package itself is not imported: it
-// imports the whole typed clientset, which made the provider's binary 16 MB
-// larger and each of its starts (three per terraform plan) 6 to 35 ms
-// slower on the bench machine (bench/README.md), for a feature only the
-// companion uses.
+// imports the whole typed clientset, which makes the provider's binary and
+// each of its starts by Terraform measurably larger and slower
+// (bench/README.md), for a feature only the companion uses.
 
 // LeaseConfig names the Lease and bounds its timing.
 type LeaseConfig struct {
@@ -46,10 +45,22 @@ func (c LeaseConfig) WithDefaults() LeaseConfig {
 	return c
 }
 
+// ErrLeaseLost is the cause of the context lead gets when the Lease was
+// lost: what it runs must stop before another replica can take the Lease.
+var ErrLeaseLost = errors.New("lost the Lease")
+
 // WithLease runs lead while this replica holds the Lease: it waits to take
-// it, runs lead with a context that ends when the Lease is lost or ctx ends,
-// and on ctx's end gives the Lease up so another replica takes it at once.
-// It returns lead's error, or an error when the Lease was lost.
+// it, runs lead with a context that ends when the Lease is lost (cause
+// ErrLeaseLost) or ctx ends, and on ctx's end gives the Lease up so another
+// replica takes it at once. It returns lead's error, or an error when the
+// Lease was lost.
+//
+// Each renewal is bounded by what is left of RenewDeadline since the last
+// one (as client-go's leaderelection bounds it), not by a request timeout:
+// a replica cut off from the API server stops leading RenewDeadline after
+// its last renewal, and so at least LeaseDuration - RenewDeadline before
+// another replica, which waits LeaseDuration from the last renewal it saw,
+// can take over.
 func (c *Client) WithLease(ctx context.Context, cfg LeaseConfig, log *slog.Logger, lead func(context.Context) error) error {
 	leases, err := c.coordinationClient()
 	if err != nil {
@@ -60,7 +71,7 @@ func (c *Client) WithLease(ctx context.Context, cfg LeaseConfig, log *slog.Logge
 	ticker := time.NewTicker(cfg.RetryPeriod)
 	defer ticker.Stop()
 	for {
-		ok, err := l.tryAcquireOrRenew(ctx)
+		ok, err := l.tryAcquireOrRenew(ctx, time.Now().Add(c.opts.RequestTimeout))
 		if err != nil && apierrors.IsForbidden(err) {
 			return fmt.Errorf("lease %s/%s: add the RBAC rule {apiGroups: [\"coordination.k8s.io\"], resources: [\"leases\"], verbs: [\"get\", \"create\", \"update\"]}: %w", cfg.Namespace, cfg.Name, err)
 		}
@@ -74,8 +85,8 @@ func (c *Client) WithLease(ctx context.Context, cfg LeaseConfig, log *slog.Logge
 		}
 	}
 	log.Info("leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
-	leadCtx, stop := context.WithCancel(ctx)
-	defer stop()
+	leadCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	done := make(chan error, 1)
 	go func() { done <- lead(leadCtx) }()
 	lastRenew := time.Now()
@@ -85,20 +96,21 @@ func (c *Client) WithLease(ctx context.Context, cfg LeaseConfig, log *slog.Logge
 			l.release()
 			return err
 		case <-ticker.C:
-			ok, err := l.tryAcquireOrRenew(leadCtx)
+			deadline := lastRenew.Add(cfg.RenewDeadline)
+			ok, err := l.tryAcquireOrRenew(leadCtx, deadline)
 			if ok {
 				lastRenew = time.Now()
 				continue
 			}
-			if time.Since(lastRenew) < cfg.RenewDeadline {
+			if time.Now().Before(deadline) {
 				continue
 			}
 			log.Error("lost the Lease: stopping", "lease", cfg.Namespace+"/"+cfg.Name, "error", errText(err))
-			stop()
+			stop(ErrLeaseLost)
 			if err := <-done; err != nil {
 				return fmt.Errorf("lost the Lease %s/%s: %w", cfg.Namespace, cfg.Name, err)
 			}
-			return errors.New("lost the Lease " + cfg.Namespace + "/" + cfg.Name)
+			return fmt.Errorf("%w %s/%s", ErrLeaseLost, cfg.Namespace, cfg.Name)
 		}
 	}
 }
@@ -131,8 +143,10 @@ type leaseHolder struct {
 	observedAt     time.Time
 }
 
-func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.requestTimeout)
+// tryAcquireOrRenew takes or renews the Lease, its requests ending by
+// deadline at the latest.
+func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time) (bool, error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	now := metav1.NewMicroTime(time.Now())
 	lease := &coordinationv1.Lease{}

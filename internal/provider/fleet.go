@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
@@ -26,139 +23,73 @@ type fleetRequest struct {
 	wait time.Duration
 }
 
-// fleetState is what the reads of the namespaces in scope found.
-type fleetState struct {
-	services []corev1.Service
-	slices   map[string]kube.SliceList // by namespace
-	// nodes is the one list of Nodes every Service's node pool is made of.
-	nodes []corev1.Node
-	// pods are those of the namespaces in scope, for pod_health_checks.
-	pods []corev1.Pod
-}
-
-// objects are the state as pools.FleetRequest.Compute takes it.
-func (s fleetState) objects() pools.FleetObjects {
-	var all []discoveryv1.EndpointSlice
-	for _, ns := range slices.Sorted(maps.Keys(s.slices)) {
-		all = append(all, s.slices[ns].Items...)
-	}
-	return pools.FleetObjects{Services: s.services, EndpointSlices: all, Nodes: s.nodes, Pods: s.pods}
-}
-
-// readFleet lists the Services and the EndpointSlices of each namespace in
-// scope (two requests each, plus continue pages), makes every selected
-// Service's pool with pools.FleetRequest.Compute, and when a guard fails and
-// waiting is allowed, follows the slices until the guards hold, or the time
-// is up.
+// readFleet reads the fleet through pools.FleetRequest.Read over the API
+// (two requests per namespace in scope, plus continue pages); when a guard
+// fails and waiting is allowed, the read follows the slices until the
+// guards hold, or the time is up.
 func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoints.FleetResult, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	state := fleetState{slices: map[string]kube.SliceList{}}
-	for _, ns := range r.Namespaces {
-		services, err := client.ListServices(ctx, ns, r.Selector)
-		if err != nil {
-			return endpoints.FleetResult{}, append(diags, listServicesDiagnostic(ns, err))
-		}
-		state.services = append(state.services, r.Selected(services.Items)...)
-		list, err := client.ListServiceEndpointSlices(ctx, ns)
-		if err != nil {
-			return endpoints.FleetResult{}, append(diags, listServiceSlicesDiagnostic(ns, err))
-		}
-		state.slices[ns] = list
-	}
-	if r.Nodes.Enabled {
-		nodes, err := client.ListNodes(ctx, r.Nodes.Selector)
-		if err != nil {
-			return endpoints.FleetResult{}, append(diags, listNodesDiagnostic(err))
-		}
-		state.nodes = nodes.Items
-	}
-	apply := func(s fleetState) (endpoints.FleetResult, error) {
-		return r.Compute(s.objects(), time.Now())
-	}
-	res, err := apply(state)
-	if err != nil {
-		return endpoints.FleetResult{}, append(diags, rulesDiagnostic(err))
-	}
-
-	waited := false
-	if !r.GuardsHold(res) && r.wait > 0 {
-		waited = true
-		var werr error
-		res, werr = r.waitForGuards(ctx, client, state, res, apply)
-		if werr != nil && !errors.Is(werr, context.DeadlineExceeded) && !errors.Is(werr, context.Canceled) {
-			diags.Append(fleetWatchDiagnostic(werr))
+	opts := pools.FleetReadOptions{Now: time.Now}
+	if r.wait > 0 {
+		opts.WaitForGuards = func(ctx context.Context, snapshot *pools.FleetSnapshot, guards func() pools.FleetGuards) error {
+			return r.waitForGuards(ctx, client, snapshot, guards)
 		}
 	}
-	// As for one pool, the Pods are read once the guards hold.
-	if r.ReadsPods() && r.GuardsHold(res) {
-		for _, ns := range r.Namespaces {
-			pods, err := client.ListPods(ctx, ns, "")
-			if err != nil {
-				return endpoints.FleetResult{}, append(diags, listPodsDiagnostic(ns, err))
-			}
-			state.pods = append(state.pods, pods.Items...)
-		}
-		if res, err = apply(state); err != nil {
-			return endpoints.FleetResult{}, append(diags, rulesDiagnostic(err))
-		}
+	res, err := r.Read(ctx, client.Reader(), opts)
+	var short *pools.FleetShortError
+	if err != nil && !errors.As(err, &short) {
+		return endpoints.FleetResult{}, append(diags, readDiagnostic(err))
+	}
+	if short != nil && short.WaitErr != nil && !errors.Is(short.WaitErr, context.DeadlineExceeded) && !errors.Is(short.WaitErr, context.Canceled) {
+		diags.Append(fleetWatchDiagnostic(short.WaitErr))
 	}
 	for _, p := range res.Pools {
 		diags.Append(expiryWarnings(p.Warnings)...)
 	}
-	if len(res.Pools) < r.MinServices {
-		diags.Append(tooFewServicesDiagnostic(r, len(res.Pools), waited))
+	if short != nil && short.Services < r.MinServices {
+		diags.Append(tooFewServicesDiagnostic(r, short.Services, short.Waited))
 	}
-	if short := r.ShortPools(res); len(short) > 0 {
-		diags.Append(tooFewInPoolsDiagnostic(r, short, waited))
+	if short != nil && len(short.Short) > 0 {
+		diags.Append(tooFewInPoolsDiagnostic(r, short.Short, short.Waited))
 	}
 	return res, diags
 }
 
 // waitForGuards follows the EndpointSlices of every namespace in scope, one
-// WATCH each, applying the rules at each change, until the guards hold or
-// ctx ends. While there are fewer Services than min_services, a change of
-// slices (the EndpointSlice controller writes one for every new Service with
-// a selector) lists the Services of that namespace again. It returns the last
-// result and the first error of a watch.
-func (r fleetRequest) waitForGuards(ctx context.Context, client *kube.Client, state fleetState, res endpoints.FleetResult,
-	apply func(fleetState) (endpoints.FleetResult, error),
-) (endpoints.FleetResult, error) {
+// WATCH each, updating snapshot and asking guards at each change, until the
+// guards hold or ctx ends. While there are fewer Services than min_services,
+// a change of slices (the EndpointSlice controller writes one for every new
+// Service with a selector) lists the Services of that namespace again. It
+// returns the first error of a watch, or ctx's when the guards never held.
+func (r fleetRequest) waitForGuards(ctx context.Context, client *kube.Client, snapshot *pools.FleetSnapshot, guards func() pools.FleetGuards) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var (
 		mu       sync.Mutex
 		firstErr error
+		held     bool
 		wg       sync.WaitGroup
 	)
-	servicesIn := map[string][]corev1.Service{}
-	for _, s := range state.services {
-		ns := s.Namespace
-		if r.AllNamespaces() {
-			ns = ""
-		}
-		servicesIn[ns] = append(servicesIn[ns], s)
-	}
 	for _, ns := range r.Namespaces {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := client.WatchServiceEndpointSlices(ctx, ns, state.slices[ns], func(items []discoveryv1.EndpointSlice) bool {
+			mu.Lock()
+			from := snapshot.Slices[ns]
+			mu.Unlock()
+			err := client.WatchServiceEndpointSlices(ctx, ns, from, func(items []discoveryv1.EndpointSlice) bool {
 				mu.Lock()
 				defer mu.Unlock()
-				state.slices[ns] = kube.SliceList{Items: items}
-				if len(res.Pools) < r.MinServices {
+				snapshot.Slices[ns] = pools.Slices{Items: items}
+				g := guards()
+				if g.TooFewServices {
 					if list, err := client.ListServices(ctx, ns, r.Selector); err == nil {
-						servicesIn[ns] = r.Selected(list.Items)
+						snapshot.Services[ns] = r.Selected(list.Items)
+						g = guards()
 					}
 				}
-				state.services = state.services[:0:0]
-				for _, n := range r.Namespaces {
-					state.services = append(state.services, servicesIn[n]...)
-				}
-				if next, err := apply(state); err == nil {
-					res = next
-				}
-				if r.GuardsHold(res) {
+				if g.Hold {
+					held = true
 					stop()
 					return true
 				}
@@ -177,10 +108,10 @@ func (r fleetRequest) waitForGuards(ctx context.Context, client *kube.Client, st
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	if firstErr == nil && !r.GuardsHold(res) {
+	if firstErr == nil && !held {
 		firstErr = context.DeadlineExceeded
 	}
-	return res, firstErr
+	return firstErr
 }
 
 // describeShort names the Services short of min_ready with their counts of

@@ -44,78 +44,52 @@ type poolRequest struct {
 	wait time.Duration
 }
 
-// readPool reads the Service and its EndpointSlices (and Nodes for a pool of
-// nodes), makes the pool with pools.Request.Compute, and when the pool is
-// smaller than MinReady and waiting is allowed, follows the slices until it
-// is not, or the time is up.
+// readPool reads the pool through pools.Request.Read over the API, which
+// makes it in the order every read follows; when the pool is smaller than
+// MinReady and waiting is allowed, the read follows the slices (a WATCH)
+// until it is not, or the time is up.
 func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoints.Result, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	svc, err := client.GetService(ctx, r.Namespace, r.Service)
-	if err != nil {
-		return endpoints.Result{}, append(diags, getServiceDiagnostic(r.Namespace, r.Service, err))
-	}
-	// Refuse a Service that cannot give the pool before asking for more.
-	if err := r.CheckService(svc); err != nil {
-		return endpoints.Result{}, append(diags, rulesDiagnostic(err))
-	}
-	list, err := client.ListEndpointSlices(ctx, r.Namespace, r.Service)
-	if err != nil {
-		return endpoints.Result{}, append(diags, listEndpointSlicesDiagnostic(r.Namespace, r.Service, err))
-	}
-	objects := pools.Objects{Service: svc, EndpointSlices: list.Items}
-	if r.Nodes.Enabled {
-		nodeList, err := client.ListNodes(ctx, r.Nodes.Selector)
-		if err != nil {
-			return endpoints.Result{}, append(diags, listNodesDiagnostic(err))
-		}
-		objects.Nodes = nodeList.Items
-	}
-	res, err := r.Compute(objects, time.Now())
-	if err != nil {
-		return endpoints.Result{}, append(diags, rulesDiagnostic(err))
-	}
-
-	waited := false
-	if r.Short(res) && r.wait > 0 {
-		waited = true
-		err := client.WatchEndpointSlices(ctx, r.Namespace, r.Service, list, func(items []discoveryv1.EndpointSlice) bool {
-			objects.EndpointSlices = items
-			if next, err := r.Compute(objects, time.Now()); err == nil {
-				res = next
-			}
-			return !r.Short(res)
-		})
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			diags.Append(watchDiagnostic(r, err))
+	opts := pools.ReadOptions{Now: time.Now}
+	if r.wait > 0 {
+		opts.WaitForSlices = func(ctx context.Context, from pools.Slices, update func([]discoveryv1.EndpointSlice) bool) error {
+			return client.WatchEndpointSlices(ctx, r.Namespace, r.Service, from, update)
 		}
 	}
-	// The Pods are read last, once the guard holds, so that the endpoints a
-	// wait brought have theirs; the guard does not depend on them.
-	if r.ReadsPods() && !r.Short(res) {
-		pods, err := listServicePods(ctx, client, svc)
-		if err != nil {
-			return endpoints.Result{}, append(diags, listPodsDiagnostic(r.Namespace, err))
-		}
-		objects.Pods = pods
-		if res, err = r.Compute(objects, time.Now()); err != nil {
-			return endpoints.Result{}, append(diags, rulesDiagnostic(err))
-		}
+	res, err := r.Read(ctx, client.Reader(), opts)
+	var short *pools.ShortError
+	if err != nil && !errors.As(err, &short) {
+		return endpoints.Result{}, append(diags, readDiagnostic(err))
+	}
+	if short != nil && short.WaitErr != nil && !errors.Is(short.WaitErr, context.DeadlineExceeded) && !errors.Is(short.WaitErr, context.Canceled) {
+		diags.Append(watchDiagnostic(r, short.WaitErr))
 	}
 	diags.Append(expiryWarnings(res.Warnings)...)
-	if r.Short(res) {
-		ready := endpoints.CountReady(res.Endpoints)
-		diags.Append(tooFewDiagnostic(r, ready, len(res.Endpoints)-ready, waited))
+	if short != nil {
+		diags.Append(tooFewDiagnostic(r, short.Ready, short.Draining, short.Waited))
 	}
 	return res, diags
 }
 
-// listServicePods lists the Pods that svc selects; a Service without a
-// selector selects none, and its endpoints (written by hand) name no Pods the
-// provider could trust to be its own.
-func listServicePods(ctx context.Context, client *kube.Client, svc *corev1.Service) ([]corev1.Pod, error) {
-	if len(svc.Spec.Selector) == 0 {
-		return nil, nil
+// readDiagnostic is the diagnostic of a read's *pools.ReadError or
+// *pools.RuleError: what was read, and the remedy for it.
+func readDiagnostic(err error) diag.Diagnostic {
+	var read *pools.ReadError
+	if !errors.As(err, &read) {
+		return rulesDiagnostic(err)
 	}
-	list, err := client.ListPods(ctx, svc.Namespace, labels.SelectorFromSet(svc.Spec.Selector).String())
-	return list.Items, err
+	switch read.Object {
+	case pools.ServiceObject:
+		return getServiceDiagnostic(read.Namespace, read.Name, read.Err)
+	case pools.EndpointSlicesObject:
+		return listEndpointSlicesDiagnostic(read.Namespace, read.Name, read.Err)
+	case pools.ServicesObject:
+		return listServicesDiagnostic(read.Namespace, read.Err)
+	case pools.ServiceEndpointSlicesObject:
+		return listServiceSlicesDiagnostic(read.Namespace, read.Err)
+	case pools.NodesObject:
+		return listNodesDiagnostic(read.Err)
+	default:
+		return listPodsDiagnostic(read.Namespace, read.Err)
+	}
 }

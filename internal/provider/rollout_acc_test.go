@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -10,14 +9,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	"github.com/vigie/terraform-provider-k8s/internal/traffic"
 )
@@ -143,113 +141,33 @@ func prepareReloadingPool(t *testing.T, c *testCluster, dir, namespace, terminat
 	return func() error { return run("apply", "-auto-approve", "-input=false", "-no-color") }, rc
 }
 
-// rolloutCompanion is `terraform-provider-k8s sync` on a working directory,
-// its log (JSON lines) kept for the test.
-type rolloutCompanion struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	log  strings.Builder
-	done chan struct{}
-}
-
 // startRolloutCompanion starts the companion built from this provider on
-// dir and waits until it watches; it is stopped with SIGTERM by stop, or
-// at the test's end.
-func startRolloutCompanion(t *testing.T, c *testCluster, dir, rc string) *rolloutCompanion {
+// dir (syncproc follows its JSON log) and waits until it watches; it is
+// stopped with SIGTERM at the test's end, or by the test.
+func startRolloutCompanion(t *testing.T, c *testCluster, dir, rc string) *syncproc.Process {
 	t.Helper()
-	cmd := exec.Command(providerBinary(t), "sync", "-chdir", dir, "-terraform", os.Getenv("TF_ACC_TERRAFORM_PATH"),
-		"-kubeconfig", c.kubeconfig, "-log-format", "json", "-listen", "",
-		"-settle-quiet", rolloutSettleQuiet, "-settle-max", rolloutSettleMax, "-stop-timeout", "30s")
-	// Its runs' terraform finds the cluster as the provider does: $KUBECONFIG.
-	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+c.kubeconfig)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr, err := cmd.StderrPipe()
+	s, err := syncproc.Start(providerBinary(t), []string{"sync", "-chdir", dir, "-terraform", os.Getenv("TF_ACC_TERRAFORM_PATH"),
+		"-kubeconfig", c.kubeconfig, "-listen", "",
+		"-settle-quiet", rolloutSettleQuiet, "-settle-max", rolloutSettleMax, "-stop-timeout", "30s"},
+		// Its runs' terraform finds the cluster as the provider does: $KUBECONFIG.
+		syncproc.Options{Env: []string{"TF_CLI_CONFIG_FILE=" + rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG=" + c.kubeconfig}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &rolloutCompanion{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		scanner := bufio.NewScanner(stderr)
-		scanner.Buffer(make([]byte, 1<<20), 1<<20)
-		for scanner.Scan() {
-			s.mu.Lock()
-			s.log.WriteString(scanner.Text() + "\n")
-			s.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(s.done)
-	}()
 	t.Cleanup(func() {
-		s.stop(t)
-		if t.Failed() {
-			t.Logf("companion log:\n%s", s.text())
-		}
-	})
-	deadline := time.Now().Add(time.Minute)
-	for s.count(`"msg":"watching"`) == 0 {
-		select {
-		case <-s.done:
-			t.Fatalf("the companion exited before watching:\n%s", s.text())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the companion is not watching after a minute:\n%s", s.text())
-		}
-	}
-	return s
-}
-
-func (s *rolloutCompanion) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.log.String()
-}
-
-// count is how many lines of the log contain fragment.
-func (s *rolloutCompanion) count(fragment string) int {
-	return strings.Count(s.text(), fragment)
-}
-
-// idle waits until the companion has no run pending: no pool differs from
-// state, no run is going on, for twice the longest settle window.
-func (s *rolloutCompanion) idle(t *testing.T, timeout time.Duration) {
-	t.Helper()
-	quiet, _ := time.ParseDuration(rolloutSettleMax)
-	deadline := time.Now().Add(timeout)
-	last, since := s.text(), time.Now()
-	for time.Since(since) < 2*quiet {
-		if time.Now().After(deadline) {
-			t.Fatalf("the companion did not settle within %s", timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-		if now := s.text(); now != last || s.count(`"msg":"run started"`) != s.count(`"msg":"run ended"`) {
-			last, since = now, time.Now()
-		}
-	}
-}
-
-// stop sends SIGTERM and waits for the companion's exit (0: it stops
-// cleanly), killing it after a bound.
-func (s *rolloutCompanion) stop(t *testing.T) {
-	t.Helper()
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-		if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		if code := s.Stop(45 * time.Second); code != 0 {
 			t.Errorf("the companion exited %d on SIGTERM", code)
 		}
-	case <-time.After(45 * time.Second):
-		_ = s.cmd.Process.Kill()
-		t.Error("the companion did not stop within 45s of SIGTERM")
+		if t.Failed() {
+			t.Logf("companion log:\n%s", s.Log())
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := s.Wait(ctx, "watching", 1, nil); err != nil {
+		t.Fatalf("%v:\n%s", err, s.Log())
 	}
+	return s
 }
 
 func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion bool) {
@@ -291,7 +209,7 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	if r := loadForASecond(t, h.URL(false), 50); r.Failed != 0 || !slices.Equal(r.Pods(), old) {
 		t.Fatalf("before the rollout: %v, want answers from %v", r, old)
 	}
-	var s *rolloutCompanion
+	var s *syncproc.Process
 	if companion {
 		s = startRolloutCompanion(t, c, dir, rc)
 	}
@@ -306,12 +224,21 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 		t.Fatal(err)
 	}
 	duringRollout := <-during
-	runs, applied := 0, 0
+	runs, applied, stateUpdated, noChanges := 0, 0, 0, 0
 	if companion {
-		// The last change (the last old pod gone) may still be settling.
-		s.idle(t, 2*time.Minute)
-		runs, applied = s.count(`"msg":"run started"`), s.count(`"result":"applied"`)
-		s.stop(t)
+		// The last change (the last old pod gone) may still be settling:
+		// no run pending for twice the longest settle window.
+		quiet, _ := time.ParseDuration(rolloutSettleMax)
+		idle, cancelIdle := context.WithTimeout(ctx, 2*time.Minute)
+		if err := s.Idle(idle, 2*quiet); err != nil {
+			t.Fatal(err)
+		}
+		cancelIdle()
+		ended := func(result string) int { return s.Count("run ended", map[string]string{"result": result}) }
+		runs, applied, stateUpdated, noChanges = s.Count("run started", nil), ended("applied"), ended("state_updated"), ended("no_changes")
+		if code := s.Stop(45 * time.Second); code != 0 {
+			t.Errorf("the companion exited %d on SIGTERM", code)
+		}
 	}
 	after := loadForASecond(t, h.URL(false), 50)
 	reloads, err := os.ReadFile(filepath.Join(dir, "reloads"))
@@ -323,8 +250,8 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	if companion {
 		name = "companion terminating_endpoints=" + terminating
 	}
-	t.Logf("rollout: %s: failed/total during the rollout %d/%d, after it %d/%d; companion runs %d (applied %d), HAProxy reloads %d; failures %v",
-		name, duringRollout.Failed, duringRollout.Total, after.Failed, after.Total, runs, applied, reloadCount, duringRollout.Failures)
+	t.Logf("rollout: %s: failed/total during the rollout %d/%d, after it %d/%d; companion runs %d (applied %d, state_updated %d, no_changes %d), HAProxy reloads %d; failures %v",
+		name, duringRollout.Failed, duringRollout.Total, after.Failed, after.Total, runs, applied, stateUpdated, noChanges, reloadCount, duringRollout.Failures)
 	if !companion {
 		if after.Failed != after.Total || slices.ContainsFunc(duringRollout.Pods(), func(p string) bool { return slices.Contains(next, p) }) {
 			t.Errorf("baseline: after the rollout %v, during %v; want every request failed, and no answer from the new pods", after, duringRollout)
@@ -336,6 +263,11 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	// changes nothing reloads nothing.
 	if reloadCount < 1 || reloadCount > 15 || applied != reloadCount {
 		t.Errorf("%s: %d reloads, %d runs applied (of %d); want one reload per applied run, 1 to 15", name, reloadCount, applied, runs)
+	}
+	// A change no resource uses (a draining flag under include) is brought
+	// into state once, never planned again and again.
+	if noChanges != 0 {
+		t.Errorf("%s: %d runs had nothing to do, want none", name, noChanges)
 	}
 	// The documented settings for zero (docs/guides/rollout.md) are exclude
 	// and fallback; include is measured and reported (a pod kept in the pool

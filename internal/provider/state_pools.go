@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -51,15 +51,16 @@ type StatePool struct {
 	services servicesModel
 	// pools are the digests of state, by pool name ("" for a
 	// k8s_ready_endpoints, "<namespace>/<name>" in a k8s_services).
-	pools map[string]poolDigest
+	pools map[string]PoolDigest
 	// skipped is the digest of a k8s_services' skipped list.
 	skipped [sha256.Size]byte
 }
 
-// poolDigest is what a comparison needs of one pool of state.
-type poolDigest struct {
-	sum     [sha256.Size]byte
-	members []string
+// PoolDigest is what a comparison needs of one pool: the SHA-256 of its
+// state encoding, and its members ("address:port", sorted).
+type PoolDigest struct {
+	Sum     [sha256.Size]byte
+	Members []string
 }
 
 // The attributes that hold what a read found, large for a big pool or
@@ -105,7 +106,7 @@ func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*
 		return nil, fmt.Errorf("%s: state does not match the schema of this provider version: %w", typeName, err)
 	}
 	config := tfsdk.Config{Raw: value, Schema: resp.Schema}
-	p := &StatePool{Type: typeName, pools: map[string]poolDigest{}}
+	p := &StatePool{Type: typeName, pools: map[string]PoolDigest{}}
 	switch typeName {
 	case ReadyEndpointsType:
 		if diags := getConfig(ctx, config, &p.ready); diags.HasError() {
@@ -151,7 +152,7 @@ func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*
 		if err != nil {
 			return nil, fmt.Errorf("%s: skipped: %w", typeName, err)
 		}
-		p.skipped = d.sum
+		p.skipped = d.Sum
 	}
 	return p, nil
 }
@@ -160,87 +161,69 @@ func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*
 // MessagePack encoding as the read writes it (tftypes writes the same bytes:
 // TestStateIsWhatTftypesWrites), with last_change_trigger_time null, and the
 // members of its endpoints.
-func digestOfJSON(raw json.RawMessage, typ tftypes.Type) (poolDigest, error) {
+func digestOfJSON(raw json.RawMessage, typ tftypes.Type) (PoolDigest, error) {
 	if len(raw) == 0 {
 		raw = json.RawMessage("null")
 	}
 	v, err := tftypes.ValueFromJSONWithOpts(raw, typ, tftypes.ValueFromJSONOpts{IgnoreUndefinedAttributes: true})
 	if err != nil {
-		return poolDigest{}, err
+		return PoolDigest{}, err
 	}
 	v = withoutTriggerTimes(v)
 	encoded, err := tfprotov6.NewDynamicValue(typ, v)
 	if err != nil {
-		return poolDigest{}, err
+		return PoolDigest{}, err
 	}
 	list := v
 	if _, isObject := typ.(tftypes.Object); isObject {
 		list = attributeValue(v, "endpoints")
 	}
-	return poolDigest{sum: sha256.Sum256(encoded.MsgPack), members: members(list)}, nil
+	return PoolDigest{Sum: sha256.Sum256(encoded.MsgPack), Members: members(list)}, nil
 }
 
-// PoolChange is how one pool computed now differs from state.
-type PoolChange struct {
-	// Name is "" for a k8s_ready_endpoints, "<namespace>/<name>" for a
-	// Service of a k8s_services, and "skipped" for its skipped list.
-	Name string
-	// Before and After are the members, "address:port" (IPv6 in brackets),
-	// sorted; Added and Removed what changed between them. A change of an
-	// endpoint's other attributes (ready, zone, weight...) changes neither.
-	Before, After, Added, Removed []string
+// State is the digest of the pool name of state ("" for a
+// k8s_ready_endpoints, "<namespace>/<name>" in a k8s_services); false when
+// state has no such pool.
+func (p *StatePool) State(name string) (PoolDigest, bool) {
+	d, ok := p.pools[name]
+	return d, ok
 }
 
-// ComparePool is what a read of a k8s_ready_endpoints giving res would change
-// in state; nil when nothing. last_change_trigger_time alone is no change:
-// it moves with every slice update, pools do not.
-func (p *StatePool) ComparePool(res endpoints.Result) ([]PoolChange, error) {
-	if p.Pool == nil {
-		return nil, fmt.Errorf("%s is not a k8s_ready_endpoints", p.Type)
-	}
-	w := &msgpackWriter{}
-	writeList(w, endpointObject, res.Endpoints)
-	old := p.pools[""]
-	if sha256.Sum256(w.b) == old.sum {
-		return nil, nil
-	}
-	return []PoolChange{poolChange("", old.members, membersOf(res.Endpoints))}, nil
+// StateNames are the names of the pools of state, sorted.
+func (p *StatePool) StateNames() []string {
+	return slices.Sorted(maps.Keys(p.pools))
 }
 
-// CompareFleet is what a read of a k8s_services giving res would change in
-// state, one PoolChange per Service that differs; nil when nothing.
-func (p *StatePool) CompareFleet(res endpoints.FleetResult) ([]PoolChange, error) {
-	if p.Fleet == nil {
-		return nil, fmt.Errorf("%s is not a k8s_services", p.Type)
-	}
-	var changes []PoolChange
-	seen := make(map[string]bool, len(res.Pools))
-	w := &msgpackWriter{}
-	for i := range res.Pools {
-		pool := res.Pools[i]
-		pool.LastChangeTriggerTime = time.Time{}
-		key := pool.Service.Namespace + "/" + pool.Service.Name
-		seen[key] = true
-		w.b = w.b[:0]
-		serviceObject.write(w, &pool)
-		old, inState := p.pools[key]
-		if inState && sha256.Sum256(w.b) == old.sum {
-			continue
-		}
-		changes = append(changes, poolChange(key, old.members, membersOf(pool.Endpoints)))
-	}
-	for key, old := range p.pools {
-		if !seen[key] {
-			changes = append(changes, poolChange(key, old.members, nil))
-		}
-	}
-	slices.SortFunc(changes, func(a, b PoolChange) int { return strings.Compare(a.Name, b.Name) })
-	w.b = w.b[:0]
-	writeList(w, skippedObject, res.Skipped)
-	if sha256.Sum256(w.b) != p.skipped {
-		changes = append(changes, PoolChange{Name: "skipped"})
-	}
-	return changes, nil
+// SkippedSum is the digest of a k8s_services' skipped list in state.
+func (p *StatePool) SkippedSum() [sha256.Size]byte { return p.skipped }
+
+// A Digester gives the digests of what a read would write, as state holds
+// them: the same writer as the read, hashed, with no Terraform values built.
+// It reuses its buffer; one is not for concurrent use.
+type Digester struct{ w msgpackWriter }
+
+// Pool is the digest of the endpoints of a k8s_ready_endpoints read giving
+// res. last_change_trigger_time is not in it: it moves with every slice
+// update, pools do not.
+func (d *Digester) Pool(res endpoints.Result) [sha256.Size]byte {
+	d.w.b = d.w.b[:0]
+	writeList(&d.w, endpointObject, res.Endpoints)
+	return sha256.Sum256(d.w.b)
+}
+
+// ServicePool is the digest of one Service of a k8s_services read.
+func (d *Digester) ServicePool(pool endpoints.ServicePool) [sha256.Size]byte {
+	pool.LastChangeTriggerTime = time.Time{}
+	d.w.b = d.w.b[:0]
+	serviceObject.write(&d.w, &pool)
+	return sha256.Sum256(d.w.b)
+}
+
+// Skipped is the digest of a k8s_services' skipped list.
+func (d *Digester) Skipped(skipped []endpoints.SkippedService) [sha256.Size]byte {
+	d.w.b = d.w.b[:0]
+	writeList(&d.w, skippedObject, skipped)
+	return sha256.Sum256(d.w.b)
 }
 
 // withoutTriggerTimes is v with every last_change_trigger_time null.
@@ -270,15 +253,6 @@ func attributeValue(v tftypes.Value, name string) tftypes.Value {
 	return tftypes.NewValue(tftypes.DynamicPseudoType, nil)
 }
 
-// poolChange names the members of a pool before and after, and their
-// difference.
-func poolChange(name string, before, after []string) PoolChange {
-	c := PoolChange{Name: name, Before: before, After: after}
-	c.Added = minus(c.After, c.Before)
-	c.Removed = minus(c.Before, c.After)
-	return c
-}
-
 // members are the "address:port" of an endpoints list of state, sorted.
 func members(list tftypes.Value) []string {
 	var items []tftypes.Value
@@ -299,25 +273,15 @@ func members(list tftypes.Value) []string {
 	return slices.Compact(out)
 }
 
-// membersOf are the "address:port" of endpoints, sorted.
-func membersOf(eps []endpoints.Endpoint) []string {
+// Members are the "address:port" of endpoints (IPv6 in brackets), sorted,
+// as PoolDigest.Members gives those of state.
+func Members(eps []endpoints.Endpoint) []string {
 	out := make([]string, 0, len(eps))
 	for _, e := range eps {
 		out = append(out, net.JoinHostPort(e.Address, strconv.FormatInt(int64(e.Port), 10)))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// minus is the sorted members of a not in b.
-func minus(a, b []string) []string {
-	var out []string
-	for _, m := range a {
-		if _, found := slices.BinarySearch(b, m); !found {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // diagnosticsText is the summaries and details of the errors of diags.

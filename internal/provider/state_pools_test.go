@@ -14,8 +14,8 @@ import (
 )
 
 // A pool decoded from the state a read wrote, recomputed from the objects
-// that read saw, is no change; recomputed from other objects, it names the
-// members added and removed.
+// that read saw, has the digest of state; recomputed from other objects, it
+// has another, and the members of each side are given.
 func TestAPoolOfStateComparesWithWhatAReadWouldWrite(t *testing.T) {
 	ctx := context.Background()
 	api := standInWithOneEndpoint(t, "10.6.0.1")
@@ -35,20 +35,24 @@ func TestAPoolOfStateComparesWithWhatAReadWouldWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if changes, err := pool.ComparePool(res); err != nil || changes != nil {
-		t.Errorf("the same objects: changes %+v (%v), want none", changes, err)
+	var d Digester
+	inState, ok := pool.State("")
+	if !ok || d.Pool(res) != inState.Sum {
+		t.Errorf("the same objects: digest differs from state's (%v)", ok)
+	}
+	if !slices.Equal(inState.Members, []string{"10.6.0.1:8080"}) {
+		t.Errorf("members of state %v, want [10.6.0.1:8080]", inState.Members)
 	}
 	objects.EndpointSlices = []discoveryv1.EndpointSlice{webSlice("web-b", discoveryv1.Endpoint{Addresses: []string{"10.6.0.2"}})}
 	res, err = pool.Pool.Compute(objects, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes, err := pool.ComparePool(res)
-	if err != nil || len(changes) != 1 {
-		t.Fatalf("another endpoint: changes %+v (%v), want one", changes, err)
+	if d.Pool(res) == inState.Sum {
+		t.Error("another endpoint: the digest is state's")
 	}
-	if c := changes[0]; !slices.Equal(c.Added, []string{"10.6.0.2:8080"}) || !slices.Equal(c.Removed, []string{"10.6.0.1:8080"}) {
-		t.Errorf("change %+v, want 10.6.0.2:8080 added and 10.6.0.1:8080 removed", c)
+	if got := Members(res.Endpoints); !slices.Equal(got, []string{"10.6.0.2:8080"}) {
+		t.Errorf("members %v, want [10.6.0.2:8080]", got)
 	}
 }
 
@@ -74,8 +78,18 @@ func TestAFleetOfStateComparesWithWhatAReadWouldWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if changes, err := fleet.CompareFleet(res); err != nil || changes != nil {
-		t.Errorf("the same objects: changes %+v (%v), want none", changes, err)
+	var d Digester
+	if got, want := fleet.StateNames(), []string{"blog/web", "shop/api", "shop/web"}; !slices.Equal(got, want) {
+		t.Fatalf("pools of state %v, want %v", got, want)
+	}
+	for _, p := range res.Pools {
+		name := p.Service.Namespace + "/" + p.Service.Name
+		if inState, ok := fleet.State(name); !ok || d.ServicePool(p) != inState.Sum {
+			t.Errorf("the same objects: %s differs from state (%v)", name, ok)
+		}
+	}
+	if d.Skipped(res.Skipped) != fleet.SkippedSum() {
+		t.Error("the same objects: skipped differs from state")
 	}
 	// shop/api loses its only pod.
 	objects.EndpointSlices = slices.DeleteFunc(slices.Clone(api.slices), func(s discoveryv1.EndpointSlice) bool {
@@ -85,11 +99,14 @@ func TestAFleetOfStateComparesWithWhatAReadWouldWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes, err := fleet.CompareFleet(res)
-	if err != nil || len(changes) != 1 {
-		t.Fatalf("a pod gone: changes %+v (%v), want one", changes, err)
-	}
-	if c := changes[0]; c.Name != "shop/api" || len(c.Added) != 0 || !slices.Equal(c.Removed, []string{"10.0.1.1:8080"}) {
-		t.Errorf("change %+v, want shop/api with 10.0.1.1:8080 removed", c)
+	for _, p := range res.Pools {
+		name := p.Service.Namespace + "/" + p.Service.Name
+		inState, _ := fleet.State(name)
+		if differs := d.ServicePool(p) != inState.Sum; differs != (name == "shop/api") {
+			t.Errorf("a pod of shop/api gone: %s differs %v", name, differs)
+		}
+		if name == "shop/api" && (!slices.Equal(inState.Members, []string{"10.0.1.1:8080"}) || len(Members(p.Endpoints)) != 0) {
+			t.Errorf("shop/api: members of state %v, now %v; want [10.0.1.1:8080], none", inState.Members, Members(p.Endpoints))
+		}
 	}
 }

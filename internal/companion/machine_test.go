@@ -1,0 +1,326 @@
+package companion
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The decision table of the companion: each case is a sequence of events
+// at times from t0, and what the machine must answer to each. No clock, no
+// goroutine, no sleep: the times are given.
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// change is a pool change to the members given, whose digest in the
+// cluster is that of seed: two changes of one seed are the same change.
+func change(seed string, added ...string) poolChange {
+	return poolChange{Added: added, After: added, cluster: sha256.Sum256([]byte(seed)), state: sha256.Sum256([]byte("state"))}
+}
+
+// shrink is a change that removes removed of before's members.
+func shrink(seed string, before, removed int) poolChange {
+	c := change(seed)
+	for i := range before {
+		m := fmt.Sprintf("10.0.0.%d:80", i)
+		c.Before = append(c.Before, m)
+		if i < removed {
+			c.Removed = append(c.Removed, m)
+		} else {
+			c.After = append(c.After, m)
+		}
+	}
+	return c
+}
+
+func differs(changes ...poolChange) view {
+	return view{changes: map[string][]poolChange{"data.k8s_ready_endpoints.web": changes}, unreadable: map[string]string{}}
+}
+
+func matches() view { return view{changes: map[string][]poolChange{}, unreadable: map[string]string{}} }
+
+func (v view) with(address, reason string) view {
+	v.unreadable = map[string]string{address: reason}
+	return v
+}
+
+func (v view) inConfig(version string) view { v.config = version; return v }
+
+func (v view) staleState() view { v.stale = true; return v }
+
+// step is an event at a time, and what the machine must answer.
+type step struct {
+	at time.Duration
+	// One of: observe this view, tick, or end the run with this result.
+	observe *view
+	tick    bool
+	ended   *runOutcome
+	// start says a run must start; retry that it is a retry.
+	start, retry bool
+	// next is when the machine must next want the time (-1: not at all;
+	// 0: not checked).
+	next time.Duration
+	// note is a message that must be among the notes; noNote one that
+	// must not.
+	note, noNote string
+}
+
+func seen(v view) step                   { return step{observe: &v} }
+func ticks() step                        { return step{tick: true} }
+func ends(result string) step            { return step{ended: &runOutcome{result: result}} }
+func (s step) when(d time.Duration) step { s.at = d; return s }
+func (s step) starts() step              { s.start = true; return s }
+func (s step) retries() step             { s.start, s.retry = true, true; return s }
+func (s step) wakes(d time.Duration) step {
+	s.next = d
+	return s
+}
+func (s step) sleeps() step            { s.next = -1; return s }
+func (s step) notes(msg string) step   { s.note = msg; return s }
+func (s step) quietly(msg string) step { s.noNote = msg; return s }
+
+const (
+	second = time.Second
+	quiet  = 500 * time.Millisecond
+)
+
+func testMachine() *machine {
+	return newMachine(machineOptions{Quiet: quiet, MaxWait: 2 * second, RetryInitial: second, RetryMax: 4 * second,
+		Guard: shrinkGuard{MaxShrink: 0.5}, CommandRepeat: 30 * second})
+}
+
+func TestTheCompanionDecides(t *testing.T) {
+	a, b, c := change("a", "10.0.0.1:80"), change("b", "10.0.0.2:80"), change("c", "10.0.0.3:80")
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a pool that differs opens a window that fires after the quiet time", []step{
+			seen(differs(a)).wakes(quiet).notes("pool differs from state"),
+			ticks().when(quiet).starts(),
+		}},
+		{"nothing that differs starts nothing", []step{
+			seen(matches()).sleeps(),
+		}},
+		{"changes that keep coming fire at the longest wait from the first", []step{
+			seen(differs(a)).wakes(quiet),
+			seen(differs(b)).when(400 * time.Millisecond).wakes(900 * time.Millisecond),
+			seen(differs(c)).when(800 * time.Millisecond).wakes(1300 * time.Millisecond),
+			seen(differs(a)).when(1200 * time.Millisecond).wakes(1700 * time.Millisecond),
+			seen(differs(b)).when(1600 * time.Millisecond).wakes(2 * second),
+			ticks().when(2 * second).starts(),
+		}},
+		{"the same changes seen again do not move the window", []step{
+			seen(differs(a)).wakes(quiet),
+			seen(differs(a)).when(400 * time.Millisecond).wakes(quiet).quietly("pool differs from state"),
+		}},
+		{"a pool that flaps back to state closes the window without a run", []step{
+			seen(differs(a)).wakes(quiet),
+			seen(matches()).when(200 * time.Millisecond).sleeps().notes("pools match state again: no run"),
+			ticks().when(quiet),
+		}},
+		{"a change during a run is exactly one more run, its window opened when it was seen", []step{
+			seen(differs(a)),
+			ticks().when(quiet).starts(),
+			seen(differs(b)).when(second).sleeps(),
+			seen(differs(c)).when(3 * second).sleeps(),
+			ends(resultApplied).when(4 * second),
+			// State read again: b and c are what remains; the window
+			// opened at 1 s has waited its longest at 3 s.
+			seen(differs(c)).when(4 * second).starts(),
+			ends(resultApplied).when(5 * second),
+			seen(matches()).when(5 * second).sleeps(),
+		}},
+		{"a failed run is retried with backoff even when state shows its pools (a tainted resource)", []step{
+			seen(differs(a)),
+			ticks().when(quiet).starts(),
+			ends(resultFailed).when(second).notes("run failed: retrying with backoff"),
+			// The failed apply wrote the pools into state.
+			seen(matches()).when(second).wakes(2 * second),
+			ticks().when(2 * second).retries().notes("retrying the failed run"),
+			ends(resultApplied).when(3 * second),
+			seen(matches()).when(3 * second).sleeps(),
+		}},
+		{"a failed run whose pools still differ is retried at the backoff, not before", []step{
+			seen(differs(a)),
+			ticks().when(quiet).starts(),
+			ends(resultFailed).when(second),
+			seen(differs(a)).when(second).wakes(2 * second),
+			ticks().when(1500 * time.Millisecond).wakes(2 * second),
+			ticks().when(2 * second).retries(),
+		}},
+		{"the backoff doubles up to its cap, and a success ends it", []step{
+			seen(differs(a)),
+			ticks().when(quiet).starts(),
+			ends(resultFailed).when(second),
+			seen(differs(a)).when(second).wakes(2 * second),
+			ticks().when(2 * second).retries(),
+			ends(resultFailed).when(2 * second),
+			seen(differs(a)).when(2 * second).wakes(4 * second),
+			ticks().when(4 * second).retries(),
+			ends(resultFailed).when(4 * second),
+			seen(differs(a)).when(4 * second).wakes(8 * second),
+			ticks().when(8 * second).retries(),
+			ends(resultFailed).when(8 * second),
+			seen(differs(a)).when(8 * second).wakes(12 * second),
+			ticks().when(12 * second).retries(),
+			ends(resultApplied).when(12 * second),
+			seen(differs(b)).when(13 * second).wakes(13*second + quiet),
+			ticks().when(13*second + quiet).starts(),
+			ends(resultFailed).when(14 * second),
+			seen(differs(b)).when(14 * second).wakes(15 * second),
+		}},
+		{"a new change during the backoff waits for the retry: one plan per backoff step", []step{
+			seen(differs(a)),
+			ticks().when(quiet).starts(),
+			ends(resultFailed).when(second),
+			seen(differs(a)).when(second).wakes(2 * second),
+			seen(differs(b)).when(1100 * time.Millisecond).wakes(2 * second),
+			ticks().when(2 * second).retries(),
+		}},
+		{"a plan with nothing to apply holds its changes until the cluster changes them again", []step{
+			seen(differs(a)),
+			ticks().when(quiet).starts(),
+			ends(resultNoChanges).when(second),
+			seen(differs(a)).when(second).sleeps().notes("no run for these changes until they change"),
+			seen(differs(a)).when(5 * second).sleeps().quietly("no run for these changes until they change"),
+			seen(differs(b)).when(6 * second).wakes(6*second + quiet),
+		}},
+		{"a state brought current leaves nothing to run", []step{
+			seen(differs(a)),
+			ticks().when(quiet).starts(),
+			ends(resultStateUpdated).when(second),
+			seen(matches()).when(second).sleeps(),
+		}},
+		{"a command that succeeded is given the same changes again only after -command-repeat", []step{
+			seen(differs(a)),
+			ticks().when(quiet).starts(),
+			ends(resultDelivered).when(second),
+			// The pipeline has not applied yet: state still differs.
+			seen(differs(a)).when(second).wakes(31 * second),
+			seen(differs(a)).when(10 * second).wakes(31 * second),
+			ticks().when(31 * second).wakes(31*second + quiet),
+			ticks().when(31*second + quiet).starts(),
+		}},
+		{"a command is given changes again at once when the cluster changes the pool again", []step{
+			seen(differs(a)),
+			ticks().when(quiet).starts(),
+			ends(resultDelivered).when(second),
+			seen(differs(a)).when(second),
+			seen(differs(b)).when(2 * second).wakes(2*second + quiet),
+			ticks().when(2*second + quiet).starts(),
+		}},
+		{"a refused plan is not tried again until its changes change", []step{
+			seen(differs(a)),
+			ticks().when(quiet).starts(),
+			ends(resultRefused).when(second).notes("run refused: the plan changes more than pools; fix or apply it by hand"),
+			seen(differs(a)).when(second).sleeps(),
+			seen(differs(b)).when(2 * second).wakes(2*second + quiet),
+		}},
+		{"a refused plan is tried again once the configuration is edited", []step{
+			seen(differs(a).inConfig("v1")),
+			ticks().when(quiet).starts(),
+			ends(resultRefused).when(second),
+			seen(differs(a).inConfig("v1")).when(second).sleeps(),
+			seen(differs(a).inConfig("v2")).when(3 * second).wakes(3*second + quiet),
+		}},
+		{"the shrink guard refuses a run that would halve a pool, and holds it", []step{
+			seen(differs(shrink("s", 4, 3))),
+			ticks().when(quiet).sleeps().notes("run refused by the shrink guard"),
+			seen(differs(shrink("s", 4, 3))).when(second).sleeps().quietly("run refused by the shrink guard"),
+			seen(differs(shrink("t", 4, 1))).when(2 * second).wakes(2*second + quiet),
+			ticks().when(2*second + quiet).starts(),
+		}},
+		{"an unreadable pool is noted once, the others go on, and it is noted when it reads again", []step{
+			seen(matches().with("data.k8s_ready_endpoints.x", "gone")).notes("pool not recomputed: its dependents are left out of runs until it reads again"),
+			seen(differs(a).with("data.k8s_ready_endpoints.x", "gone")).when(second).wakes(second + quiet).
+				quietly("pool not recomputed: its dependents are left out of runs until it reads again"),
+			ticks().when(second + quiet).starts(),
+			ends(resultApplied).when(2 * second),
+			seen(matches()).when(3 * second).notes("pool readable again"),
+		}},
+		{"a run that could not leave an unreadable pool out and failed is not retried until something changes", []step{
+			seen(differs(a).with("data.k8s_ready_endpoints.x", "gone")),
+			ticks().when(quiet).starts(),
+			ends(resultFailed).when(second),
+			seen(differs(a).with("data.k8s_ready_endpoints.x", "gone")).when(second).sleeps(),
+			ticks().when(time.Minute).sleeps(),
+			// x reads again: its dependents can be planned.
+			seen(differs(a)).when(2 * time.Minute).wakes(2*time.Minute + quiet),
+		}},
+		{"a run with nothing plannable but unreadable pools waits for them", []step{
+			seen(differs(a).with("data.k8s_ready_endpoints.x", "gone")),
+			ticks().when(quiet).starts(),
+			ends(resultWaiting).when(second),
+			seen(differs(a).with("data.k8s_ready_endpoints.x", "gone")).when(second).sleeps(),
+			seen(differs(b).with("data.k8s_ready_endpoints.x", "gone")).when(2 * second).wakes(2*second + quiet),
+		}},
+		{"a stale state starts no run until it is read again", []step{
+			seen(differs(a).staleState()).sleeps(),
+			ticks().when(second).sleeps(),
+			seen(differs(a)).when(2 * second).wakes(2*second + quiet),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := testMachine()
+			for i, s := range tc.steps {
+				now := t0.Add(s.at)
+				var d decision
+				switch {
+				case s.observe != nil:
+					d = m.observe(now, *s.observe)
+				case s.tick:
+					d = m.tick(now)
+				default:
+					d = m.runEnded(now, *s.ended)
+				}
+				where := fmt.Sprintf("step %d at %s", i, s.at)
+				if (d.start != nil) != s.start {
+					t.Fatalf("%s: run started %v, want %v", where, d.start != nil, s.start)
+				}
+				if s.start && d.start.retry != s.retry {
+					t.Errorf("%s: retry %v, want %v", where, d.start.retry, s.retry)
+				}
+				switch next := m.next(); {
+				case s.next == -1 && !next.IsZero():
+					t.Errorf("%s: wants the time at %s, want not at all", where, next.Sub(t0))
+				case s.next > 0 && !next.Equal(t0.Add(s.next)):
+					t.Errorf("%s: wants the time at %s, want %s", where, next.Sub(t0), s.next)
+				}
+				msgs := noteMessages(d)
+				if s.note != "" && !slices.Contains(msgs, s.note) {
+					t.Errorf("%s: notes %q, want %q among them", where, msgs, s.note)
+				}
+				if s.noNote != "" && slices.Contains(msgs, s.noNote) {
+					t.Errorf("%s: notes %q, want no %q", where, msgs, s.noNote)
+				}
+			}
+		})
+	}
+}
+
+func noteMessages(d decision) []string {
+	var out []string
+	for _, n := range d.notes {
+		out = append(out, n.msg)
+	}
+	return out
+}
+
+func TestTheSignatureOfAViewNamesItsChanges(t *testing.T) {
+	a, b := change("a", "10.0.0.1:80"), change("b", "10.0.0.1:80")
+	if differs(a).signature() == differs(b).signature() {
+		t.Error("two pools with the same members but other attributes have one signature")
+	}
+	if differs(a).signature() != differs(a).signature() {
+		t.Error("the same changes have two signatures")
+	}
+	if differs(a).signature() == differs(a).with("data.k8s_ready_endpoints.x", "gone").signature() {
+		t.Error("an unreadable pool does not change the signature")
+	}
+	if matches().signature() != "" {
+		t.Error("nothing that differs has a signature")
+	}
+}

@@ -1,0 +1,205 @@
+package companion
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fakeTerraform is a CLI whose plan gives what the test says, and which
+// records what it was asked.
+type fakeTerraform struct {
+	changes bool
+	summary planSummary
+	planErr error
+	// planned are the options of each plan; applied counts applies.
+	planned []planOptions
+	applied int
+	env     []string
+}
+
+func (f *fakeTerraform) statePull(context.Context) ([]byte, error) { return nil, nil }
+func (f *fakeTerraform) plan(_ context.Context, _ string, o planOptions) (bool, error) {
+	f.planned = append(f.planned, o)
+	return f.changes, f.planErr
+}
+func (f *fakeTerraform) show(context.Context, string) (planSummary, error) { return f.summary, nil }
+func (f *fakeTerraform) apply(context.Context, string) error {
+	f.applied++
+	return nil
+}
+func (f *fakeTerraform) command(_ context.Context, _ string, env []string) error {
+	f.env = env
+	return nil
+}
+
+// twoPools is a configuration with pools web and api, each used by a
+// resource of its own, and one resource that uses both.
+const twoPools = `
+data "k8s_ready_endpoints" "web" {
+  service = "web"
+}
+data "k8s_ready_endpoints" "api" {
+  service = "api"
+}
+resource "terraform_data" "web" {
+  input = data.k8s_ready_endpoints.web.endpoints
+}
+resource "terraform_data" "api" {
+  input = data.k8s_ready_endpoints.api.endpoints
+}
+resource "terraform_data" "both" {
+  input = [data.k8s_ready_endpoints.web.endpoints, data.k8s_ready_endpoints.api.endpoints]
+}
+resource "terraform_data" "unrelated" {
+  input = "x"
+}
+`
+
+// filterOf is the filter of runs of a configuration whose pools are web and api.
+func filterOf(t *testing.T, config string) poolChangeFilter {
+	t.Helper()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"main.tf": config})
+	g, err := readConfiguration(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := []string{"data.k8s_ready_endpoints.web", "data.k8s_ready_endpoints.api"}
+	return poolChangeFilter{dependent: g.dependents(watched), opaque: g.opaque, graph: g}
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func webChanged() runRequest {
+	return runRequest{changes: map[string][]poolChange{"data.k8s_ready_endpoints.web": {change("a", "10.0.0.1:80")}}, sig: "s"}
+}
+
+func TestARun(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tf      fakeTerraform
+		req     func() runRequest
+		result  string
+		applied int
+		targets []string
+		reason  string
+	}{
+		{name: "a plan that changes pools only is applied",
+			tf:  fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web"}}},
+			req: webChanged, result: resultApplied, applied: 1},
+		{name: "a plan that changes more than pools is refused",
+			tf:  fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web", "terraform_data.unrelated"}}},
+			req: webChanged, result: resultRefused},
+		{name: "a plan that changes no resource brings the state's data sources current",
+			tf:  fakeTerraform{changes: false},
+			req: webChanged, result: resultStateUpdated, applied: 1},
+		{name: "a plan whose outputs alone change brings the state current",
+			tf:  fakeTerraform{changes: true},
+			req: webChanged, result: resultStateUpdated, applied: 1},
+		{name: "but not when its apply would also record drift of resources that are not pools",
+			tf:  fakeTerraform{changes: false, summary: planSummary{drift: []string{"terraform_data.unrelated"}}},
+			req: webChanged, result: resultNoChanges, reason: "terraform_data.unrelated"},
+		{name: "a retry whose plan has nothing to do applies nothing",
+			tf:  fakeTerraform{changes: false},
+			req: func() runRequest { return runRequest{retry: true} }, result: resultNoChanges},
+		{name: "with an unreadable pool, the plan targets what uses the changed pools and not it",
+			tf: fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web"}}},
+			req: func() runRequest {
+				r := webChanged()
+				r.unreadable = map[string]string{"data.k8s_ready_endpoints.api": "gone"}
+				return r
+			}, result: resultApplied, applied: 1, targets: []string{"terraform_data.web"}},
+		{name: "an instance of a pool with keys targets what uses its block",
+			tf: fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.api"}}},
+			req: func() runRequest {
+				r := runRequest{changes: map[string][]poolChange{`data.k8s_ready_endpoints.api["x"]`: {change("a")}}}
+				r.unreadable = map[string]string{"data.k8s_ready_endpoints.web": "gone"}
+				return r
+			}, result: resultApplied, applied: 1, targets: []string{"terraform_data.api"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tf := tc.tf
+			r := &runner{tf: &tf, filter: filterOf(t, twoPools), refresh: true, log: discard()}
+			o := r.run(context.Background(), tc.req())
+			if o.result != tc.result {
+				t.Fatalf("result %s (%v), want %s", o.result, o.err, tc.result)
+			}
+			if tf.applied != tc.applied {
+				t.Errorf("%d applies, want %d", tf.applied, tc.applied)
+			}
+			if len(tf.planned) != 1 || !slices.Equal(tf.planned[0].targets, tc.targets) {
+				t.Errorf("plans %+v, want one with targets %v", tf.planned, tc.targets)
+			}
+			if !strings.Contains(o.reason, tc.reason) {
+				t.Errorf("reason %q, want it to name %q", o.reason, tc.reason)
+			}
+		})
+	}
+}
+
+func TestARunThatWouldNeedAnUnreadablePoolPlansNothing(t *testing.T) {
+	tf := fakeTerraform{changes: true}
+	// web is used only with api.
+	config := strings.Replace(twoPools, "input = data.k8s_ready_endpoints.web.endpoints", `input = "web"`, 1)
+	r := &runner{tf: &tf, filter: filterOf(t, config), log: discard()}
+	req := webChanged()
+	req.unreadable = map[string]string{"data.k8s_ready_endpoints.api": "gone"}
+	if o := r.run(context.Background(), req); o.result != resultWaiting {
+		t.Fatalf("result %s, want %s", o.result, resultWaiting)
+	}
+	if len(tf.planned) != 0 {
+		t.Errorf("%d plans, want none", len(tf.planned))
+	}
+}
+
+func TestAFailedPlanNamesTheAddressesOfItsErrors(t *testing.T) {
+	stderr := `
+Error: Service Not Found
+
+  with data.k8s_ready_endpoints.x,
+  on main.tf line 3, in data "k8s_ready_endpoints" "x":
+   3: data "k8s_ready_endpoints" "x" {
+
+Error: boom
+
+  with module.lb["a"].aws_lb_target_group_attachment.m[0],
+  on lb/main.tf line 1:
+`
+	tf := fakeTerraform{planErr: &cliExit{args: []string{"terraform", "plan"}, code: 1, stderr: stderr}}
+	r := &runner{tf: &tf, filter: filterOf(t, twoPools), log: discard()}
+	o := r.run(context.Background(), webChanged())
+	want := []string{`data.k8s_ready_endpoints.x`, `module.lb["a"].aws_lb_target_group_attachment.m[0]`}
+	if o.result != resultFailed || !slices.Equal(o.failing, want) {
+		t.Errorf("result %s, failing %q; want failed naming %q", o.result, o.failing, want)
+	}
+}
+
+func TestACommandGetsTheChangesAndIsDelivered(t *testing.T) {
+	tf := fakeTerraform{}
+	r := &runner{tf: &tf, command: "true", terraformPath: "/bin/tofu", log: discard()}
+	req := webChanged()
+	req.unreadable = map[string]string{"data.k8s_ready_endpoints.api": "gone"}
+	if o := r.run(context.Background(), req); o.result != resultDelivered {
+		t.Fatalf("result %s, want %s", o.result, resultDelivered)
+	}
+	env := map[string]string{}
+	for _, kv := range tf.env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	var changes map[string][]struct{ Added []string }
+	if err := json.Unmarshal([]byte(env["K8S_SYNC_CHANGES"]), &changes); err != nil {
+		t.Fatal(err)
+	}
+	if got := changes["data.k8s_ready_endpoints.web"]; len(got) != 1 || !slices.Equal(got[0].Added, []string{"10.0.0.1:80"}) {
+		t.Errorf("K8S_SYNC_CHANGES %s", env["K8S_SYNC_CHANGES"])
+	}
+	if !strings.Contains(env["K8S_SYNC_UNREADABLE"], "data.k8s_ready_endpoints.api") || env["K8S_SYNC_TERRAFORM"] != "/bin/tofu" {
+		t.Errorf("environment %v", env)
+	}
+}

@@ -1,0 +1,284 @@
+package pools
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
+)
+
+// Reader is what a pool is read from: the API server (kube.Client.Reader)
+// or the sync companion's informer cache (kube.Cache). Each method reads
+// one kind of object for one namespace ("" for every namespace, where a
+// fleet covers them all), selected as the API selects them. Read and
+// FleetRequest.Read call it in the order of a read, so that the data
+// sources and the companion make a pool from the same objects the same way.
+type Reader interface {
+	// Service is the Service namespace/name; an error when there is none.
+	Service(ctx context.Context, namespace, name string) (*corev1.Service, error)
+	// EndpointSlices are the slices labelled for the Service.
+	EndpointSlices(ctx context.Context, namespace, service string) (Slices, error)
+	// Services are those of namespace that the label selector matches ("" for all).
+	Services(ctx context.Context, namespace, selector string) ([]corev1.Service, error)
+	// ServiceEndpointSlices are the slices of namespace labelled for any Service.
+	ServiceEndpointSlices(ctx context.Context, namespace string) (Slices, error)
+	// Nodes are those that the label selector matches ("" for all).
+	Nodes(ctx context.Context, selector string) ([]corev1.Node, error)
+	// Pods are those of namespace that the label selector matches ("" for all).
+	Pods(ctx context.Context, namespace, selector string) ([]corev1.Pod, error)
+}
+
+// Slices are EndpointSlices as of one resourceVersion, from which a watch
+// can go on ("" from a cache, which is current already).
+type Slices struct {
+	Items           []discoveryv1.EndpointSlice
+	ResourceVersion string
+}
+
+// Object names what a failed request was reading.
+type Object string
+
+// The objects a read asks for, in its order.
+const (
+	ServiceObject               Object = "service"
+	EndpointSlicesObject        Object = "endpointslices"
+	ServicesObject              Object = "services"
+	ServiceEndpointSlicesObject Object = "service endpointslices"
+	NodesObject                 Object = "nodes"
+	PodsObject                  Object = "pods"
+)
+
+// ReadError is a request to the cluster that failed: the Reader's error
+// (which names the object), and what was being read, so that each caller
+// gives its own text for it.
+type ReadError struct {
+	Object Object
+	// Namespace is where it was read ("" for all, and for Nodes); Name is
+	// the Service's name for ServiceObject and EndpointSlicesObject.
+	Namespace, Name string
+	Err             error
+}
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// RuleError is a pool the objects cannot give: the rules of package
+// endpoints refused them (a port that is not there, a Service without a
+// nodePort).
+type RuleError struct{ Err error }
+
+func (e *RuleError) Error() string { return e.Err.Error() }
+func (e *RuleError) Unwrap() error { return e.Err }
+
+// ShortError is a pool with fewer ready endpoints than min_ready, after
+// the wait if the read waited.
+type ShortError struct {
+	Namespace, Service string
+	// Ready and Draining are the pool's counts; MinReady the guard.
+	Ready, Draining, MinReady int
+	Waited                    bool
+	// WaitErr is what ended the wait when it was not its time running out.
+	WaitErr error
+}
+
+func (e *ShortError) Error() string {
+	return fmt.Sprintf("service %s/%s has %d ready endpoint(s), fewer than min_ready = %d", e.Namespace, e.Service, e.Ready, e.MinReady)
+}
+
+// FleetShortError is a fleet whose guards do not hold, after the wait if
+// the read waited: fewer Services than MinServices, or pools (Short) with
+// fewer ready endpoints than MinReady.
+type FleetShortError struct {
+	Services, MinServices int
+	Short                 []endpoints.ServicePool
+	MinReady              int
+	Waited                bool
+	WaitErr               error
+}
+
+func (e *FleetShortError) Error() string {
+	return fmt.Sprintf("the selection has %d Service(s) (min_services = %d), %d short of min_ready = %d",
+		e.Services, e.MinServices, len(e.Short), e.MinReady)
+}
+
+// ReadOptions are what differs between the reads of a data source and of
+// the companion.
+type ReadOptions struct {
+	// Now is the time of the rules (expiry); time.Now when nil.
+	Now func() time.Time
+	// WaitForSlices, when set, is called for a pool short of MinReady: it
+	// follows the slices from what was read, calling update with each new
+	// state until update says the guard holds or ctx ends (the data
+	// source's wait, with a WATCH). Nil: no wait.
+	WaitForSlices func(ctx context.Context, from Slices, update func([]discoveryv1.EndpointSlice) bool) error
+}
+
+func (o ReadOptions) now() time.Time {
+	if o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}
+
+// Read is the pool of r from src: the Service, the refusal of a Service
+// that cannot give it, its EndpointSlices, the Nodes of a node pool, the
+// rules, the min_ready guard (after a wait, if o allows one), then the Pods
+// for health checks, read once the guard holds so that the endpoints a wait
+// brought have theirs. Its errors are a *ReadError, *RuleError or
+// *ShortError; with a *ShortError the result is the pool as it stands.
+func (r Request) Read(ctx context.Context, src Reader, o ReadOptions) (endpoints.Result, error) {
+	svc, err := src.Service(ctx, r.Namespace, r.Service)
+	if err != nil {
+		return endpoints.Result{}, &ReadError{Object: ServiceObject, Namespace: r.Namespace, Name: r.Service, Err: err}
+	}
+	if err := r.CheckService(svc); err != nil {
+		return endpoints.Result{}, &RuleError{Err: err}
+	}
+	list, err := src.EndpointSlices(ctx, r.Namespace, r.Service)
+	if err != nil {
+		return endpoints.Result{}, &ReadError{Object: EndpointSlicesObject, Namespace: r.Namespace, Name: r.Service, Err: err}
+	}
+	objects := Objects{Service: svc, EndpointSlices: list.Items}
+	if r.Nodes.Enabled {
+		if objects.Nodes, err = src.Nodes(ctx, r.Nodes.Selector); err != nil {
+			return endpoints.Result{}, &ReadError{Object: NodesObject, Err: err}
+		}
+	}
+	res, err := r.Compute(objects, o.now())
+	if err != nil {
+		return endpoints.Result{}, &RuleError{Err: err}
+	}
+
+	var waited bool
+	var waitErr error
+	if r.Short(res) && o.WaitForSlices != nil {
+		waited = true
+		waitErr = o.WaitForSlices(ctx, list, func(items []discoveryv1.EndpointSlice) bool {
+			objects.EndpointSlices = items
+			if next, err := r.Compute(objects, o.now()); err == nil {
+				res = next
+			}
+			return !r.Short(res)
+		})
+	}
+	if r.Short(res) {
+		ready := endpoints.CountReady(res.Endpoints)
+		return res, &ShortError{Namespace: r.Namespace, Service: r.Service, Ready: ready, Draining: len(res.Endpoints) - ready,
+			MinReady: r.MinReady, Waited: waited, WaitErr: waitErr}
+	}
+	if r.ReadsPods() && len(svc.Spec.Selector) > 0 {
+		// A Service without a selector selects no Pod: its endpoints,
+		// written by hand, name none the provider could trust to be its own.
+		selector := labels.SelectorFromSet(svc.Spec.Selector).String()
+		if objects.Pods, err = src.Pods(ctx, r.Namespace, selector); err != nil {
+			return endpoints.Result{}, &ReadError{Object: PodsObject, Namespace: r.Namespace, Err: err}
+		}
+		if res, err = r.Compute(objects, o.now()); err != nil {
+			return endpoints.Result{}, &RuleError{Err: err}
+		}
+	}
+	return res, nil
+}
+
+// FleetSnapshot is what the read of a fleet found, by namespace in scope
+// ("" when it covers all), each list as of one version.
+type FleetSnapshot struct {
+	// Services are the selected Services of each namespace.
+	Services map[string][]corev1.Service
+	Slices   map[string]Slices
+	Nodes    []corev1.Node
+	Pods     []corev1.Pod
+}
+
+// FleetGuards is how a fleet's guards stand.
+type FleetGuards struct {
+	Hold bool
+	// TooFewServices says that min_services is not met: a wait lists the
+	// Services again as slices come, since a new Service gets its slices.
+	TooFewServices bool
+}
+
+// FleetReadOptions are ReadOptions for a fleet.
+type FleetReadOptions struct {
+	Now func() time.Time
+	// WaitForGuards, when set, is called when a guard fails: it follows the
+	// slices (and Services) of snapshot, changing it under its own lock,
+	// calling guards after each change until they hold or ctx ends.
+	WaitForGuards func(ctx context.Context, snapshot *FleetSnapshot, guards func() FleetGuards) error
+}
+
+// Objects are the snapshot as Compute takes it, namespace by namespace in
+// the order of the request.
+func (r FleetRequest) Objects(s *FleetSnapshot) FleetObjects {
+	o := FleetObjects{Nodes: s.Nodes, Pods: s.Pods}
+	for _, ns := range r.Namespaces {
+		o.Services = append(o.Services, s.Services[ns]...)
+		o.EndpointSlices = append(o.EndpointSlices, s.Slices[ns].Items...)
+	}
+	return o
+}
+
+// Read is the fleet of r from src: per namespace in scope its Services
+// and their EndpointSlices (two requests each), the Nodes of node pools,
+// the rules, the guards (after a wait, if o allows one), then the Pods for
+// health checks once the guards hold. Its errors are a *ReadError,
+// *RuleError or *FleetShortError; with a *FleetShortError the result is
+// the fleet as it stands.
+func (r FleetRequest) Read(ctx context.Context, src Reader, o FleetReadOptions) (endpoints.FleetResult, error) {
+	now := ReadOptions{Now: o.Now}.now
+	snapshot := &FleetSnapshot{Services: map[string][]corev1.Service{}, Slices: map[string]Slices{}}
+	for _, ns := range r.Namespaces {
+		services, err := src.Services(ctx, ns, r.Selector)
+		if err != nil {
+			return endpoints.FleetResult{}, &ReadError{Object: ServicesObject, Namespace: ns, Err: err}
+		}
+		snapshot.Services[ns] = r.Selected(services)
+		if snapshot.Slices[ns], err = src.ServiceEndpointSlices(ctx, ns); err != nil {
+			return endpoints.FleetResult{}, &ReadError{Object: ServiceEndpointSlicesObject, Namespace: ns, Err: err}
+		}
+	}
+	if r.Nodes.Enabled {
+		var err error
+		if snapshot.Nodes, err = src.Nodes(ctx, r.Nodes.Selector); err != nil {
+			return endpoints.FleetResult{}, &ReadError{Object: NodesObject, Err: err}
+		}
+	}
+	res, err := r.Compute(r.Objects(snapshot), now())
+	if err != nil {
+		return endpoints.FleetResult{}, &RuleError{Err: err}
+	}
+
+	var waited bool
+	var waitErr error
+	if !r.GuardsHold(res) && o.WaitForGuards != nil {
+		waited = true
+		waitErr = o.WaitForGuards(ctx, snapshot, func() FleetGuards {
+			if next, err := r.Compute(r.Objects(snapshot), now()); err == nil {
+				res = next
+			}
+			return FleetGuards{Hold: r.GuardsHold(res), TooFewServices: len(res.Pools) < r.MinServices}
+		})
+	}
+	if !r.GuardsHold(res) {
+		return res, &FleetShortError{Services: len(res.Pools), MinServices: r.MinServices, Short: r.ShortPools(res),
+			MinReady: r.MinReady, Waited: waited, WaitErr: waitErr}
+	}
+	if r.ReadsPods() {
+		for _, ns := range r.Namespaces {
+			pods, err := src.Pods(ctx, ns, "")
+			if err != nil {
+				return endpoints.FleetResult{}, &ReadError{Object: PodsObject, Namespace: ns, Err: err}
+			}
+			snapshot.Pods = append(snapshot.Pods, pods...)
+		}
+		if res, err = r.Compute(r.Objects(snapshot), now()); err != nil {
+			return endpoints.FleetResult{}, &RuleError{Err: err}
+		}
+	}
+	return res, nil
+}

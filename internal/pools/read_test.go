@@ -1,0 +1,207 @@
+package pools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
+)
+
+// reader is a Reader over fixed objects that records what it was asked,
+// and fails the reads named in fail.
+type reader struct {
+	services []corev1.Service
+	slices   []discoveryv1.EndpointSlice
+	nodes    []corev1.Node
+	pods     []corev1.Pod
+	fail     map[Object]error
+	asked    []string
+}
+
+func (r *reader) ask(o Object, args ...string) error {
+	r.asked = append(r.asked, fmt.Sprint(append([]string{string(o)}, args...)))
+	return r.fail[o]
+}
+
+func (r *reader) Service(_ context.Context, namespace, name string) (*corev1.Service, error) {
+	if err := r.ask(ServiceObject, namespace, name); err != nil {
+		return nil, err
+	}
+	for _, s := range r.services {
+		if s.Namespace == namespace && s.Name == name {
+			return &s, nil
+		}
+	}
+	return nil, errors.New("not found")
+}
+
+func (r *reader) EndpointSlices(_ context.Context, namespace, service string) (Slices, error) {
+	if err := r.ask(EndpointSlicesObject, namespace, service); err != nil {
+		return Slices{}, err
+	}
+	var out []discoveryv1.EndpointSlice
+	for _, s := range r.slices {
+		if s.Namespace == namespace && s.Labels[discoveryv1.LabelServiceName] == service {
+			out = append(out, s)
+		}
+	}
+	return Slices{Items: out, ResourceVersion: "7"}, nil
+}
+
+func (r *reader) Services(_ context.Context, namespace, selector string) ([]corev1.Service, error) {
+	return r.services, r.ask(ServicesObject, namespace, selector)
+}
+
+func (r *reader) ServiceEndpointSlices(_ context.Context, namespace string) (Slices, error) {
+	return Slices{Items: r.slices}, r.ask(ServiceEndpointSlicesObject, namespace)
+}
+
+func (r *reader) Nodes(_ context.Context, selector string) ([]corev1.Node, error) {
+	return r.nodes, r.ask(NodesObject, selector)
+}
+
+func (r *reader) Pods(_ context.Context, namespace, selector string) ([]corev1.Pod, error) {
+	return r.pods, r.ask(PodsObject, namespace, selector)
+}
+
+func selecting(s corev1.Service) corev1.Service {
+	s.Spec.Selector = map[string]string{"app": s.Name}
+	return s
+}
+
+var failed = errors.New("the API server said no")
+
+func TestARead(t *testing.T) {
+	web := selecting(service("web", corev1.ServiceTypeClusterIP, 0))
+	pods := Request{Namespace: "shop", Service: "web", Query: endpoints.Query{PortName: "http"}}
+	withChecks := pods
+	withChecks.PodHealthChecks = true
+	guarded := pods
+	guarded.MinReady = 2
+	for _, tc := range []struct {
+		name    string
+		request Request
+		reader  reader
+		asked   []string
+		want    []string
+		err     any
+		object  Object
+	}{
+		{name: "reads the Service, then its slices", request: pods,
+			reader: reader{services: []corev1.Service{web}, slices: []discoveryv1.EndpointSlice{slice("web", "10.0.0.1")}},
+			asked:  []string{"[service shop web]", "[endpointslices shop web]"}, want: []string{"10.0.0.1"}},
+		{name: "reads the Pods the Service selects, last, for health checks", request: withChecks,
+			reader: reader{services: []corev1.Service{web}, slices: []discoveryv1.EndpointSlice{slice("web", "10.0.0.1")}},
+			asked:  []string{"[service shop web]", "[endpointslices shop web]", "[pods shop app=web]"}, want: []string{"10.0.0.1"}},
+		{name: "reads no Pods for a Service without a selector", request: withChecks,
+			reader: reader{services: []corev1.Service{service("web", corev1.ServiceTypeClusterIP, 0)},
+				slices: []discoveryv1.EndpointSlice{slice("web", "10.0.0.1")}},
+			asked: []string{"[service shop web]", "[endpointslices shop web]"}, want: []string{"10.0.0.1"}},
+		{name: "a Service that cannot be read is a read error of the Service", request: pods,
+			reader: reader{fail: map[Object]error{ServiceObject: failed}},
+			asked:  []string{"[service shop web]"}, err: &ReadError{}, object: ServiceObject},
+		{name: "slices that cannot be listed are a read error of the slices", request: pods,
+			reader: reader{services: []corev1.Service{web}, fail: map[Object]error{EndpointSlicesObject: failed}},
+			asked:  []string{"[service shop web]", "[endpointslices shop web]"}, err: &ReadError{}, object: EndpointSlicesObject},
+		{name: "a port the Service lacks is a rule error", request: Request{Namespace: "shop", Service: "web", Query: endpoints.Query{PortName: "grpc"}},
+			reader: reader{services: []corev1.Service{web}},
+			asked:  []string{"[service shop web]", "[endpointslices shop web]"}, err: &RuleError{}},
+		{name: "a node pool of a Service without a nodePort is refused before its slices are read",
+			request: Request{Namespace: "shop", Service: "web", Query: endpoints.Query{PortName: "http"}, Nodes: NodeTarget{Enabled: true}},
+			reader:  reader{services: []corev1.Service{web}},
+			asked:   []string{"[service shop web]"}, err: &RuleError{}},
+		{name: "a pool short of min_ready is a short error, and no Pods are read", request: func() Request {
+			r := guarded
+			r.PodHealthChecks = true
+			return r
+		}(),
+			reader: reader{services: []corev1.Service{web}, slices: []discoveryv1.EndpointSlice{slice("web", "10.0.0.1")}},
+			asked:  []string{"[service shop web]", "[endpointslices shop web]"}, want: []string{"10.0.0.1"}, err: &ShortError{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := tc.reader
+			res, err := tc.request.Read(context.Background(), &src, ReadOptions{})
+			if !reflect.DeepEqual(src.asked, tc.asked) {
+				t.Errorf("asked %v, want %v", src.asked, tc.asked)
+			}
+			if tc.err == nil && err != nil {
+				t.Fatalf("error %v", err)
+			}
+			if tc.err != nil && reflect.TypeOf(err) != reflect.TypeOf(tc.err) {
+				t.Fatalf("error %T (%v), want %T", err, err, tc.err)
+			}
+			var read *ReadError
+			if errors.As(err, &read) && read.Object != tc.object {
+				t.Errorf("read error of %s, want %s", read.Object, tc.object)
+			}
+			if tc.want != nil && !reflect.DeepEqual(addresses(res.Endpoints), tc.want) {
+				t.Errorf("endpoints %v, want %v", addresses(res.Endpoints), tc.want)
+			}
+		})
+	}
+}
+
+func TestAReadShortOfMinReadyWaitsForTheSlicesAndReadsFromWhatTheyBecome(t *testing.T) {
+	web := selecting(service("web", corev1.ServiceTypeClusterIP, 0))
+	r := Request{Namespace: "shop", Service: "web", Query: endpoints.Query{PortName: "http"}, MinReady: 2, PodHealthChecks: true}
+	src := &reader{services: []corev1.Service{web}, slices: []discoveryv1.EndpointSlice{slice("web", "10.0.0.1")}}
+	var from string
+	res, err := r.Read(context.Background(), src, ReadOptions{WaitForSlices: func(_ context.Context, list Slices, update func([]discoveryv1.EndpointSlice) bool) error {
+		from = list.ResourceVersion
+		if update([]discoveryv1.EndpointSlice{slice("web", "10.0.0.1")}) {
+			t.Error("the guard holds with one endpoint")
+		}
+		if !update([]discoveryv1.EndpointSlice{slice("web", "10.0.0.1", "10.0.0.2")}) {
+			t.Error("the guard does not hold with two endpoints")
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from != "7" {
+		t.Errorf("the wait went on from version %q, want the list's, 7", from)
+	}
+	if got := addresses(res.Endpoints); !reflect.DeepEqual(got, []string{"10.0.0.1", "10.0.0.2"}) {
+		t.Errorf("endpoints %v, want both", got)
+	}
+	if last := src.asked[len(src.asked)-1]; last != "[pods shop app=web]" {
+		t.Errorf("last asked %s, want the Pods once the guard held", last)
+	}
+}
+
+func TestAFleetReadsEachNamespaceThenThePods(t *testing.T) {
+	web, api := service("web", corev1.ServiceTypeClusterIP, 0), service("api", corev1.ServiceTypeClusterIP, 0)
+	src := &reader{services: []corev1.Service{web, api}, slices: []discoveryv1.EndpointSlice{slice("web", "10.0.0.1"), slice("api", "10.0.1.1")}}
+	r := FleetRequest{Namespaces: []string{"shop"}, Selector: "lb=x", Names: []string{"web"}, Query: endpoints.Query{PortName: "http"}, PodHealthChecks: true}
+	res, err := r.Read(context.Background(), src, FleetReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"[services shop lb=x]", "[service endpointslices shop]", "[pods shop ]"}
+	if !reflect.DeepEqual(src.asked, want) {
+		t.Errorf("asked %v, want %v", src.asked, want)
+	}
+	if len(res.Pools) != 1 || res.Pools[0].Service.Name != "web" {
+		t.Errorf("pools %+v, want web alone (names)", res.Pools)
+	}
+	src = &reader{fail: map[Object]error{ServiceEndpointSlicesObject: failed}}
+	_, err = r.Read(context.Background(), src, FleetReadOptions{})
+	var read *ReadError
+	if !errors.As(err, &read) || read.Object != ServiceEndpointSlicesObject || read.Namespace != "shop" || !errors.Is(err, failed) {
+		t.Errorf("error %v, want a read error of the slices of shop wrapping the API's", err)
+	}
+	r.MinServices = 2
+	src = &reader{services: []corev1.Service{web}, slices: []discoveryv1.EndpointSlice{slice("web", "10.0.0.1")}}
+	_, err = r.Read(context.Background(), src, FleetReadOptions{})
+	var short *FleetShortError
+	if !errors.As(err, &short) || short.Services != 1 || short.MinServices != 2 {
+		t.Errorf("error %v, want a fleet short of min_services", err)
+	}
+}
