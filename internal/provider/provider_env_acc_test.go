@@ -34,30 +34,42 @@ func variables(vars map[string]string) func() {
 	}
 }
 
-// envKubeconfig writes a kubeconfig whose current context, dead, points at a
-// port where nothing listens; context acc reads the cluster as reader (with
-// token), acc-nobody as nobody, whose token the API server refuses.
-func (c *testCluster) envKubeconfig(t *testing.T, token string) string {
-	t.Helper()
+// deadKubeconfig is a kubeconfig whose one context, dead, current, points at
+// a port where nothing listens.
+func deadKubeconfig() *clientcmdapi.Config {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["dead"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
-	cfg.Clusters["acc"] = &clientcmdapi.Cluster{Server: c.rest.Host, CertificateAuthorityData: []byte(c.caPEM(t)), TLSServerName: c.rest.ServerName}
-	cfg.AuthInfos["reader"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.AuthInfos["nobody"] = &clientcmdapi.AuthInfo{Token: "not-a-token"}
 	cfg.Contexts["dead"] = &clientcmdapi.Context{Cluster: "dead", AuthInfo: "nobody"}
-	cfg.Contexts["acc"] = &clientcmdapi.Context{Cluster: "acc", AuthInfo: "reader"}
-	cfg.Contexts["acc-nobody"] = &clientcmdapi.Context{Cluster: "acc", AuthInfo: "nobody"}
 	cfg.CurrentContext = "dead"
-	path := filepath.Join(t.TempDir(), "env.kubeconfig")
+	return cfg
+}
+
+func writeConfig(t *testing.T, cfg *clientcmdapi.Config) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
+// envKubeconfig writes deadKubeconfig with two more contexts: acc reads the
+// cluster as reader (with token), acc-nobody as nobody, whose token the API
+// server refuses.
+func (c *testCluster) envKubeconfig(t *testing.T, token string) string {
+	t.Helper()
+	cfg := deadKubeconfig()
+	cfg.Clusters["acc"] = &clientcmdapi.Cluster{Server: c.rest.Host, CertificateAuthorityData: []byte(c.caPEM(t)), TLSServerName: c.rest.ServerName}
+	cfg.AuthInfos["reader"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["acc"] = &clientcmdapi.Context{Cluster: "acc", AuthInfo: "reader"}
+	cfg.Contexts["acc-nobody"] = &clientcmdapi.Context{Cluster: "acc", AuthInfo: "nobody"}
+	return writeConfig(t, cfg)
+}
+
 // envFixture is a namespace with web's one ready pod, a token that may read
-// it, the kubeconfig of envKubeconfig, and a kubeconfig with only the dead
-// context, for $KUBECONFIG: read instead of a variable, it fails.
+// it, the kubeconfig of envKubeconfig, and deadKubeconfig, for $KUBECONFIG:
+// read instead of a variable, it fails.
 type envFixture struct {
 	c                        *testCluster
 	ns, token, path, deadEnv string
@@ -69,16 +81,7 @@ func newEnvFixture(t *testing.T) envFixture {
 	ns := c.namespace(t)
 	c.webWithOneReadyPod(t, ns, "10.244.12.1")
 	token := c.identityToken(t, ns, "env", documentedRole)
-	dead := clientcmdapi.NewConfig()
-	dead.Clusters["dead"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
-	dead.AuthInfos["nobody"] = &clientcmdapi.AuthInfo{Token: "not-a-token"}
-	dead.Contexts["dead"] = &clientcmdapi.Context{Cluster: "dead", AuthInfo: "nobody"}
-	dead.CurrentContext = "dead"
-	deadEnv := filepath.Join(t.TempDir(), "dead.kubeconfig")
-	if err := clientcmd.WriteToFile(*dead, deadEnv); err != nil {
-		t.Fatal(err)
-	}
-	return envFixture{c: c, ns: ns, token: token, path: c.envKubeconfig(t, token), deadEnv: deadEnv}
+	return envFixture{c: c, ns: ns, token: token, path: c.envKubeconfig(t, token), deadEnv: writeConfig(t, deadKubeconfig())}
 }
 
 // step reads web with the provider block given, after setting vars.
