@@ -99,7 +99,7 @@ func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
 	}
 	loaded, err := kube.DefaultConfigLoader().Load(c.kubeconfig, c.context)
 	if err != nil {
-		return nil, log, fmt.Errorf("unable to load the kubeconfig: %w; give -kubeconfig and -context, or set $KUBECONFIG", err)
+		return nil, log, fmt.Errorf("unable to load the kubeconfig: %w; give -kubeconfig and -context, or set $KUBECONFIG or KUBE_CONFIG_PATH and KUBE_CTX", err)
 	}
 	opts := kube.DefaultOptions()
 	opts.RequestTimeout = c.requestTimeout

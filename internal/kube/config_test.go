@@ -35,21 +35,18 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
-// loader looks at a fake home and at env as the test's environment (no
-// $KUBECONFIG unless env sets it); its service account is absent unless
-// inCluster is given.
+// loader looks at a fake home and at env as its whole environment ($KUBECONFIG
+// and the KUBE_* variables unset unless env sets them); its service account
+// is absent unless inCluster is given.
 func loader(t *testing.T, home string, env map[string]string, inCluster func() (*rest.Config, error)) ConfigLoader {
 	t.Helper()
-	t.Setenv("KUBECONFIG", "")
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
 	if inCluster == nil {
 		inCluster = func() (*rest.Config, error) { return nil, rest.ErrNotInCluster }
 	}
 	return ConfigLoader{
 		HomeDir:   func() (string, error) { return home, nil },
 		InCluster: inCluster,
+		Getenv:    func(name string) string { return env[name] },
 	}
 }
 

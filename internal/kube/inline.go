@@ -25,9 +25,12 @@ type InlineConfig struct {
 	ClientCertificate string
 	ClientKey         string
 	Insecure          bool
-	TLSServerName     string
-	ProxyURL          string
-	Exec              *ExecConfig
+	// InsecureSet says that insecure was given, true or false: KUBE_INSECURE
+	// is then not read.
+	InsecureSet   bool
+	TLSServerName string
+	ProxyURL      string
+	Exec          *ExecConfig
 }
 
 // ExecConfig runs a credential plugin, such as `aws eks get-token`, that
@@ -44,6 +47,41 @@ var ExecAPIVersions = []string{"client.authentication.k8s.io/v1", "client.authen
 
 // InlineSource names an inline configuration in logs, without any secret.
 func InlineSource(host string) string { return "provider arguments, host " + host }
+
+// LoadInline checks the connection given by arguments, c, whose host is set,
+// with the credential variables (KUBE_TOKEN, KUBE_CLUSTER_CA_CERT_DATA...)
+// filling what it leaves unset, each only where its argument could go
+// beside those given; the kubeconfig variables and KUBE_HOST are not read.
+// It contacts nothing. A variable whose value is invalid is an *EnvError.
+func (l ConfigLoader) LoadInline(c InlineConfig) (LoadedConfig, error) {
+	return loadInline(newEnvironment(l.Getenv), c, InlineSource(c.Host))
+}
+
+// loadFromVariables connects with KUBE_HOST and the credential variables
+// alone, as the hashicorp/kubernetes provider does without a kubeconfig.
+func loadFromVariables(e *environment) (LoadedConfig, error) {
+	host, err := e.host()
+	if err != nil {
+		return LoadedConfig{}, err
+	}
+	return loadInline(e, InlineConfig{Host: host}, EnvHost+" "+host)
+}
+
+func loadInline(e *environment, c InlineConfig, source string) (LoadedConfig, error) {
+	filled, err := e.credentials(c)
+	if err != nil {
+		return LoadedConfig{}, err
+	}
+	loaded, err := filled.Load()
+	if err != nil {
+		return LoadedConfig{}, err
+	}
+	loaded.Source = withVariables(source, e, e.used(credentialVariables...))
+	return loaded, nil
+}
+
+// credentialVariables are the variables of the arguments that go with host.
+var credentialVariables = []string{EnvToken, EnvClusterCA, EnvClientCert, EnvClientKey, EnvInsecure, EnvTLSServerName, EnvProxyURL}
 
 // Load checks the inline configuration and turns it into a client
 // configuration. It contacts nothing.
@@ -73,10 +111,10 @@ func (c InlineConfig) Load() (LoadedConfig, error) {
 		}
 	}
 	if c.ProxyURL != "" {
-		u, err := url.Parse(c.ProxyURL)
-		if err != nil || u.Host == "" {
-			return LoadedConfig{}, fmt.Errorf("proxy_url %q is not a URL", c.ProxyURL)
+		if err := ValidateProxyURL(c.ProxyURL); err != nil {
+			return LoadedConfig{}, fmt.Errorf("proxy_url: %w", err)
 		}
+		u, _ := url.Parse(c.ProxyURL)
 		cfg.Proxy = http.ProxyURL(u)
 	}
 	if c.Exec != nil {
@@ -102,6 +140,15 @@ func ValidateHost(host string) error {
 	u, err := url.Parse(host)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return fmt.Errorf("host %q is not a URL such as https://203.0.113.10:6443", host)
+	}
+	return nil
+}
+
+// ValidateProxyURL checks that proxy is a URL with a host name.
+func ValidateProxyURL(proxy string) error {
+	u, err := url.Parse(proxy)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not a URL such as http://proxy.example:3128", proxy)
 	}
 	return nil
 }

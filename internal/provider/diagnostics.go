@@ -267,27 +267,60 @@ func isTLSVerificationError(err error) bool {
 		errors.As(err, &hostname) || errors.As(err, &invalid)
 }
 
+// configurationDiagnostic is a configuration that could not be made: from a
+// variable, the kubeconfig lookup, or the arguments with host.
+func configurationDiagnostic(cfg providerModel, inline bool, err error) diag.Diagnostic {
+	var envErr *kube.EnvError
+	switch {
+	case errors.As(err, &envErr):
+		return variableDiagnostic(envErr.Name, err)
+	case inline:
+		return invalidCredentialsDiagnostic(err)
+	default:
+		return loadDiagnostic(cfg, err)
+	}
+}
+
+func variableDiagnostic(name string, err error) diag.Diagnostic {
+	return diag.NewErrorDiagnostic("Invalid Environment Variable",
+		"The provider read its connection, in part or whole, from the environment variables of the "+
+			"hashicorp/kubernetes provider, and "+name+" cannot be used.\n\n"+
+			"Fix or unset "+name+", or set in the provider block the argument it stands for, which wins over it (the "+
+			"provider documentation says which variable stands for which argument, and when each is read).\n\n"+err.Error())
+}
+
 func loadDiagnostic(cfg providerModel, err error) diag.Diagnostic {
 	const summary = "Unable to Load Kubeconfig"
 	attempted, cause := "The provider found no usable cluster configuration.", err
 	var loadErr *kube.LoadError
+	contextFromVariable := false
 	if errors.As(err, &loadErr) {
 		cause = loadErr.Err
 		attempted = "The provider found no usable cluster configuration. It looked at:\n  - " +
 			strings.Join(loadErr.Tried, "\n  - ")
 		if loadErr.Context != "" {
-			attempted += "\nfor context " + strconv.Quote(loadErr.Context) + "."
+			attempted += "\nfor context " + strconv.Quote(loadErr.Context)
+			if loadErr.ContextFrom != "" {
+				attempted += " (from " + loadErr.ContextFrom + ")"
+				contextFromVariable = true
+			}
+			attempted += "."
+		}
+		if len(loadErr.Unread) > 0 {
+			attempted += "\nThese variables are set but were not read, for the rule of the provider documentation: " +
+				strings.Join(loadErr.Unread, ", ") + "."
 		}
 	}
 	detail := attempted + "\n\n" +
-		"Set kubeconfig to a readable kubeconfig file (or $KUBECONFIG, or create ~/.kube/config), and context to one " +
-		"of its contexts, or give the connection with host and credentials. The provider looks, in order, at the " +
-		"kubeconfig argument, the files of $KUBECONFIG, ~/.kube/config and the service account of the pod it runs " +
-		"in; it never falls back to localhost.\n\n" +
+		"Set kubeconfig to a readable kubeconfig file (or KUBE_CONFIG_PATH or $KUBECONFIG, or create ~/.kube/config), " +
+		"and context (or KUBE_CTX) to one of its contexts, or give the connection with host and credentials. The " +
+		"provider looks, in order, at the kubeconfig argument, KUBE_CONFIG_PATH, KUBE_CONFIG_PATHS, KUBE_HOST, the " +
+		"files of $KUBECONFIG, ~/.kube/config and the service account of the pod it runs in; it never falls back to " +
+		"localhost.\n\n" +
 		cause.Error()
 	var unknownContext *kube.UnknownContextError
 	switch {
-	case errors.As(err, &unknownContext):
+	case errors.As(err, &unknownContext) && !contextFromVariable:
 		return diag.NewAttributeErrorDiagnostic(path.Root("context"), summary, detail)
 	case cfg.Kubeconfig.ValueString() != "":
 		return diag.NewAttributeErrorDiagnostic(path.Root("kubeconfig"), summary, detail)

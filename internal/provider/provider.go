@@ -83,21 +83,18 @@ func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureReque
 	}
 	var loaded kube.LoadedConfig
 	var err error
-	if inline, isInline := cfg.inline(ctx, &resp.Diagnostics); isInline {
-		if resp.Diagnostics.HasError() {
-			return
-		}
-		loaded, err = inline.Load()
-		if err != nil {
-			resp.Diagnostics.Append(invalidCredentialsDiagnostic(err))
-			return
-		}
+	inline, isInline := cfg.inline(ctx, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if isInline {
+		loaded, err = p.loader.LoadInline(inline)
 	} else {
 		loaded, err = p.loader.Load(cfg.Kubeconfig.ValueString(), cfg.Context.ValueString())
-		if err != nil {
-			resp.Diagnostics.Append(loadDiagnostic(cfg, err))
-			return
-		}
+	}
+	if err != nil {
+		resp.Diagnostics.Append(configurationDiagnostic(cfg, isInline, err))
+		return
 	}
 	client, err := kube.NewClient(loaded.Rest, cfg.clientOptions(p.version))
 	if err != nil {

@@ -74,6 +74,7 @@ func (m providerModel) inline(ctx context.Context, diags *diag.Diagnostics) (kub
 		ClientCertificate: m.ClientCertificate.ValueString(),
 		ClientKey:         m.ClientKey.ValueString(),
 		Insecure:          m.Insecure.ValueBool(),
+		InsecureSet:       !m.Insecure.IsNull(),
 		TLSServerName:     m.TLSServerName.ValueString(),
 		ProxyURL:          m.ProxyURL.ValueString(),
 	}
@@ -94,57 +95,66 @@ func providerSchema() schema.Schema {
 			"kubeconfig": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "Path of the kubeconfig file to connect with. A leading `~/` is the home directory " +
-					"of the user running Terraform. When unset (and `host` is unset), the provider reads the files " +
-					"listed in `$KUBECONFIG` (merged as `kubectl` does), else `~/.kube/config`, else the service " +
-					"account of the pod it runs in. A kubeconfig that cannot be loaded is an error; the provider never " +
-					"falls back to `localhost`. Conflicts with `host`.",
+					"of the user running Terraform. When unset (and `host` is unset), the provider reads the file of " +
+					"`KUBE_CONFIG_PATH`, else the files listed in `KUBE_CONFIG_PATHS`, else, when `KUBE_HOST` is set " +
+					"and `context` is not, connects with the `KUBE_*` variables alone, else reads the files listed in " +
+					"`$KUBECONFIG` (merged as `kubectl` does), else `~/.kube/config`, else uses the service account of " +
+					"the pod it runs in (see [Environment variables](#environment-variables)). A kubeconfig that cannot " +
+					"be loaded is an error; the provider never falls back to `localhost`. Conflicts with `host`.",
 			},
 			"context": schema.StringAttribute{
 				Optional: true,
-				MarkdownDescription: "Context of the kubeconfig to use. When unset, the kubeconfig's `current-context`. " +
-					"A context the kubeconfig does not define is an error that lists the ones it does. Conflicts with `host`.",
+				MarkdownDescription: "Context of the kubeconfig to use. When unset, `KUBE_CTX`, else the kubeconfig's " +
+					"`current-context`, whose cluster and user `KUBE_CTX_CLUSTER` and `KUBE_CTX_AUTH_INFO` replace when " +
+					"set (a context set here is used as the kubeconfig defines it). A context the kubeconfig does not " +
+					"define is an error that lists the ones it does. Conflicts with `host`.",
 			},
 			"host": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "URL of the API server, such as `https://203.0.113.10:6443` or an EKS endpoint. " +
-					"When set, the connection is made from `host` and the arguments below only, and no kubeconfig " +
-					"is read.",
+					"When set, the connection is made from `host` and the arguments below only (or the variables that " +
+					"stand for those left unset), and no kubeconfig is read. Unset, `KUBE_HOST` stands for it when " +
+					"neither `kubeconfig` nor `context` is set.",
 				Validators: []validator.String{hostURL()},
 			},
 			"cluster_ca_certificate": schema.StringAttribute{
 				Optional: true,
-				MarkdownDescription: "PEM certificate of the CA that signed the API server's certificate. Unset, the " +
-					"system's CAs are trusted. Needs `host`.",
+				MarkdownDescription: "PEM certificate of the CA that signed the API server's certificate. Unset, " +
+					"`KUBE_CLUSTER_CA_CERT_DATA` (unless `insecure = true`), else the system's CAs are trusted. Needs `host`.",
 				Validators: append([]validator.String{certificatePEM()}, needsHost...),
 			},
 			"token": schema.StringAttribute{
-				Optional:            true,
-				Sensitive:           true,
-				MarkdownDescription: "Bearer token to authenticate with. Needs `host`; conflicts with `client_certificate` and `exec`.",
-				Validators:          needsHost,
+				Optional:  true,
+				Sensitive: true,
+				MarkdownDescription: "Bearer token to authenticate with. Unset, `KUBE_TOKEN` (unless `client_certificate` " +
+					"or `exec` is set). Needs `host`; conflicts with `client_certificate` and `exec`.",
+				Validators: needsHost,
 			},
 			"client_certificate": schema.StringAttribute{
 				Optional: true,
-				MarkdownDescription: "PEM client certificate to authenticate with, with `client_key`. Needs `host`; " +
-					"conflicts with `token` and `exec`.",
+				MarkdownDescription: "PEM client certificate to authenticate with, with `client_key`. Unset, " +
+					"`KUBE_CLIENT_CERT_DATA` (unless `token` or `exec` is set). Needs `host`; conflicts with `token` and `exec`.",
 				Validators: append([]validator.String{certificatePEM()}, needsHost...),
 			},
 			"client_key": schema.StringAttribute{
-				Optional:            true,
-				Sensitive:           true,
-				MarkdownDescription: "PEM private key of `client_certificate`. Needs `host`.",
-				Validators:          needsHost,
+				Optional:  true,
+				Sensitive: true,
+				MarkdownDescription: "PEM private key of `client_certificate`. Unset, `KUBE_CLIENT_KEY_DATA`, with " +
+					"`KUBE_CLIENT_CERT_DATA`. Needs `host`.",
+				Validators: needsHost,
 			},
 			"insecure": schema.BoolAttribute{
 				Optional: true,
 				MarkdownDescription: "Skip the verification of the API server's certificate. For throwaway clusters " +
-					"only: anyone on the path can read the credentials. Conflicts with `cluster_ca_certificate`. Needs `host`.",
+					"only: anyone on the path can read the credentials. Unset, `KUBE_INSECURE` (`true` or `false`; " +
+					"unless `cluster_ca_certificate` is set). Conflicts with `cluster_ca_certificate`. Needs `host`.",
 				Validators: []validator.Bool{boolvalidator.AlsoRequires(path.MatchRoot("host"))},
 			},
 			"tls_server_name": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "Name to verify the API server's certificate against, when it differs from the host of `host` (a tunnel, an IP). Needs `host`.",
-				Validators:          needsHost,
+				Optional: true,
+				MarkdownDescription: "Name to verify the API server's certificate against, when it differs from the " +
+					"host of `host` (a tunnel, an IP). Unset, `KUBE_TLS_SERVER_NAME`. Needs `host`.",
+				Validators: needsHost,
 			},
 			"request_timeout": schema.StringAttribute{
 				Optional: true,
@@ -170,9 +180,10 @@ func providerSchema() schema.Schema {
 				Validators: []validator.Int64{int64validator.Between(1, 20000)},
 			},
 			"proxy_url": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "URL of an HTTP(S) or SOCKS5 proxy to reach the API server through. Needs `host`.",
-				Validators:          needsHost,
+				Optional: true,
+				MarkdownDescription: "URL of an HTTP(S) or SOCKS5 proxy to reach the API server through. Unset, " +
+					"`KUBE_PROXY_URL`. Needs `host`.",
+				Validators: needsHost,
 			},
 		},
 		Blocks: map[string]schema.Block{

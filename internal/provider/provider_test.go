@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+
+	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
 // testProviderFactories serve the provider in the test process, so that the
@@ -107,12 +109,16 @@ func phrase(parts ...string) *regexp.Regexp {
 	return regexp.MustCompile(strings.Join(quoted, `[\s\S]*`))
 }
 
-// isolateFromMachine hides the kubeconfig and service account of the machine
-// running the tests, returning the home directory the provider will see.
+// isolateFromMachine hides the kubeconfig, the KUBE_* variables and the
+// service account of the machine running the tests, returning the home
+// directory the provider will see.
 func isolateFromMachine(t *testing.T) string {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("KUBECONFIG", "")
+	for _, name := range kube.EnvVariables {
+		t.Setenv(name, "")
+	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
 	return home

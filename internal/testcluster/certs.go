@@ -61,6 +61,33 @@ func newAuthority() (*authority, error) {
 	return &authority{cert: cert, key: key, pem: pemBlock("CERTIFICATE", der)}, nil
 }
 
+// SelfSigned is a throwaway CA certificate named name and its key, in PEM,
+// for tests that need a certificate that is not the cluster's.
+func SelfSigned(name string) (certPEM, keyPEM string, err error) {
+	key, err := newKey()
+	if err != nil {
+		return "", "", err
+	}
+	sn, err := serial()
+	if err != nil {
+		return "", "", err
+	}
+	template := &x509.Certificate{
+		SerialNumber: sn, Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, key.Public(), key)
+	if err != nil {
+		return "", "", err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	return string(pemBlock("CERTIFICATE", der)), string(pemBlock("EC PRIVATE KEY", keyDER)), nil
+}
+
 // keyPair is a certificate and its key, PEM-encoded.
 type keyPair struct{ cert, key []byte }
 
