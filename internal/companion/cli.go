@@ -68,7 +68,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.opts.Dir, "chdir", c.opts.Dir, "the working directory of the configuration, initialized (terraform init)")
 	fs.StringVar(&c.opts.Terraform, "terraform", c.opts.Terraform, "the CLI: terraform or tofu, on PATH or a path")
 	fs.StringVar(&c.opts.Alias, "provider-alias", "", "serve only this alias of the k8s provider configurations (connected by -kubeconfig and -context); empty serves all")
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file of the default provider configuration (and of the Lease); else $KUBECONFIG, ~/.kube/config, then the pod's service account, as the provider")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file of the default provider configuration (and of the Lease); else KUBE_CONFIG_PATH(S), KUBE_HOST, $KUBECONFIG, ~/.kube/config, then the pod's service account, as the provider")
 	fs.StringVar(&c.context, "context", "", "kubeconfig context; empty for the current one")
 	fs.Var(&c.clusters, "cluster", "ALIAS=CONTEXT, ALIAS=KUBECONFIG or ALIAS=KUBECONFIG#CONTEXT: how to connect to the cluster of a provider configuration (repeat; default for the one without alias, ALIAS[KEY] for an instance of a provider for_each); else as its provider block says")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", kube.DefaultOptions().RequestTimeout, "bound of one API request")

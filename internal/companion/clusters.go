@@ -29,7 +29,8 @@ import (
 
 // connection is how the companion connects to the cluster of one provider
 // configuration: a kubeconfig and a context, each "" for the loader's
-// default ($KUBECONFIG, ~/.kube/config, in-cluster; its current context).
+// default (the KUBE_* variables, $KUBECONFIG, ~/.kube/config, in-cluster;
+// its current context), as the provider's.
 type connection struct {
 	kubeconfig, context string
 	// source says where it came from, for the log and errors.
@@ -345,7 +346,7 @@ func (s *syncer) connect(keys []string) error {
 		block, inBlock := blocks[key]
 		switch {
 		case s.opts.Alias != "" || (key == "" && !fromFlag && (s.opts.DefaultFromFlags || !inBlock)):
-			cl.conn, cl.client = connection{source: "-kubeconfig and -context, else $KUBECONFIG, ~/.kube/config, in-cluster"}, s.client
+			cl.conn, cl.client = connection{source: "-kubeconfig and -context, else the KUBE_* variables, $KUBECONFIG, ~/.kube/config, in-cluster"}, s.client
 		case fromFlag:
 			cl.conn = conn
 		case inBlock:
