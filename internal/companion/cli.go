@@ -63,8 +63,12 @@ type common struct {
 
 func (c *common) register(fs *flag.FlagSet) {
 	c.opts = DefaultSyncOptions()
+	// The image names its CLI (tofu, or terraform for those who build it so).
+	if name := os.Getenv("K8S_SYNC_TERRAFORM"); name != "" {
+		c.opts.Terraform = name
+	}
 	fs.StringVar(&c.opts.Dir, "chdir", c.opts.Dir, "the working directory of the configuration, initialized (terraform init)")
-	fs.StringVar(&c.opts.Terraform, "terraform", c.opts.Terraform, "the CLI: terraform or tofu, on PATH or a path")
+	fs.StringVar(&c.opts.Terraform, "terraform", c.opts.Terraform, "the CLI: terraform or tofu, on PATH or a path (default from $K8S_SYNC_TERRAFORM, which the image sets)")
 	fs.StringVar(&c.opts.Alias, "provider-alias", "", "the alias of the k8s provider configuration to serve; empty for the default one")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file; else $KUBECONFIG, ~/.kube/config, then the pod's service account, as the provider")
 	fs.StringVar(&c.context, "context", "", "kubeconfig context; empty for the current one")
