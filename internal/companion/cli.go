@@ -9,6 +9,7 @@ package companion
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -84,7 +85,8 @@ func (c *common) logger(stderr io.Writer) *slog.Logger {
 }
 
 // prepare checks what can be checked before anything starts, and makes the
-// client: the CLI found, the directory a configuration, the kubeconfig usable.
+// client: the CLI found, the directory a configuration (initialised where
+// TF_DATA_DIR says), the kubeconfig or the pod's token usable.
 func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
 	log := c.logger(stderr)
 	if c.logFormat != "text" && c.logFormat != "json" {
@@ -98,19 +100,33 @@ func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
 	if info, err := os.Stat(c.opts.Dir); err != nil || !info.IsDir() {
 		return nil, log, fmt.Errorf("-chdir %q is not a directory", c.opts.Dir)
 	}
+	if err := checkDataDir(path, c.opts.Dir); err != nil {
+		return nil, log, err
+	}
+	client, err := c.connect(log)
+	return client, log, err
+}
+
+// errCluster marks prepare's errors of the cluster's connection.
+var errCluster = errors.New("no connection to the cluster")
+
+func (c *common) connect(log *slog.Logger) (*kube.Client, error) {
+	if err := checkServiceAccount(c.kubeconfig); err != nil {
+		return nil, fmt.Errorf("%w: %w", errCluster, err)
+	}
 	loaded, err := kube.DefaultConfigLoader().Load(c.kubeconfig, c.context)
 	if err != nil {
-		return nil, log, fmt.Errorf("unable to load the kubeconfig: %w; give -kubeconfig and -context, or set $KUBECONFIG", err)
+		return nil, fmt.Errorf("%w: unable to load the kubeconfig: %w; give -kubeconfig and -context, or set $KUBECONFIG", errCluster, err)
 	}
 	opts := kube.DefaultOptions()
 	opts.RequestTimeout = c.requestTimeout
 	opts.UserAgent = "terraform-provider-k8s-sync"
 	client, err := kube.NewClient(loaded.Rest, opts)
 	if err != nil {
-		return nil, log, err
+		return nil, err
 	}
 	log.Info("cluster", "source", loaded.Source, "server", loaded.Rest.Host)
-	return client, log, nil
+	return client, nil
 }
 
 type stringList []string
@@ -150,8 +166,9 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&leaseName, "lease-name", "terraform-provider-k8s-sync", "name of the Lease")
 	fs.StringVar(&identity, "identity", "", "this replica's name in the Lease; default: host name and process id")
 	fs.Int64Var(&memoryLimitMiB, "memory-limit-mib", 128, "soft memory limit of the Go runtime, in MiB (0: none; $GOMEMLIMIT wins)")
-	if err := fs.Parse(args); err != nil {
-		return exitError
+	fs.Usage = usage("sync", "Keeps the pools of the working directory's state current: runs plan and apply when one would change.", syncExitCodes, fs.PrintDefaults, stderr)
+	if code, done := parsed(fs.Parse(args)); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sync takes no arguments, got %q\n", fs.Args())
@@ -167,6 +184,9 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	client, log, err := c.prepare(stderr)
 	if err == nil {
 		err = validateSync(c.opts)
+	}
+	if err == nil {
+		err = checkTempDir()
 	}
 	if err != nil {
 		log.Error("not started", "error", err.Error())
@@ -199,7 +219,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 	if err := run(ctx); err != nil {
-		log.Error("stopped", "error", err.Error())
+		log.Error("stopped", "error", explain(err, c.opts.Terraform, c.opts.Dir).Error())
 		return exitError
 	}
 	log.Info("stopped")
@@ -227,10 +247,18 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	var c common
 	c.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitError
+	fs.Usage = usage("check", "One pass: says whether each pool of the working directory's state matches the cluster.", checkExitCodes, fs.PrintDefaults, stderr)
+	if code, done := parsed(fs.Parse(args)); done {
+		return code
 	}
 	client, log, err := c.prepare(stderr)
+	if errors.Is(err, errCluster) {
+		// No state, or no initialised configuration, is said before the
+		// cluster's own trouble.
+		if stateErr := stateFirst(ctx, c.opts.Terraform, c.opts.Dir); stateErr != nil {
+			err = stateErr
+		}
+	}
 	if err != nil {
 		log.Error("check failed", "error", err.Error())
 		return exitError
@@ -239,7 +267,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// check plans nothing: it needs no configuration.
 	s.checkOnly = true
 	if err := s.loadState(ctx); err != nil {
-		log.Error("check failed", "error", err.Error())
+		log.Error("check failed", "error", explain(err, c.opts.Terraform, c.opts.Dir).Error())
 		return exitError
 	}
 	defer s.stopCache()
