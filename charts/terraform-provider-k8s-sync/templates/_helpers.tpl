@@ -43,11 +43,3 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   value: "true"
 {{- end }}
 {{- end -}}
-
-{{- define "k8s-sync.envFrom" -}}
-{{- with .Values.backend.envFromSecret }}
-envFrom:
-  - secretRef:
-      name: {{ . }}
-{{- end }}
-{{- end -}}
