@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -110,7 +111,14 @@ func explain(err error, cli, dir string) error {
 		return nil
 	}
 	text := err.Error()
+	if clean := ansiEscape.ReplaceAllString(text, ""); clean != text {
+		// The CLI's colours (state pull has no -no-color) in a log line.
+		err = &cleaned{text: clean, cause: err}
+		text = clean
+	}
 	switch {
+	case strings.Contains(text, "add the RBAC rule"):
+		return err
 	case strings.Contains(text, "Backend initialization required"),
 		strings.Contains(text, "Required plugins are not installed"),
 		strings.Contains(text, "Inconsistent dependency lock file"),
@@ -127,6 +135,17 @@ func explain(err error, cli, dir string) error {
 	}
 	return err
 }
+
+var ansiEscape = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// cleaned is an error with the terminal escapes of its text removed.
+type cleaned struct {
+	text  string
+	cause error
+}
+
+func (c *cleaned) Error() string { return c.text }
+func (c *cleaned) Unwrap() error { return c.cause }
 
 // Exit codes, as -h gives them.
 const (

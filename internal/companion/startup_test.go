@@ -32,6 +32,14 @@ func TestExplainNamesTheRemedy(t *testing.T) {
 			}
 		})
 	}
+	coloured := errors.New("tofu state pull exited with 1: \x1b[31m│\x1b[0m \x1b[1mError:\x1b[0m Backend initialization required")
+	if got := explain(coloured, "tofu", "."); strings.Contains(got.Error(), "\x1b") || !errors.Is(got, coloured) || !errors.Is(got, errNotInitialised) {
+		t.Fatalf("explain of the CLI's coloured text = %q", got)
+	}
+	named := errors.New(`lease a/b: add the RBAC rule {...}: leases.coordination.k8s.io "b" is forbidden`)
+	if got := explain(named, "tofu", "."); got != named {
+		t.Fatalf("an error that names its rule got another remedy: %q", got)
+	}
 	other := errors.New("plan failed: connection refused")
 	if got := explain(other, "tofu", "."); got != other {
 		t.Fatalf("an error without a known cause changed: %q", got)

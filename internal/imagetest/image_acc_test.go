@@ -167,6 +167,7 @@ func (s *scenario) checkSyncCheck(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stdout, "added ["+added+"]") {
 		t.Fatalf("check after %s became Ready exited %d, want 2 naming %s:\n%s%s", s.pods[1].Name, r.code, added, r.stdout, r.stderr)
 	}
+	t.Logf("check exit 2: %s", strings.TrimSpace(r.stdout))
 
 	port := freePort(t)
 	args := append(slices.Clone(s.pod.container(t, syncContainer).Args), settleForTests, "-settle-max=2s", "-listen=127.0.0.1:"+strconv.Itoa(port))
@@ -180,6 +181,7 @@ func (s *scenario) checkSyncCheck(t *testing.T) {
 	if failed := metric(port, `k8s_sync_runs_total{result="failed"}`); failed > 0 {
 		t.Errorf("sync failed %v runs:\n%s", failed, log.String())
 	}
+	t.Logf("sync applied the change:\n%s", grepLines(log.String(), `"msg":"run `))
 	end := stop()
 	if end.code != 0 || !strings.Contains(end.stderr, `"msg":"stopped"`) {
 		t.Fatalf("sync on SIGTERM exited %d, want 0 and \"stopped\":\n%s", end.code, end.stderr)
@@ -265,6 +267,7 @@ func (s *scenario) eachRuleNeeded(t *testing.T) {
 			if !strings.Contains(ended.stderr, "add the RBAC rule") {
 				t.Errorf("the error does not say which rule to add:\n%s", ended.stderr)
 			}
+			t.Logf("exit 1 after %s: %s", time.Since(start).Round(time.Millisecond), lastLine(ended.stderr))
 		})
 	}
 }
@@ -387,6 +390,22 @@ func expectExit1(t *testing.T, r result, want string) {
 	if r.code != 1 || !strings.Contains(r.stderr, want) {
 		t.Fatalf("exited %d, want 1 with %q:\n%s%s", r.code, want, r.stdout, r.stderr)
 	}
+	t.Logf("exit 1: %s", lastLine(r.stderr))
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // writeConfiguration writes the configuration users keep in git: a pool of
