@@ -82,12 +82,7 @@ func deploy(t *testing.T, rendered []byte, service string) *scenario {
 	s := &scenario{objects: decode(t, rendered), service: service}
 	deployment := s.deployment(t)
 	s.namespace = deployment.Namespace
-	for _, ns := range []string{s.namespace, workloadNS} {
-		_, err := env.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	ensureNamespaces(ctx, t, s.namespace, workloadNS)
 	kubectlApply(t, rendered)
 	s.pods = []testcluster.Pod{
 		{Name: service + "-1", IPs: []string{"10.244.7.1"}, Ready: true},
@@ -111,6 +106,16 @@ func deploy(t *testing.T, rendered []byte, service string) *scenario {
 		t.Fatalf("the init container exited %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	return s
+}
+
+func ensureNamespaces(ctx context.Context, t *testing.T, names ...string) {
+	t.Helper()
+	for _, ns := range names {
+		_, err := env.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
 }
 
 func (s *scenario) deployment(t *testing.T) *appsv1.Deployment {
