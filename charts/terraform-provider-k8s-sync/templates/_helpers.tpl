@@ -32,11 +32,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The environment the CLI and the companion share. */}}
 {{- define "k8s-sync.env" -}}
-{{- if ne .Values.configuration.source "image" }}
-# .terraform of the ConfigMap's configuration: written by the init container.
+# .terraform of the configuration: written by the init container.
 - name: TF_DATA_DIR
   value: /data/terraform
-{{- end }}
 {{- if .Values.backend.kubernetes }}
 # The kubernetes backend connects with the pod's ServiceAccount.
 - name: KUBE_IN_CLUSTER_CONFIG
