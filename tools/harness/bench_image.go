@@ -123,7 +123,12 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 	}); err != nil {
 		return nil, err
 	}
-	binary := []string{b.provider, "sync", "-chdir", dir, "-terraform", terraform, "-kubeconfig", b.cluster.Kubeconfig(), "-listen="}
+	// The same OpenTofu as the image's, for the binary too.
+	tofu, err := clis["tofu"].find(ctx, clis["tofu"].moduleDir(b.root))
+	if err != nil {
+		return nil, err
+	}
+	binary := []string{b.provider, "sync", "-chdir", dir, "-terraform", tofu, "-kubeconfig", b.cluster.Kubeconfig(), "-listen="}
 	container := p.argv("run", "--rm", "--network=host", "--pull=never", "--read-only", "--read-only-tmpfs",
 		"-v", dir+":/config:ro", "-v", kubeconfig+":/kube/config:ro", image, "sync", "-kubeconfig=/kube/config", "-listen=")
 	for round := 0; round <= o.rounds; round++ {
@@ -142,7 +147,7 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 	}
 	if o.changes > 0 {
 		b.say("image: a pod's Ready to the end of the apply, %d changes in the container and as the binary, both with OpenTofu", o.changes)
-		if err := b.imageLatency(ctx, client, p, image, kubeconfig, r); err != nil {
+		if err := b.imageLatency(ctx, client, p, image, tofu, kubeconfig, r); err != nil {
 			return nil, fmt.Errorf("image latency: %w", err)
 		}
 	}
@@ -163,12 +168,8 @@ const (
 // OpenTofu (the image's and the same build on this machine), take turns in
 // blocks, each block starting from a state the other's changes left
 // current.
-func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface, p *benchPodman, image, kubeconfig string, r *imageResults) error {
+func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface, p *benchPodman, image, tofu, kubeconfig string, r *imageResults) error {
 	if err := createLatencyService(ctx, client, imageLatencyNamespace, imageLatencyService, imageLatencyPods, "10.251.0.%d"); err != nil {
-		return err
-	}
-	tofu, err := clis["tofu"].find(ctx, clis["tofu"].moduleDir(b.root))
-	if err != nil {
 		return err
 	}
 	main := providerBlock + fmt.Sprintf("\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\n"+
@@ -393,7 +394,7 @@ func imageSection(r *imageResults) string {
 		p("")
 		return b.String()
 	}
-	p("Cold start of `sync` to its line `watching` (state pulled, %d pools decoded, informers started and listed) against a state of %d `k8s_ready_endpoints` of 10 endpoints each, local backend: in the container (podman with runc and vfs storage, read-only root, as the image test runs it; its time includes creating the container) median %.2f s (min–max %s s), the plain binary median %.2f s (min–max %s s), %d rounds alternating after one untimed.",
+	p("Cold start of `sync` to its line `watching` (state pulled, %d pools decoded, informers started and listed) against a state of %d `k8s_ready_endpoints` of 10 endpoints each, local backend: in the container (podman with runc and vfs storage, read-only root, as the image test runs it; its time includes creating the container) median %.2f s (min–max %s s), the plain binary with the same OpenTofu median %.2f s (min–max %s s), %d rounds alternating after one untimed.",
 		r.pools, r.pools, median(r.container), minMax(r.container, "%.2f"), median(r.binary), minMax(r.binary, "%.2f"), len(r.binary))
 	p("")
 	if len(r.readyBinary) > 0 {
