@@ -69,7 +69,7 @@ func checkServiceAccount(kubeconfig string) error {
 	}
 	defer f.Close()
 	if n, err := f.Read(make([]byte, 1)); n == 0 {
-		return fmt.Errorf("the pod's ServiceAccount token %s is empty (%v): the kubelet writes it; check the pod's projected volume", token, err)
+		return fmt.Errorf("the pod's ServiceAccount token %s is empty (%w): the kubelet writes it; check the pod's projected volume", token, err)
 	}
 	return nil
 }

@@ -37,11 +37,11 @@ func TestExplainNamesTheRemedy(t *testing.T) {
 		t.Fatalf("explain of the CLI's coloured text = %q", got)
 	}
 	named := errors.New(`lease a/b: add the RBAC rule {...}: leases.coordination.k8s.io "b" is forbidden`)
-	if got := explain(named, "tofu", "."); got != named {
+	if got := explain(named, "tofu", "."); got.Error() != named.Error() {
 		t.Fatalf("an error that names its rule got another remedy: %q", got)
 	}
 	other := errors.New("plan failed: connection refused")
-	if got := explain(other, "tofu", "."); got != other {
+	if got := explain(other, "tofu", "."); got.Error() != other.Error() {
 		t.Fatalf("an error without a known cause changed: %q", got)
 	}
 }

@@ -3,6 +3,7 @@ package imagetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -471,7 +472,7 @@ func decode(t *testing.T, rendered []byte) []*unstructured.Unstructured {
 	d := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
 	for {
 		var o unstructured.Unstructured
-		if err := d.Decode(&o.Object); err == io.EOF {
+		if err := d.Decode(&o.Object); errors.Is(err, io.EOF) {
 			return objs
 		} else if err != nil {
 			t.Fatal(err)
@@ -482,9 +483,9 @@ func decode(t *testing.T, rendered []byte) []*unstructured.Unstructured {
 	}
 }
 
-func kubectl(t *testing.T, args ...string) string {
+func kubectl(t *testing.T, args ...string) {
 	t.Helper()
-	return kubectlIn(t, nil, args...)
+	kubectlIn(t, nil, args...)
 }
 
 func kubectlApply(t *testing.T, rendered []byte) {
@@ -513,7 +514,11 @@ func freePort(t *testing.T) int {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		t.Fatalf("not a TCP address: %v", l.Addr())
+	}
+	return addr.Port
 }
 
 // metric is the value of a sample of the companion's /metrics, or -1.

@@ -196,8 +196,8 @@ func (pd *pod) runArgs(t *testing.T, c corev1.Container, args []string) []string
 			run = append(run, "--security-opt=no-new-privileges")
 		}
 		if sc.Capabilities != nil {
-			for _, cap := range sc.Capabilities.Drop {
-				run = append(run, "--cap-drop="+strings.ToLower(string(cap)))
+			for _, capability := range sc.Capabilities.Drop {
+				run = append(run, "--cap-drop="+strings.ToLower(string(capability)))
 			}
 		}
 	}

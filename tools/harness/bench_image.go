@@ -78,7 +78,7 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		return nil, fmt.Errorf("%s: %w", o.report, err)
 	}
 	if _, err := exec.LookPath("podman"); err != nil {
-		r.skipped = "podman is not on PATH (make container-runtime installs it)"
+		r.skipped = fmt.Sprintf("podman is not on PATH (%v; make container-runtime installs it)", err)
 		return r, nil
 	}
 	p, err := newBenchPodman(filepath.Join(b.work, "podman"))
@@ -324,7 +324,7 @@ func coldStart(ctx context.Context, argv, env []string) (float64, error) {
 	_, _ = io.Copy(io.Discard, stderr)
 	err = cmd.Wait()
 	if seen == 0 {
-		return 0, fmt.Errorf("%s: no line watching (%v):\n%s", strings.Join(argv, " "), err, strings.Join(lines, "\n"))
+		return 0, fmt.Errorf("%s: no line watching (%w):\n%s", strings.Join(argv, " "), err, strings.Join(lines, "\n"))
 	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
