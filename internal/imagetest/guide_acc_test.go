@@ -153,9 +153,8 @@ func guideEnv(t *testing.T) []string {
 	home := t.TempDir()
 	vars := append(os.Environ(),
 		"HOME="+home, "K8S_TF_CACHE="+cacheRoot,
-		"PATH="+filepath.Dir(env.helm)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"CONTAINERS_CONF="+filepath.Join(env.podman.dir, "containers.conf"),
-		"CONTAINERS_STORAGE_CONF="+filepath.Join(env.podman.dir, "storage.conf"))
+		"PATH="+filepath.Dir(env.helm)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	vars = append(vars, env.podman.env...)
 	for k, v := range goEnv {
 		vars = append(vars, k+"="+v)
 	}

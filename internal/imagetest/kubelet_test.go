@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
 // podman runs the containers of a pod spec the way the kubelet would give
@@ -27,8 +29,8 @@ import (
 // read-only root filesystem, no capabilities). No kubeconfig. The host's
 // network: the API server listens on loopback.
 type podman struct {
-	// dir holds the storage and the configuration of this podman.
-	dir string
+	// env makes podman use its own storage and configuration.
+	env []string
 	// apiHost and apiPort are the API server's, as the Service "kubernetes"
 	// would give them.
 	apiHost, apiPort string
@@ -38,31 +40,24 @@ type podman struct {
 	images map[string]string
 }
 
-// newPodman is a podman with storage and configuration of its own: runc
-// (crun refuses this kernel's hybrid cgroups), no default ulimits (refused
-// here), vfs storage under dir.
+// newPodman is a podman with storage and configuration of its own
+// (testcluster.PodmanEnv) under dir.
 func newPodman(dir, server, caFile string, client kubernetes.Interface) (*podman, error) {
 	hostPort := strings.TrimPrefix(server, "https://")
 	host, port, ok := strings.Cut(hostPort, ":")
 	if !ok {
 		return nil, fmt.Errorf("API server %s: no port", server)
 	}
-	p := &podman{dir: dir, apiHost: host, apiPort: port, caFile: caFile, client: client, images: map[string]string{}}
-	conf := "[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"
-	storage := fmt.Sprintf("[storage]\ndriver = \"vfs\"\ngraphroot = %q\nrunroot = %q\n", filepath.Join(dir, "root"), filepath.Join(dir, "run"))
-	for name, content := range map[string]string{"containers.conf": conf, "storage.conf": storage} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			return nil, err
-		}
+	env, err := testcluster.PodmanEnv(dir)
+	if err != nil {
+		return nil, err
 	}
-	return p, nil
+	return &podman{env: env, apiHost: host, apiPort: port, caFile: caFile, client: client, images: map[string]string{}}, nil
 }
 
 func (p *podman) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "podman", args...)
-	cmd.Env = append(os.Environ(),
-		"CONTAINERS_CONF="+filepath.Join(p.dir, "containers.conf"),
-		"CONTAINERS_STORAGE_CONF="+filepath.Join(p.dir, "storage.conf"))
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.WaitDelay = 10 * time.Second
 	return cmd
 }

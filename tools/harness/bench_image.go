@@ -333,32 +333,19 @@ func coldStart(ctx context.Context, argv, env []string) (float64, error) {
 	return seen.Seconds(), nil
 }
 
-// benchPodman is podman with storage and configuration of its own, as
-// internal/imagetest runs it: runc, no default ulimits, vfs.
-type benchPodman struct{ dir string }
+// benchPodman is podman with storage and configuration of its own
+// (testcluster.PodmanEnv), as internal/imagetest runs it.
+type benchPodman struct{ vars []string }
 
 func newBenchPodman(dir string) (*benchPodman, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	conf := "[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"
-	storage := fmt.Sprintf("[storage]\ndriver = \"vfs\"\ngraphroot = %q\nrunroot = %q\n", filepath.Join(dir, "root"), filepath.Join(dir, "run"))
-	for name, content := range map[string]string{"containers.conf": conf, "storage.conf": storage} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			return nil, err
-		}
-	}
-	return &benchPodman{dir: dir}, nil
+	vars, err := testcluster.PodmanEnv(dir)
+	return &benchPodman{vars: vars}, err
 }
 
 func (p *benchPodman) argv(args ...string) []string { return append([]string{"podman"}, args...) }
 
 // env is podman's environment: its configuration is read from there only.
-func (p *benchPodman) env() []string {
-	return append(os.Environ(),
-		"CONTAINERS_CONF="+filepath.Join(p.dir, "containers.conf"),
-		"CONTAINERS_STORAGE_CONF="+filepath.Join(p.dir, "storage.conf"))
-}
+func (p *benchPodman) env() []string { return append(os.Environ(), p.vars...) }
 
 func (p *benchPodman) run(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "podman", args...)
