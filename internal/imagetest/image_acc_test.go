@@ -378,6 +378,34 @@ func (s *scenario) badInput(t *testing.T) {
 			t.Errorf("check asked the cluster before saying the configuration is not initialised:\n%s", r.stderr)
 		}
 	})
+	t.Run("no state", func(t *testing.T) {
+		// The same configuration with a state of its own, never applied.
+		cm, err := env.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, configMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "no-state", Namespace: s.namespace}, Data: cm.Data}
+		cm.Data["main.tf"] = strings.Replace(cm.Data["main.tf"], "secret_suffix = \""+s.service+"\"", "secret_suffix = \"never-applied\"", 1)
+		if _, err := env.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		noState := spec.DeepCopy()
+		for i := range noState.Volumes {
+			if noState.Volumes[i].ConfigMap != nil {
+				noState.Volumes[i].ConfigMap.Name = cm.Name
+			}
+		}
+		p := env.podman.newPod(ctx, t, s.namespace, "no-state", *noState)
+		// init would create an empty state, which the Role does not allow:
+		// the first apply is the user's.
+		r := p.exec(ctx, t, initContainer, nil)
+		if said := plain(r.stdout + r.stderr); r.code != 1 || !strings.Contains(said, `cannot create resource "secrets"`) {
+			t.Fatalf("init of a configuration without state exited %d, want 1 naming the create of its Secret:\n%s", r.code, said)
+		}
+		t.Logf("init exit 1: %s", plain(r.stdout+r.stderr))
+		r = p.exec(ctx, t, syncContainer, check)
+		expectExit1(t, r, "is not initialised")
+	})
 	t.Run("a read-only temporary directory", func(t *testing.T) {
 		noTmp := spec.DeepCopy()
 		for i := range noTmp.Containers {
@@ -407,6 +435,13 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// plain is the CLI's output as one line: without its colours and boxes.
+func plain(s string) string {
+	s = regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(s, "")
+	s = strings.NewReplacer("│", " ", "╷", " ", "╵", " ").Replace(s)
+	return strings.Join(strings.Fields(s), " ")
 }
 
 func lastLine(s string) string {
