@@ -9,8 +9,9 @@
 // registry with the credentials of ~/.docker/config.json, as ko and crane do.
 //
 // Layers go from the least to the most often changed (base files, CLI,
-// provider), so a new provider version pulls one layer; every timestamp is
-// -epoch, so the same inputs give the same digests.
+// provider), so a new provider version pulls one layer; files carry no
+// timestamp and the image's is -epoch, so the same inputs give the same
+// digests.
 package main
 
 import (
@@ -98,7 +99,7 @@ func main() {
 	flag.StringVar(&o.out, "o", "", "write a docker-archive tarball here (one -platform)")
 	flag.StringVar(&o.push, "push", "", "push the image (an index of every -platform) to this reference")
 	flag.StringVar(&o.report, "report", "", "write the image's sizes (compressed, per layer) as JSON here")
-	flag.Int64Var(&o.epoch, "epoch", 0, "timestamp of every file and of the image, in Unix seconds (SOURCE_DATE_EPOCH)")
+	flag.Int64Var(&o.epoch, "epoch", 0, "the image's creation time, in Unix seconds (SOURCE_DATE_EPOCH)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
@@ -180,7 +181,10 @@ func build(o options, p platform) (v1.Image, error) {
 			return nil, err
 		}
 	}
-	when := time.Unix(o.epoch, 0).UTC()
+	// Files carry no time (as ko's and distroless's): a layer's digest is
+	// that of its files alone, so an unchanged CLI keeps its layer from one
+	// release to the next. The image's creation time is -epoch.
+	when := time.Unix(0, 0).UTC()
 	base, err := baseLayer(when)
 	if err != nil {
 		return nil, err
@@ -219,7 +223,7 @@ func build(o options, p platform) (v1.Image, error) {
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture = "linux", p.arch
-	cfg.Created = v1.Time{Time: when}
+	cfg.Created = v1.Time{Time: time.Unix(o.epoch, 0).UTC()}
 	licences := "MPL-2.0"
 	if o.cliName == "terraform" {
 		licences = "MPL-2.0 AND BUSL-1.1" // Terraform since v1.6
