@@ -9,6 +9,7 @@ package companion
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -65,8 +66,12 @@ type common struct {
 
 func (c *common) register(fs *flag.FlagSet) {
 	c.opts = DefaultSyncOptions()
+	// The image names its CLI (tofu, or terraform for those who build it so).
+	if name := os.Getenv("K8S_SYNC_TERRAFORM"); name != "" {
+		c.opts.Terraform = name
+	}
 	fs.StringVar(&c.opts.Dir, "chdir", c.opts.Dir, "the working directory of the configuration, initialized (terraform init)")
-	fs.StringVar(&c.opts.Terraform, "terraform", c.opts.Terraform, "the CLI: terraform or tofu, on PATH or a path")
+	fs.StringVar(&c.opts.Terraform, "terraform", c.opts.Terraform, "the CLI: terraform or tofu, on PATH or a path (default from $K8S_SYNC_TERRAFORM, which the image sets)")
 	fs.StringVar(&c.opts.Alias, "provider-alias", "", "serve only this alias of the k8s provider configurations (connected by -kubeconfig and -context); empty serves all")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file of the default provider configuration (and of the Lease); else KUBE_CONFIG_PATH(S), KUBE_HOST, $KUBECONFIG, ~/.kube/config, then the pod's service account, as the provider")
 	fs.StringVar(&c.context, "context", "", "kubeconfig context; empty for the current one")
@@ -83,7 +88,8 @@ func (c *common) logger(stderr io.Writer) *slog.Logger {
 }
 
 // prepare checks what can be checked before anything starts, and makes the
-// client: the CLI found, the directory a configuration, the kubeconfig usable.
+// client: the CLI found, the directory a configuration (initialised where
+// TF_DATA_DIR says), the kubeconfig or the pod's token usable.
 func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
 	log := c.logger(stderr)
 	if c.logFormat != "text" && c.logFormat != "json" {
@@ -97,9 +103,23 @@ func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
 	if info, err := os.Stat(c.opts.Dir); err != nil || !info.IsDir() {
 		return nil, log, fmt.Errorf("-chdir %q is not a directory", c.opts.Dir)
 	}
+	if err := checkDataDir(path, c.opts.Dir); err != nil {
+		return nil, log, err
+	}
+	client, err := c.connect(log)
+	return client, log, err
+}
+
+// errCluster marks prepare's errors of the cluster's connection.
+var errCluster = errors.New("no connection to the cluster")
+
+func (c *common) connect(log *slog.Logger) (*kube.Client, error) {
+	if err := checkServiceAccount(c.kubeconfig); err != nil {
+		return nil, fmt.Errorf("%w: %w", errCluster, err)
+	}
 	loaded, err := kube.DefaultConfigLoader().Load(c.kubeconfig, c.context)
 	if err != nil {
-		return nil, log, fmt.Errorf("unable to load the kubeconfig: %w; give -kubeconfig and -context, or set $KUBECONFIG or KUBE_CONFIG_PATH and KUBE_CTX", err)
+		return nil, fmt.Errorf("%w: unable to load the kubeconfig: %w; give -kubeconfig and -context, or set $KUBECONFIG or KUBE_CONFIG_PATH and KUBE_CTX", errCluster, err)
 	}
 	opts := kube.DefaultOptions()
 	opts.RequestTimeout = c.requestTimeout
@@ -109,10 +129,10 @@ func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
 	c.opts.DefaultFromFlags = c.kubeconfig != "" || c.context != ""
 	client, err := kube.NewClient(loaded.Rest, opts)
 	if err != nil {
-		return nil, log, err
+		return nil, err
 	}
 	log.Info("default cluster", "source", loaded.Source, "server", loaded.Rest.Host)
-	return client, log, nil
+	return client, nil
 }
 
 type stringList []string
@@ -153,8 +173,9 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&leaseName, "lease-name", "terraform-provider-k8s-sync", "name of the Lease")
 	fs.StringVar(&identity, "identity", "", "this replica's name in the Lease; default: host name and process id")
 	fs.Int64Var(&memoryLimitMiB, "memory-limit-mib", 128, "soft memory limit of the Go runtime, in MiB (0: none; $GOMEMLIMIT wins)")
-	if err := fs.Parse(args); err != nil {
-		return exitError
+	fs.Usage = usage("sync", "Keeps the pools of the working directory's state current: runs plan and apply when one would change.", syncExitCodes, fs.PrintDefaults, stderr)
+	if code, done := parsed(fs.Parse(args)); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sync takes no arguments, got %q\n", fs.Args())
@@ -170,6 +191,9 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	client, log, err := c.prepare(stderr)
 	if err == nil {
 		err = validateSync(c.opts)
+	}
+	if err == nil {
+		err = checkTempDir()
 	}
 	if err != nil {
 		log.Error("not started", "error", err.Error())
@@ -206,7 +230,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 	if err := run(ctx); err != nil {
-		log.Error("stopped", "error", err.Error())
+		log.Error("stopped", "error", explain(err, c.opts.Terraform, c.opts.Dir).Error())
 		return exitError
 	}
 	log.Info("stopped")
@@ -236,10 +260,18 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	var c common
 	c.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitError
+	fs.Usage = usage("check", "One pass: says whether each pool of the working directory's state matches the cluster.", checkExitCodes, fs.PrintDefaults, stderr)
+	if code, done := parsed(fs.Parse(args)); done {
+		return code
 	}
 	client, log, err := c.prepare(stderr)
+	if errors.Is(err, errCluster) {
+		// No state, or no initialised configuration, is said before the
+		// cluster's own trouble.
+		if stateErr := stateFirst(ctx, c.opts.Terraform, c.opts.Dir); stateErr != nil {
+			err = stateErr
+		}
+	}
 	if err != nil {
 		log.Error("check failed", "error", err.Error())
 		return exitError
@@ -252,7 +284,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// check plans nothing: it needs no configuration.
 	s.checkOnly = true
 	if err := s.loadState(ctx); err != nil {
-		log.Error("check failed", "error", err.Error())
+		log.Error("check failed", "error", explain(err, c.opts.Terraform, c.opts.Dir).Error())
 		return exitError
 	}
 	defer s.stopCaches()

@@ -48,6 +48,9 @@ type benchOptions struct {
 	only     string
 	withSync bool
 	sync     syncOptions
+	// withImage adds the image's part (bench_image.go).
+	withImage bool
+	image     imageOptions
 	// trafficSamples is the number of pods per load balancer of the
 	// traffic latency (bench_traffic.go).
 	trafficSamples int
@@ -60,18 +63,21 @@ func bench(ctx context.Context, args []string) error {
 	out := flags.String("out", "bench/results.md", "Markdown file written, relative to the repository root")
 	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also write a CPU profile of the provider during a plan of 100 (PROFILE=1)")
 	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
-	only := flags.String("only", "", "run one part alone: sync (the companion; writes -out, default bench/results-sync.md) or traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md)")
+	only := flags.String("only", "", "run one part alone: sync (the companion; writes -out, default bench/results-sync.md), traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md) or image (the companion's image; default bench/results-image.md)")
 	withSync := flags.Bool("sync", true, "also measure the sync companion (bench_sync.go)")
+	withImage := flags.Bool("image-part", true, "also measure the companion's image (bench_image.go; needs make image)")
+	var imageOpts imageOptions
+	imageOpts.register(flags)
 	trafficSamplesFlag := flags.Int("traffic-samples", trafficSamples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
 	baseline := flags.String("baseline", os.Getenv("K8S_TF_BENCH_BASELINE"), "also plan with the provider built at this git revision, in the same rounds (K8S_TF_BENCH_BASELINE)")
 	var syncOpts syncOptions
 	syncOpts.register(flags)
 	_ = flags.Parse(args)
 	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
-		baseline: *baseline, only: *only, withSync: *withSync, sync: syncOpts, trafficSamples: *trafficSamplesFlag}
+		baseline: *baseline, only: *only, withSync: *withSync, sync: syncOpts, withImage: *withImage, image: imageOpts, trafficSamples: *trafficSamplesFlag}
 	switch opts.only {
 	case "":
-	case "sync", "traffic":
+	case "sync", "traffic", "image":
 		if !isFlagSet(flags, "out") {
 			opts.out = "bench/results-" + opts.only + ".md"
 		}
@@ -79,7 +85,7 @@ func bench(ctx context.Context, args []string) error {
 		// baseline.
 		opts.baseline = ""
 	default:
-		return fmt.Errorf("-only %q: the parts that run alone are sync and traffic", opts.only)
+		return fmt.Errorf("-only %q: the parts that run alone are sync, traffic and image", opts.only)
 	}
 	if opts.trafficSamples < 1 || opts.trafficSamples > 100 {
 		return fmt.Errorf("-traffic-samples %d: want 1 to 100", opts.trafficSamples)
@@ -233,6 +239,9 @@ func (b *benchRun) run(ctx context.Context) error {
 	if b.opts.only == "sync" {
 		return b.runSyncOnly(ctx, client)
 	}
+	if b.opts.only == "image" {
+		return b.runImageOnly(ctx, client)
+	}
 
 	b.say("warm-up: one untimed run of each command")
 	for _, m := range b.ms {
@@ -279,6 +288,12 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
+	var imageRes *imageResults
+	if b.opts.withImage {
+		if imageRes, err = b.benchImage(ctx, client); err != nil {
+			return err
+		}
+	}
 	b.cluster.Stop()
 
 	b.say("binary size")
@@ -293,7 +308,7 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + syncSection(syncRes) + "\n" + trafficSection(trafficRes)
+	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + syncSection(syncRes) + "\n" + imageSection(imageRes) + "\n" + trafficSection(trafficRes)
 	out := b.opts.out
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(b.root, out)

@@ -23,8 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
 // The sync companion's part of the bench (issue 19, item 8): how soon a
@@ -158,34 +156,9 @@ const providerBlock = "terraform {\n  required_providers {\n    k8s = { source =
 func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 	o := s.b.opts.sync
 	client := s.client
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: syncLatencyNamespace}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	if err := testcluster.WaitForServiceAccount(ctx, client, syncLatencyNamespace, time.Minute); err != nil {
-		return err
-	}
-	labels := map[string]string{"app": syncLatencyService}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: syncLatencyNamespace, Name: syncLatencyService},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{
-			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
-		}},
-	}
-	if _, err := client.CoreV1().Services(syncLatencyNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return err
-	}
 	const pods = 4
 	toggled := fmt.Sprintf("%s-%d", syncLatencyService, pods-1)
-	for j := range pods {
-		if err := testcluster.RunPod(ctx, client, syncLatencyNamespace, testcluster.Pod{
-			Name: fmt.Sprintf("%s-%d", syncLatencyService, j), Labels: labels, IPs: []string{fmt.Sprintf("10.250.0.%d", j+1)},
-			Ready: true, Node: benchNode, Ports: map[string]int32{"http": 8080},
-		}); err != nil {
-			return err
-		}
-	}
-	if err := testcluster.WaitForSlices(ctx, client, syncLatencyNamespace, syncLatencyService, 2*time.Minute,
-		testcluster.EndpointCount(discoveryv1.AddressTypeIPv4, pods, pods)); err != nil {
+	if err := createLatencyService(ctx, client, syncLatencyNamespace, syncLatencyService, pods, "10.250.0.%d"); err != nil {
 		return err
 	}
 	dir, err := s.b.config("sync-latency", providerBlock+fmt.Sprintf(
@@ -444,14 +417,8 @@ func createSyncFleet(ctx context.Context, client kubernetes.Interface) error {
 // pool, for_each over the 500 data sources, the first apply had not ended
 // after 5.5 minutes (2.3 min of Terraform's CPU, on a loaded machine).
 func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
-	names := make([]string, fleetServices)
-	for i := range names {
-		names[i] = fmt.Sprintf("%q", serviceName(i))
-	}
 	configs := []struct{ name, title, main string }{
-		{"sync-each", fmt.Sprintf("%d `k8s_ready_endpoints` (`for_each`)", fleetServices), providerBlock + fmt.Sprintf(
-			"\nlocals {\n  services = toset([%s])\n}\n\ndata \"k8s_ready_endpoints\" \"svc\" {\n  for_each  = local.services\n  namespace = %q\n  service   = each.key\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_ready_endpoints.svc : length(s.endpoints)])\n}\n",
-			strings.Join(names, ", "), benchNamespace)},
+		{"sync-each", fmt.Sprintf("%d `k8s_ready_endpoints` (`for_each`)", fleetServices), readyEndpointsEach(fleetServices)},
 		{"sync-fleet-500", fmt.Sprintf("1 `k8s_services` of %d Services", fleetServices), providerBlock + fmt.Sprintf(
 			"\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n",
 			benchNamespace)},
@@ -558,10 +525,16 @@ func (s *syncBench) startCompanion(ctx context.Context, dir string, args ...stri
 // startCompanionEnv starts `sync` on dir with extra variables in its
 // environment.
 func (s *syncBench) startCompanionEnv(ctx context.Context, dir string, extraEnv []string, args ...string) (*companionProc, error) {
-	base := []string{"sync", "-chdir", dir, "-terraform", s.terraform, "-kubeconfig", s.b.cluster.Kubeconfig(),
+	argv := []string{s.b.provider, "sync", "-chdir", dir, "-terraform", s.terraform, "-kubeconfig", s.b.cluster.Kubeconfig(),
 		"-log-format", "json", "-listen", "127.0.0.1:0", "-settle-quiet", "200ms", "-settle-max", "2s"}
-	cmd := exec.CommandContext(ctx, s.b.provider, append(base, args...)...)
-	cmd.Env = append(slices.Clone(s.env), extraEnv...)
+	return startCompanionProc(ctx, append(argv, args...), append(slices.Clone(s.env), extraEnv...))
+}
+
+// startCompanionProc starts argv, a companion (or what runs one: podman),
+// and reads its JSON log.
+func startCompanionProc(ctx context.Context, argv, env []string) (*companionProc, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = time.Minute

@@ -135,7 +135,7 @@ func TestBenchRefusesABadTrafficFlag(t *testing.T) {
 			t.Errorf("bench %v: %v, want -traffic-samples refused", args, err)
 		}
 	}
-	if err := bench(t.Context(), []string{"-only", "plans"}); err == nil || !strings.Contains(err.Error(), "sync and traffic") {
+	if err := bench(t.Context(), []string{"-only", "plans"}); err == nil || !strings.Contains(err.Error(), "sync, traffic and image") {
 		t.Errorf("bench -only plans: %v, want the parts named", err)
 	}
 }

@@ -7,6 +7,7 @@
 //	harness up [-dir .cluster] [-version v1.X.Y] [-audit]   start the control plane in the background
 //	harness down [-dir .cluster]                            stop it and delete its state
 //	harness cli NAME                                        print the path of an acceptance-test CLI (building it if needed)
+//	harness helm                                            print the path of helm (building it from tools/helm if needed)
 //	harness demo -kubeconfig FILE [-namespace demo] [-network [-hold FILE]]
 //	                                                        the demo's Service and pods in every state (-network: pods that answer)
 //	harness haproxy -dir DIR -backend FILE [-ready FILE]    HAProxy on a rendered backend until stopped; SIGHUP reloads
@@ -62,6 +63,8 @@ func run(command string, args []string) error {
 		err = down(args)
 	case "cli":
 		err = cli(ctx, args)
+	case "helm":
+		err = helm(ctx)
 	case "demo":
 		err = demo(ctx, args)
 	case "haproxy":
@@ -81,7 +84,7 @@ func run(command string, args []string) error {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage: harness up|down|cli|demo|haproxy|bench|bench-sync|pin|build-control-plane [flags]  (see tools/harness/main.go)`)
+	fmt.Fprintln(os.Stderr, `usage: harness up|down|cli|helm|demo|haproxy|bench|bench-sync|pin|build-control-plane [flags]  (see tools/harness/main.go)`)
 	os.Exit(2)
 }
 

@@ -1,0 +1,43 @@
+{{/* The name of every object: the release's. */}}
+{{- define "k8s-sync.name" -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "k8s-sync.labels" -}}
+app.kubernetes.io/name: terraform-provider-k8s-sync
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{- define "k8s-sync.selector" -}}
+app.kubernetes.io/name: terraform-provider-k8s-sync
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The rules of what the pools read, for a Role or the ClusterRole. */}}
+{{- define "k8s-sync.readRules" -}}
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["list", "watch"]
+{{- if .Values.rbac.pods }}
+# pod_health_checks = true: the companion watches the Pods of those Services.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+{{- end }}
+{{- end -}}
+
+{{/* The environment the CLI and the companion share. */}}
+{{- define "k8s-sync.env" -}}
+# .terraform of the configuration: written by the init container.
+- name: TF_DATA_DIR
+  value: /data/terraform
+{{- if .Values.backend.kubernetes }}
+# The kubernetes backend connects with the pod's ServiceAccount.
+- name: KUBE_IN_CLUSTER_CONFIG
+  value: "true"
+{{- end }}
+{{- end -}}

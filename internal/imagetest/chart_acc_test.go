@@ -1,0 +1,132 @@
+package imagetest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serviceMonitorCRD is the Prometheus Operator's ServiceMonitor kind, without
+// its schema: enough for the API server to take the chart's ServiceMonitor.
+const serviceMonitorCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: servicemonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+// valueSets are the chart's values that tests render: each a release of its
+// own, so that their cluster-wide objects do not meet.
+var valueSets = []struct {
+	release, namespace string
+	set                []string
+}{
+	{"defaults", "lb-defaults", nil},
+	{"namespaced", "lb-namespaced", []string{"rbac.clusterWide=false", "rbac.namespaces={shop,other}", "rbac.nodes=true", "rbac.pods=true",
+		"metrics.service.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prometheus"}},
+	{"baked", "lb-baked", []string{"configuration.source=image", "configuration.path=/config", "backend.kubernetes=false",
+		"backend.envFromSecret=backend-credentials", "leaderElection.enabled=false", "replicas=1", "cli=terraform",
+		"image.repository=registry.example.com/lb/k8s-sync-with-config", "image.tag=1.0.0", "extraArgs={-settle-quiet=10s,-max-shrink=0.3}"}},
+}
+
+// TestAccChart is issue 26's item 3: helm lint of the chart with each set of
+// values, their rendering applied server-side to the API server, values that
+// cannot work refused by name, and the pod of the chart's namespaced
+// rendering run as the manifest's is.
+func TestAccChart(t *testing.T) {
+	needImage(t)
+	chart := filepath.Join(env.root, "charts", "terraform-provider-k8s-sync")
+	kubectlApply(t, []byte(serviceMonitorCRD))
+	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com")
+	ensureNamespaces(testCtx(t, time.Minute), t, workloadNS, "other")
+	for _, v := range valueSets {
+		t.Run("lint and apply "+v.release, func(t *testing.T) {
+			args := setArgs(v.set)
+			if out, err := helm(t, append([]string{"lint", chart, "--strict"}, args...)...); err != nil {
+				t.Fatalf("helm lint: %v\n%s", err, out)
+			}
+			rendered, err := helm(t, append([]string{"template", v.release, chart, "--namespace", v.namespace}, args...)...)
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, rendered)
+			}
+			ensureNamespaces(testCtx(t, time.Minute), t, v.namespace)
+			out := kubectlIn(t, []byte(rendered), "apply", "--server-side", "--field-manager=helm-template", "-f", "-")
+			t.Logf("applied:\n%s", out)
+			for _, kind := range kindsOf(v.set) {
+				if !strings.Contains(out, kind) {
+					t.Errorf("the rendering of %s has no %s:\n%s", v.release, kind, out)
+				}
+			}
+		})
+	}
+	t.Run("values that cannot work are refused by name", func(t *testing.T) {
+		for _, tc := range []struct {
+			set  []string
+			want string
+		}{
+			{[]string{"rbac.clusterWide=false"}, "give the namespaces the pools read in rbac.namespaces"},
+			{[]string{"configuration.source=git"}, "configuration.source: use configMap or image"},
+			{[]string{"metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled needs metrics.service.enabled"},
+		} {
+			out, err := helm(t, append([]string{"template", "bad", chart}, setArgs(tc.set)...)...)
+			if err == nil || !strings.Contains(out, tc.want) {
+				t.Errorf("helm template with %v: %v, want an error with %q:\n%s", tc.set, err, tc.want, out)
+			}
+		}
+	})
+	t.Run("the pod of the chart's rendering", func(t *testing.T) {
+		rendered, err := helm(t, "template", "chart-sync", chart, "--namespace", "lb-chart",
+			"--set", "rbac.clusterWide=false", "--set", "rbac.namespaces={shop}",
+			"--set", "image.repository=localhost/terraform-provider-k8s-sync", "--set", "image.pullPolicy=Never")
+		if err != nil {
+			t.Fatalf("helm template: %v\n%s", err, rendered)
+		}
+		s := deploy(t, []byte(rendered), "web-chart")
+		s.checkSyncCheck(t)
+	})
+}
+
+// kindsOf are the kinds a set of values must render, as kubectl apply names
+// them.
+func kindsOf(set []string) []string {
+	kinds := []string{"serviceaccount/", "deployment.apps/"}
+	joined := strings.Join(set, " ")
+	switch {
+	case strings.Contains(joined, "rbac.clusterWide=false"):
+		kinds = append(kinds, "role.rbac.authorization.k8s.io/", "clusterrole.rbac.authorization.k8s.io/") // nodes
+	default:
+		kinds = append(kinds, "clusterrole.rbac.authorization.k8s.io/")
+	}
+	if strings.Contains(joined, "serviceMonitor.enabled=true") {
+		kinds = append(kinds, "service/", "servicemonitor.monitoring.coreos.com/")
+	}
+	return kinds
+}
+
+func setArgs(set []string) []string {
+	var args []string
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return args
+}
+
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx := testCtx(t, 2*time.Minute)
+	cmd := exec.CommandContext(ctx, env.helm, args...)
+	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+env.cluster.Kubeconfig(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

@@ -1,0 +1,435 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+)
+
+// The companion's image in the bench (issue 26): its size, compressed and by
+// layer (the report of make image), and the cold start of `sync` to its
+// line `watching` against a state of fleetServices pools, in the image's
+// container (podman, run as internal/imagetest runs it) and as the plain
+// binary, alternately. See bench/README.md.
+
+type imageOptions struct {
+	archive, report string
+	rounds, changes int
+}
+
+func (o *imageOptions) register(flags *flag.FlagSet) {
+	flags.StringVar(&o.archive, "image", "bin/image/terraform-provider-k8s-sync.tar", "image: the docker-archive of make image (relative to the repository)")
+	flags.StringVar(&o.report, "image-report", "bin/image/report.json", "image: the sizes make image wrote")
+	flags.IntVar(&o.rounds, "image-rounds", 5, "image: rounds of cold starts, container and plain binary alternately")
+	flags.IntVar(&o.changes, "image-changes", 12, "image: pool changes timed from a pod's Ready to the apply's end, for each of the container and the binary (0: none)")
+}
+
+// imageReport is what tools/image writes with -report.
+type imageReport struct {
+	CompressedBytes int64 `json:"compressed_bytes"`
+	Layers          []struct {
+		CompressedBytes   int64 `json:"compressed_bytes"`
+		UncompressedBytes int64 `json:"uncompressed_bytes"`
+	} `json:"layers"`
+}
+
+type imageResults struct {
+	report imageReport
+	pools  int
+	// container and binary are the cold starts to `watching`, s.
+	container, binary []float64
+	// readyContainer and readyBinary are a pod's Ready to the end of the
+	// apply, s.
+	readyContainer, readyBinary []float64
+	// skipped says why the cold starts were not measured.
+	skipped string
+}
+
+// imageLayers names the layers tools/image writes, in its order.
+var imageLayers = []string{"base files (passwd, CA certificates, CLI configuration, directories)", "the CLI (OpenTofu)", "the provider (and its mirror's hard links)"}
+
+func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) (*imageResults, error) {
+	o := b.opts.image
+	r := &imageResults{pools: fleetServices}
+	raw, err := os.ReadFile(filepath.Join(b.root, o.report))
+	if err != nil {
+		return nil, fmt.Errorf("the image's sizes (make image writes %s): %w", o.report, err)
+	}
+	if err := json.Unmarshal(raw, &r.report); err != nil {
+		return nil, fmt.Errorf("%s: %w", o.report, err)
+	}
+	if _, err := exec.LookPath("podman"); err != nil {
+		r.skipped = fmt.Sprintf("podman is not on PATH (%v; make container-runtime installs it)", err)
+		return r, nil
+	}
+	p, err := newBenchPodman(filepath.Join(b.work, "podman"))
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.run(ctx, "load", "-i", filepath.Join(b.root, o.archive))
+	if err != nil {
+		return nil, err
+	}
+	image := strings.TrimSpace(out[strings.LastIndex(out, "Loaded image: ")+len("Loaded image: "):])
+
+	b.say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fleetServices, o.rounds)
+	terraform, err := exec.LookPath("terraform")
+	if err != nil {
+		return nil, err
+	}
+	rc := filepath.Join(b.work, "terraformrc-image")
+	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "bin"}); err != nil {
+		return nil, err
+	}
+	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
+	s := &syncBench{b: b, terraform: terraform, env: env}
+	dir, err := b.config("image-each", readyEndpointsEach(fleetServices))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.apply(ctx, dir); err != nil {
+		return nil, err
+	}
+	// The container's user (65532) reads the configuration and a copy of
+	// the kubeconfig.
+	kubeconfig := filepath.Join(b.work, "kubeconfig-image")
+	if err := copyReadable(b.cluster.Kubeconfig(), kubeconfig); err != nil {
+		return nil, err
+	}
+	if err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chmod(path, info.Mode()|0o044|(info.Mode()&0o100)>>3|(info.Mode()&0o100)>>6)
+	}); err != nil {
+		return nil, err
+	}
+	// The same OpenTofu as the image's, for the binary too.
+	tofu, err := clis["tofu"].find(ctx, clis["tofu"].moduleDir(b.root))
+	if err != nil {
+		return nil, err
+	}
+	binary := []string{b.provider, "sync", "-chdir", dir, "-terraform", tofu, "-kubeconfig", b.cluster.Kubeconfig(), "-listen="}
+	container := p.argv("run", "--rm", "--network=host", "--pull=never", "--read-only", "--read-only-tmpfs",
+		"-v", dir+":/config:ro", "-v", kubeconfig+":/kube/config:ro", image, "sync", "-kubeconfig=/kube/config", "-listen=")
+	for round := 0; round <= o.rounds; round++ {
+		cw, err := coldStart(ctx, container, p.env())
+		if err != nil {
+			return nil, fmt.Errorf("the container's cold start: %w", err)
+		}
+		bw, err := coldStart(ctx, binary, env)
+		if err != nil {
+			return nil, fmt.Errorf("the binary's cold start: %w", err)
+		}
+		fmt.Fprintf(logw, "  round %d: container %.2fs, binary %.2fs\n", round, cw, bw)
+		if round > 0 { // the first warms the page cache
+			r.container, r.binary = append(r.container, cw), append(r.binary, bw)
+		}
+	}
+	if o.changes > 0 {
+		b.say("image: a pod's Ready to the end of the apply, %d changes in the container and as the binary, both with OpenTofu", o.changes)
+		if err := b.imageLatency(ctx, client, p, image, tofu, kubeconfig, r); err != nil {
+			return nil, fmt.Errorf("image latency: %w", err)
+		}
+	}
+	return r, nil
+}
+
+const (
+	imageLatencyNamespace = "bench-image"
+	imageLatencyService   = "lat"
+	imageLatencyPods      = 4
+)
+
+// imageLatency: a Service of 4 ready pods, one made not ready and ready
+// again, alternately; each change timed from the write of the pod's Ready
+// condition to the companion's `run ended` (plan and apply of a
+// terraform_data pool, result applied). The container's companion and the
+// binary's, each on a configuration and state of its own, both with
+// OpenTofu (the image's and the same build on this machine), take turns in
+// blocks, each block starting from a state the other's changes left
+// current.
+func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface, p *benchPodman, image, tofu, kubeconfig string, r *imageResults) error {
+	if err := createLatencyService(ctx, client, imageLatencyNamespace, imageLatencyService, imageLatencyPods, "10.251.0.%d"); err != nil {
+		return err
+	}
+	main := providerBlock + fmt.Sprintf("\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\n"+
+		"resource \"terraform_data\" \"pool\" {\n  input = [for e in data.k8s_ready_endpoints.lat.endpoints : \"${e.address}:${e.port}\"]\n}\n",
+		imageLatencyNamespace, imageLatencyService)
+	rc := filepath.Join(b.work, "terraformrc-image")
+	binEnv := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
+	binDir, err := b.config("image-latency-binary", main)
+	if err != nil {
+		return err
+	}
+	ctrDir, err := b.config("image-latency-container", main)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(b.work, "image-tmp")
+	if err := os.MkdirAll(tmp, 0o1777); err != nil {
+		return err
+	}
+	for _, d := range []string{ctrDir, tmp} {
+		if err := os.Chown(d, 65532, 65532); err != nil {
+			return err
+		}
+	}
+	run := func(args ...string) []string {
+		return p.argv(append([]string{"run", "--rm", "--network=host", "--pull=never", "--read-only",
+			"-v", ctrDir + ":/config", "-v", tmp + ":/tmp", "-v", kubeconfig + ":/kube/config:ro",
+			"-e", "KUBECONFIG=/kube/config"}, args...)...)
+	}
+	ctrTofu := func(args ...string) []string { return run(append([]string{"--entrypoint", "tofu", image}, args...)...) }
+	binTofu := func(args ...string) []string { return append([]string{tofu, "-chdir=" + binDir}, args...) }
+	if err := runArgv(ctx, ctrTofu("init", "-input=false"), p.env()); err != nil {
+		return err
+	}
+	companions := []struct {
+		name     string
+		samples  *[]float64
+		apply    []string
+		applyEnv []string
+		start    []string
+		startEnv []string
+	}{
+		{"container", &r.readyContainer, ctrTofu("apply", "-auto-approve", "-input=false", "-no-color"), p.env(),
+			run(image, "sync", "-kubeconfig=/kube/config", "-log-format=json", "-listen=", "-settle-quiet=200ms", "-settle-max=2s"), p.env()},
+		{"binary", &r.readyBinary, binTofu("apply", "-auto-approve", "-input=false", "-no-color"), binEnv,
+			[]string{b.provider, "sync", "-chdir", binDir, "-terraform", tofu, "-kubeconfig", b.cluster.Kubeconfig(), "-log-format=json", "-listen=",
+				"-settle-quiet=200ms", "-settle-max=2s"}, binEnv},
+	}
+	toggled := fmt.Sprintf("%s-%d", imageLatencyService, imageLatencyPods-1)
+	ready := true
+	const blocks = 3
+	perBlock := max(1, b.opts.image.changes/blocks)
+	for block := range blocks {
+		for _, c := range companions {
+			// The state current first: the other's changes came while this
+			// one was stopped.
+			if err := runArgv(ctx, c.apply, c.applyEnv); err != nil {
+				return err
+			}
+			proc, err := startCompanionProc(ctx, c.start, c.startEnv)
+			if err != nil {
+				return err
+			}
+			if _, err := proc.waitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
+				proc.stop()
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			for i := range perBlock {
+				ready = !ready
+				before := proc.count("run ended")
+				written, err := writeReady(ctx, client, imageLatencyNamespace, toggled, ready)
+				if err != nil {
+					proc.stop()
+					return err
+				}
+				ended, err := proc.waitNth(ctx, "run ended", before+1, 3*time.Minute)
+				if err != nil {
+					proc.stop()
+					return fmt.Errorf("%s: %w", c.name, err)
+				}
+				if res, _ := ended.fields["result"].(string); res != "applied" {
+					proc.stop()
+					return fmt.Errorf("%s, change %d: the run ended %q, not applied:\n%s", c.name, i+1, res, proc.text())
+				}
+				lat := ended.time.Sub(written).Seconds()
+				*c.samples = append(*c.samples, lat)
+				fmt.Fprintf(logw, "  block %d, %s: Ready=%v to the apply's end %.2fs\n", block+1, c.name, ready, lat)
+				time.Sleep(time.Second) // its state read after the run
+			}
+			proc.stop()
+		}
+	}
+	return nil
+}
+
+func runArgv(ctx context.Context, argv, env []string) error {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, out)
+	}
+	return nil
+}
+
+func readyEndpointsEach(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%q", serviceName(i))
+	}
+	return providerBlock + fmt.Sprintf(
+		"\nlocals {\n  services = toset([%s])\n}\n\ndata \"k8s_ready_endpoints\" \"svc\" {\n  for_each  = local.services\n  namespace = %q\n  service   = each.key\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_ready_endpoints.svc : length(s.endpoints)])\n}\n",
+		strings.Join(names, ", "), benchNamespace)
+}
+
+func copyReadable(from, to string) error {
+	content, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, content, 0o644)
+}
+
+// coldStart runs argv until its log says `watching`, then stops it with
+// SIGTERM, and gives the time from its start to that line, s.
+func coldStart(ctx context.Context, argv, env []string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = time.Minute
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	var seen time.Duration
+	var lines []string
+	scanner := bufio.NewScanner(stderr)
+	for scanner.Scan() {
+		line := scanner.Text()
+		lines = append(lines, line)
+		if strings.Contains(line, "msg=watching") || strings.Contains(line, `"msg":"watching"`) {
+			seen = time.Since(start)
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			break
+		}
+	}
+	_, _ = io.Copy(io.Discard, stderr)
+	err = cmd.Wait()
+	if seen == 0 {
+		return 0, fmt.Errorf("%s: no line watching (%w):\n%s", strings.Join(argv, " "), err, strings.Join(lines, "\n"))
+	}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		return 0, err
+	}
+	return seen.Seconds(), nil
+}
+
+// benchPodman is podman with storage and configuration of its own
+// (testcluster.PodmanEnv), as internal/imagetest runs it.
+type benchPodman struct{ vars []string }
+
+func newBenchPodman(dir string) (*benchPodman, error) {
+	vars, err := testcluster.PodmanEnv(dir)
+	return &benchPodman{vars: vars}, err
+}
+
+func (p *benchPodman) argv(args ...string) []string { return append([]string{"podman"}, args...) }
+
+// env is podman's environment: its configuration is read from there only.
+func (p *benchPodman) env() []string { return append(os.Environ(), p.vars...) }
+
+func (p *benchPodman) run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "podman", args...)
+	cmd.Env = p.env()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("podman %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func imageSection(r *imageResults) string {
+	if r == nil {
+		return ""
+	}
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("## The companion's image (`make image`)")
+	p("")
+	p("| layer | compressed | uncompressed |")
+	p("|---|---:|---:|")
+	for i, l := range r.report.Layers {
+		name := fmt.Sprintf("layer %d", i+1)
+		if i < len(imageLayers) && len(r.report.Layers) == len(imageLayers) {
+			name = imageLayers[i]
+		}
+		p("| %s | %.1f MB | %.1f MB |", name, float64(l.CompressedBytes)/1e6, float64(l.UncompressedBytes)/1e6)
+	}
+	p("| **the image** | **%.1f MB** | |", float64(r.report.CompressedBytes)/1e6)
+	p("")
+	if r.skipped != "" {
+		p("Cold starts not measured: %s.", r.skipped)
+		p("")
+		return b.String()
+	}
+	p("Cold start of `sync` to its line `watching` (state pulled, %d pools decoded, informers started and listed) against a state of %d `k8s_ready_endpoints` of 10 endpoints each, local backend: in the container (podman with runc and vfs storage, read-only root, as the image test runs it; its time includes creating the container) median %.2f s (min–max %s s), the plain binary with the same OpenTofu median %.2f s (min–max %s s), %d rounds alternating after one untimed.",
+		r.pools, r.pools, median(r.container), minMax(r.container, "%.2f"), median(r.binary), minMax(r.binary, "%.2f"), len(r.binary))
+	p("")
+	if len(r.readyBinary) > 0 {
+		p("A pod's Ready to the end of the apply (the write of its Ready condition to the companion's `run ended`, result applied: settle quiet time 200 ms, plan, apply of a `terraform_data` pool), both with OpenTofu, %d changes each in blocks taking turns: in the container median %.2f s, p90 %.2f s (min–max %s s); the plain binary median %.2f s, p90 %.2f s (min–max %s s).",
+			len(r.readyBinary), median(r.readyContainer), percentile(r.readyContainer, 90), minMax(r.readyContainer, "%.2f"),
+			median(r.readyBinary), percentile(r.readyBinary, 90), minMax(r.readyBinary, "%.2f"))
+		p("")
+	}
+	return b.String()
+}
+
+// runImageOnly is `bench -only image`: the image's part alone, its report
+// written to -out.
+func (b *benchRun) runImageOnly(ctx context.Context, client kubernetes.Interface) error {
+	r, err := b.benchImage(ctx, client)
+	if err != nil {
+		return err
+	}
+	return b.writePart("make bench-image", "`make bench-image` (tools/harness bench -only image)", imageSection(r))
+}
+
+// createLatencyService makes namespace and a Service of n ready pods (IPs
+// from ipFormat, %d from 1), and waits for their slices.
+func createLatencyService(ctx context.Context, client kubernetes.Interface, namespace, service string, n int, ipFormat string) error {
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := testcluster.WaitForServiceAccount(ctx, client, namespace, time.Minute); err != nil {
+		return err
+	}
+	labels := map[string]string{"app": service}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: service},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{
+			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
+		}},
+	}
+	if _, err := client.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for j := range n {
+		if err := testcluster.RunPod(ctx, client, namespace, testcluster.Pod{
+			Name: fmt.Sprintf("%s-%d", service, j), Labels: labels, IPs: []string{fmt.Sprintf(ipFormat, j+1)},
+			Ready: true, Node: benchNode, Ports: map[string]int32{"http": 8080},
+		}); err != nil {
+			return err
+		}
+	}
+	return testcluster.WaitForSlices(ctx, client, namespace, service, 2*time.Minute,
+		testcluster.EndpointCount(discoveryv1.AddressTypeIPv4, n, n))
+}
