@@ -322,6 +322,18 @@ func (p *Postgres) CreateDatabase(ctx context.Context, name string) error {
 	return err
 }
 
+// SetPassword changes the superuser's password, as a team rotates the
+// credentials of a backend; Exec then uses the new one. Sessions already
+// open keep theirs. Not safe for use with other calls at the same time.
+func (p *Postgres) SetPassword(ctx context.Context, password string) error {
+	quoted := "'" + strings.ReplaceAll(password, "'", "''") + "'"
+	if _, err := p.Exec(ctx, "postgres", `ALTER USER "`+p.User+`" PASSWORD `+quoted); err != nil {
+		return err
+	}
+	p.Password = password
+	return nil
+}
+
 // Exec runs one SQL command in database as the superuser (psql) and gives
 // its rows, one per line, fields separated by |.
 func (p *Postgres) Exec(ctx context.Context, database, sql string) (string, error) {

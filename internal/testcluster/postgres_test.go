@@ -117,6 +117,18 @@ func TestPostgresAsksTCPClientsForThePassword(t *testing.T) {
 			}
 		})
 	}
+	// A rotated password: the old one is refused, the new one works.
+	old := p.Password
+	if err := p.SetPassword(context.Background(), "it's rotated"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Exec(context.Background(), "postgres", "SELECT 1"); err != nil {
+		t.Errorf("the new password: %v", err)
+	}
+	p.Password = old
+	if _, err := p.Exec(context.Background(), "postgres", "SELECT 1"); err == nil || !strings.Contains(err.Error(), "password authentication failed") {
+		t.Errorf("the old password after SetPassword: %v, want it refused", err)
+	}
 	if !p.removeDir {
 		t.Fatal("no directory given: a temporary one, removed by Stop")
 	}
