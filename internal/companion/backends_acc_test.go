@@ -123,7 +123,8 @@ terraform {
 // backendConfig is poolConfig with the backend's block and, for the
 // scenarios, two resources whose provisioners take as long as files of the
 // working directory say: terraform_data.slow is replaced with the pool (its
-// sleep, slow-seconds, makes the companion's apply long), terraform_data.holder
+// sleep, slow-seconds, makes the companion's apply long; it touches
+// "sleeping" when it starts), terraform_data.holder
 // only when a human asks (hold-seconds: a human's apply that holds the lock;
 // it touches "holding" when it starts, once its plan is made).
 func backendConfig(b *stateBackend, ns string) string {
@@ -131,7 +132,7 @@ func backendConfig(b *stateBackend, ns string) string {
 resource "terraform_data" "slow" {
   triggers_replace = local.members
   provisioner "local-exec" {
-    command = "sleep $(cat slow-seconds)"
+    command = "touch sleeping; sleep $(cat slow-seconds)"
   }
 }
 resource "terraform_data" "holder" {
@@ -183,6 +184,27 @@ func (w *workdir) setFile(t *testing.T, name, content string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(w.dir, name), []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// fileWithin says whether the file name appears in w within timeout.
+func (w *workdir) fileWithin(name string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := os.Stat(filepath.Join(w.dir, name)); err == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (w *workdir) waitForFile(t *testing.T, name string, timeout time.Duration) {
+	t.Helper()
+	if !w.fileWithin(name, timeout) {
+		t.Fatalf("no file %s in %s within %s", name, w.dir, timeout)
 	}
 }
 
@@ -362,15 +384,8 @@ func backendLockWaitedFor(t *testing.T, _ *stateBackend, w *workdir, ns string) 
 	}
 	holderDone := make(chan error, 1)
 	go func() { holderDone <- holder.Wait() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(w.dir, "holding")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the human's apply did not start its provisioner within 60 s:\n%s", holderOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !w.fileWithin("holding", 60*time.Second) {
+		t.Fatalf("the human's apply did not start its provisioner within 60 s:\n%s", holderOut.String())
 	}
 	runPod(t, ns, "web", "web-5", "10.244.0.5", true)
 	c.waitFor(t, 30*time.Second, "run started")
@@ -404,10 +419,13 @@ func backendLockWaitedFor(t *testing.T, _ *stateBackend, w *workdir, ns string) 
 // ends it through SIGINT, and the CLI releases the lock.
 func backendSIGTERMReleasesTheLock(t *testing.T, b *stateBackend, w *workdir, ns string) {
 	w.setFile(t, "slow-seconds", "30")
+	_ = os.Remove(filepath.Join(w.dir, "sleeping"))
 	c := startSync(t, w)
 	runPod(t, ns, "web", "web-6", "10.244.0.6", true)
 	c.waitFor(t, 60*time.Second, "applying the saved plan")
-	time.Sleep(time.Second)
+	// A SIGINT that comes before the provisioner starts does not stop it
+	// (the CLI lets the resource it is at finish): wait for the sleep.
+	w.waitForFile(t, "sleeping", 60*time.Second)
 	start := time.Now()
 	c.stop(t)
 	if c.code != 0 {
