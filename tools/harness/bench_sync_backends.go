@@ -94,13 +94,22 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 			testcluster.EndpointCount(discoveryv1.AddressTypeIPv4, 3, 3)); err != nil {
 			return err
 		}
-		dir, err := s.b.config("sync-backend-"+name, providerBlock+backendBlock(name, s.b.cluster.Kubeconfig(), pg)+fmt.Sprintf(
+		// init sees the backend block alone: with vigie/k8s required, it
+		// would ask the registry for it, dev_overrides or not.
+		block := backendBlock(name, s.b.cluster.Kubeconfig(), pg)
+		if block != "" {
+			dir, err := s.b.config("sync-backend-"+name, block)
+			if err != nil {
+				return err
+			}
+			if err := s.terraformCmd(ctx, dir, "init", "-input=false", "-no-color"); err != nil {
+				return err
+			}
+		}
+		dir, err := s.b.config("sync-backend-"+name, providerBlock+block+fmt.Sprintf(
 			"\ndata \"k8s_ready_endpoints\" \"pool\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\nresource \"terraform_data\" \"pool\" {\n  input = [for e in data.k8s_ready_endpoints.pool.endpoints : \"${e.address}:${e.port}\"]\n}\n",
 			syncBackendNamespace, service))
 		if err != nil {
-			return err
-		}
-		if err := s.terraformCmd(ctx, dir, "init", "-input=false", "-no-color"); err != nil {
 			return err
 		}
 		if err := s.apply(ctx, dir); err != nil {
