@@ -535,11 +535,12 @@ func TestAccSyncBackendThatRefusesTheLock(t *testing.T) {
 	needCluster(t)
 	ns := namespace(t)
 	webWithPods(t, ns, 2)
+	// The rules the sync guide gives for the kubernetes backend.
 	leases := rbacv1.PolicyRule{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "state"},
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "update"}},
 			leases,
 		},
 	}
