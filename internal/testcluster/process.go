@@ -24,6 +24,10 @@ type process struct {
 	name    string
 	logPath string
 	args    []string
+	// cred, when set, is the user the daemon runs as (PostgreSQL refuses
+	// root); dir, when set, its working directory.
+	cred    *syscall.Credential
+	dir     string
 	cmd     *exec.Cmd
 	done    chan struct{} // closed once the process has exited and been reaped
 	waitErr error
@@ -41,7 +45,10 @@ func (p *process) start(bin string) error {
 	}
 	cmd := exec.Command(filepath.Join(bin, p.name), p.args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Dir = p.dir
+	// Go sets the parent-death signal after the change of user, which would
+	// otherwise clear it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: p.cred}
 	if err := startOnLockedThread(cmd); err != nil {
 		_ = log.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)

@@ -47,6 +47,8 @@ type syncOptions struct {
 	quiet   time.Duration
 	idle    time.Duration
 	rounds  int
+	// backendRounds are the rounds of bench_sync_backends.go.
+	backendRounds int
 }
 
 func (o *syncOptions) register(flags *flag.FlagSet) {
@@ -54,6 +56,7 @@ func (o *syncOptions) register(flags *flag.FlagSet) {
 	flags.DurationVar(&o.quiet, "sync-quiet", 200*time.Millisecond, "companion: the settle window's quiet time during the latency measurement")
 	flags.DurationVar(&o.idle, "sync-idle", 60*time.Second, "companion: the idle window over which its CPU is measured")
 	flags.IntVar(&o.rounds, "sync-rounds", 5, "companion: rounds of check and plan, alternating")
+	flags.IntVar(&o.backendRounds, "sync-backend-rounds", 10, "companion: rounds of the latency with the state in each backend (local, kubernetes, pg)")
 }
 
 // syncResults is what the companion's part measured.
@@ -82,6 +85,8 @@ type syncResults struct {
 	idleRuns             int
 
 	checks []*checkVsPlan
+	// backends is the latency with the state in each backend.
+	backends *backendLatency
 }
 
 // checkVsPlan is `check` and `terraform plan` of one configuration, run
@@ -112,6 +117,10 @@ func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (
 	b.say("companion: detection latency over %d pool changes (settle quiet time %s)", o.changes, o.quiet)
 	if err := s.latency(ctx, r); err != nil {
 		return nil, fmt.Errorf("companion latency: %w", err)
+	}
+	b.say("companion: pod Ready to the apply's end with the state in each backend (%s), %d rounds", strings.Join(stateBackends, ", "), o.backendRounds)
+	if err := s.backendLatency(ctx, r); err != nil {
+		return nil, fmt.Errorf("companion latency by backend: %w", err)
 	}
 	b.say("companion: %d Services x %d endpoints watched, %s idle", syncFleetServices, syncFleetEndpoints, o.idle)
 	if err := s.idle(ctx, r); err != nil {
@@ -726,6 +735,7 @@ func syncTargetRows(r *syncResults) []string {
 			r.quiet, len(r.latency), med, verdict(med, 1, " s"))
 		row("| that latency, p99 (nearest rank: of %d, the largest) | %.3f s | ≤ 1 s | %s |", len(r.latency), p99, verdict(p99, 1, " s"))
 	}
+	rows = append(rows, backendLatencyRows(r.backends)...)
 	if r.idle > 0 {
 		pct := r.idleCPU / r.idle * 100
 		idleVerdict := verdict(pct, 1, " %")
@@ -770,6 +780,7 @@ func syncSection(r *syncResults) string {
 			median(r.detection), percentile(r.detection, 99), r.extraRuns)
 		p("")
 	}
+	b.WriteString(backendLatencySection(r.backends))
 	if r.idle > 0 {
 		var each []string
 		for _, v := range r.idleSlices {
