@@ -29,15 +29,6 @@ import (
 // release terraform and OpenTofu; a Terraform built from source has the local
 // backend alone, and these tests skip on it, saying so.
 
-// cliErrorKept says whether a failed run's error keeps the CLI's Error
-// block. Today it is the last 12 lines of the CLI's stderr then stdout, and
-// warnings on stdout (here the dev_overrides warning; elsewhere a provider's
-// or a deprecation's) push out the error of a refused lock, leaving
-// "again. For most commands, you can disable locking...". Until the
-// companion keeps it, the test of it skips, at the point where it would
-// assert it.
-const cliErrorKept = false
-
 // stateBackend is where a test keeps its state.
 type stateBackend struct {
 	// name is the backend's type, as .terraform/terraform.tfstate says it.
@@ -570,10 +561,6 @@ func TestAccSyncBackendThatRefusesTheLock(t *testing.T) {
 	}
 	// The CLI's error says what to fix: the Lease, refused (the CLI wraps
 	// its lines).
-	if !cliErrorKept {
-		t.Skip("a failed run's error is the last 12 lines of the CLI's output, and the warnings after the Error block push the refused lock out: " +
-			"set cliErrorKept in backends_acc_test.go once the companion keeps the CLI's Error block")
-	}
 	for _, part := range []string{"Error acquiring the state lock", stateLease, "forbidden"} {
 		if n := c.count("run failed: retrying with backoff", map[string]string{"error": part}); n != all {
 			t.Errorf("%d of %d failed runs have %q in their error:\n%s", n, all, part, c.log())

@@ -203,3 +203,19 @@ func TestACommandGetsTheChangesAndIsDelivered(t *testing.T) {
 		t.Errorf("environment %v", env)
 	}
 }
+
+// The CLI writes its errors to stderr and its warnings to stdout: a failed
+// run says the error, whatever warnings came after it.
+func TestAFailedCommandSaysItsErrorBeforeItsWarnings(t *testing.T) {
+	lock := "\x1b[31mError: Error acquiring the state lock\x1b[0m\n\nError message: leases.coordination.k8s.io \"lock-tfstate-default-state\" is forbidden\n\nTerraform acquires a state lock to protect the state from being written\nby multiple users at the same time. Please resolve the issue above and try\nagain. For most commands, you can disable locking with the \"-lock=false\"\nflag, but this is not recommended.\n"
+	warnings := strings.Repeat("Warning: Provider development overrides are in effect\n\nThe following provider development overrides are set in the CLI\nconfiguration:\n", 3)
+	err := (&cliExit{args: []string{"terraform", "plan"}, code: 1, stderr: lock, stdout: warnings}).Error()
+	for _, want := range []string{"terraform plan exited with 1", "Error acquiring the state lock", "is forbidden"} {
+		if !strings.Contains(err, want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err, "\x1b[") || strings.Contains(err, "overrides") {
+		t.Errorf("error %q has colours or the warnings", err)
+	}
+}

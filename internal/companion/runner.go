@@ -34,13 +34,29 @@ var errStopped = errors.New("stopped")
 
 // cliExit is a command that exited with a non-zero code.
 type cliExit struct {
-	args   []string
-	code   int
-	stderr string
+	args           []string
+	code           int
+	stderr, stdout string
 }
 
+// Error says what the CLI said: its errors (Terraform and OpenTofu write
+// them to stderr, from "Error:" on, and warnings to stdout, where they would
+// push the errors out of a tail), else the end of what it wrote.
 func (e *cliExit) Error() string {
-	return fmt.Sprintf("%s exited with %d: %s", strings.Join(e.args, " "), e.code, lastLines(e.stderr, 12))
+	text := lastLines(e.stderr+e.stdout, 12)
+	if i := strings.Index(e.stderr, "Error:"); i >= 0 {
+		text = firstLines(e.stderr[i:], 40)
+	}
+	return fmt.Sprintf("%s exited with %d: %s", strings.Join(e.args, " "), e.code, ansiEscape.ReplaceAllString(text, ""))
+}
+
+// firstLines is the first n lines of s, trimmed.
+func firstLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // run runs the CLI with args and gives its standard output.
@@ -89,7 +105,7 @@ func (c *cli) exec(ctx context.Context, path string, args, env []string, locked 
 	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		return stdout.Bytes(), &cliExit{args: append([]string{name}, args...), code: exit.ExitCode(), stderr: stderr.String() + stdout.String()}
+		return stdout.Bytes(), &cliExit{args: append([]string{name}, args...), code: exit.ExitCode(), stderr: stderr.String(), stdout: stdout.String()}
 	}
 	if err != nil {
 		return stdout.Bytes(), fmt.Errorf("run %s: %w", path, err)
