@@ -260,7 +260,10 @@ func TestAccSyncSIGTERMDuringARunEndsItCleanly(t *testing.T) {
 	ns := namespace(t)
 	webWithPods(t, ns, 2)
 	c, w := applyingSlowly(t, ns, 30)
-	time.Sleep(time.Second)
+	// SIGTERM once the run's provisioner runs (the first line is the first
+	// apply's): Terraform's interrupt stops the operations under way, and
+	// one that starts after it may still run.
+	waitForLines(t, filepath.Join(w.dir, "provisioning"), 2)
 	start := time.Now()
 	if err := c.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -548,7 +551,7 @@ func applyingSlowly(t *testing.T, ns string, seconds int) (*companion, *workdir)
 resource "terraform_data" "slow" {
   triggers_replace = local.members
   provisioner "local-exec" {
-    command = "sleep %d"
+    command = "echo started >> ${path.module}/provisioning; sleep %d"
   }
 }
 `, seconds)))
