@@ -219,3 +219,18 @@ func TestAFailedCommandSaysItsErrorBeforeItsWarnings(t *testing.T) {
 		t.Errorf("error %q has colours or the warnings", err)
 	}
 }
+
+// At start, a backend that refuses the identity stops the companion (exit
+// 1, the remedy said); one out of reach is waited for.
+func TestABackendThatRefusesIsNotWaitedForAtStart(t *testing.T) {
+	refused := &cliExit{args: []string{"tofu", "state", "pull"}, code: 1,
+		stderr: `Error: Error loading the state: secrets "tfstate-default-state" is forbidden: User "system:serviceaccount:lb-sync:k8s-sync" cannot get resource "secrets"`}
+	down := &cliExit{args: []string{"terraform", "state", "pull"}, code: 1,
+		stderr: `Error: Failed to get existing workspaces: dial tcp 127.0.0.1:5432: connect: connection refused`}
+	if !refusedByBackend(refused) {
+		t.Error("a forbidden Secret is waited for")
+	}
+	if refusedByBackend(down) {
+		t.Error("a backend out of reach is not waited for")
+	}
+}

@@ -174,7 +174,7 @@ func (e *permanentError) Unwrap() error { return e.err }
 // *permanentError.
 func (s *syncer) loadState(ctx context.Context) error {
 	raw, err := s.cli.statePull(ctx)
-	if errors.Is(err, errNoState) {
+	if errors.Is(err, errNoState) || refusedByBackend(err) {
 		return &permanentError{err}
 	}
 	if err != nil {
@@ -276,6 +276,25 @@ func countOf(instances []instance, cluster string) int {
 		}
 	}
 	return n
+}
+
+// refusedByBackend says whether the CLI's error is a refusal of the
+// backend (its RBAC, its credentials) or of a configuration not
+// initialised: waiting does not cure it at start, whereas a backend out of
+// reach comes back. Once started, the companion waits for either.
+func refusedByBackend(err error) bool {
+	var exit *cliExit
+	if !errors.As(err, &exit) {
+		return false
+	}
+	text := strings.ToLower(exit.Error())
+	for _, refusal := range []string{"forbidden", "unauthorized", "password authentication failed", "permission denied",
+		"backend initialization required", "required plugins are not installed"} {
+		if strings.Contains(text, refusal) {
+			return true
+		}
+	}
+	return false
 }
 
 // readState is loadState, its failure logged and counted.
