@@ -254,8 +254,10 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 			if err != nil {
 				return err
 			}
-			if res, _ := ended.fields["result"].(string); res != "applied" {
-				return fmt.Errorf("change %d: the run ended %q, not applied:\n%s", i+1, res, c.text())
+			// A -command's run is "delivered" since the companion tells it
+			// from an apply of its own (issue 24); "applied" before.
+			if res, _ := ended.fields["result"].(string); res != "applied" && res != "delivered" {
+				return fmt.Errorf("change %d: the run ended %q, not delivered:\n%s", i+1, res, c.text())
 			}
 			lat, det, err := changeLatency(written, started, o.quiet)
 			if err != nil {
