@@ -362,6 +362,7 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 			side.peakRSS = append(side.peakRSS, one.peakRSS)
 			side.watching = append(side.watching, one.watching)
 			side.syncCPU = append(side.syncCPU, one.syncCPU)
+			side.idle = one.idle
 		}
 	}
 	return nil

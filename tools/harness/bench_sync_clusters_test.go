@@ -47,14 +47,23 @@ func TestTheTwoClusterRowsGiveEachClusterAndTheRunsOfAChangeInBoth(t *testing.T)
 func TestTheCompanionBeforeAfterHoldsLatencyAndIdleCPUToFivePerCent(t *testing.T) {
 	r := &syncResults{latency: []float64{0.10, 0.11, 0.12}, baseline: &baselineSync{commit: "c329149",
 		latency: []float64{0.10, 0.10, 0.10},
-		current: idleRounds{idlePct: []float64{0.30, 0.34}}, base: idleRounds{idlePct: []float64{0.40, 0.40}}}}
+		current: idleRounds{idlePct: []float64{0.30, 0.34}, idle: 60}, base: idleRounds{idlePct: []float64{0.40, 0.40}, idle: 60}}}
 	rows := strings.Join(baselineSyncRows(r), "\n")
 	for _, want := range []string{
 		"| companion detection latency, this build / c329149 (medians of 3 and 3, same rounds) | 0.110 s / 0.100 s = 1.100× | ≤ 1.05× | **miss** by 5.0 % |",
-		"0.320 % / 0.400 % of a core = 0.80× (-0.080 % of a core) | ≤ 1.05× | pass |",
+		"0.320 % / 0.400 % of a core = 0.80× (-0.080 % of a core; one clock tick is 0.017 %) | ≤ 1.05×, or within one tick | pass |",
 	} {
 		if !strings.Contains(rows, want) {
 			t.Errorf("rows lack %q:\n%s", want, rows)
+		}
+	}
+	// Idle at zero before: one tick more is within the resolution, two
+	// are not.
+	r.baseline.base.idlePct = []float64{0, 0}
+	for pct, want := range map[float64]string{100.0 / 6000: "= — (+0.017 % of a core; one clock tick is 0.017 %) | ≤ 1.05×, or within one tick | pass |", 0.034: "**miss** by 0.034 % of a core"} {
+		r.baseline.current.idlePct = []float64{pct, pct}
+		if rows := strings.Join(baselineSyncRows(r), "\n"); !strings.Contains(rows, want) {
+			t.Errorf("idle %.4f %% against 0: rows lack %q:\n%s", pct, want, rows)
 		}
 	}
 	if baselineSyncRows(&syncResults{latency: []float64{1}}) != nil {
