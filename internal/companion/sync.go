@@ -496,13 +496,19 @@ func (s *syncer) Run(ctx context.Context) error {
 		observe()
 	}
 	resetTimer := func() {
-		wake := earliest(m.next(), expiry)
+		// The machine's deadlines are met when the timer fires (it never
+		// fires early); a pool's expiry gets a millisecond more, so that
+		// the pools evaluated then are past it.
+		wake := m.next()
+		if !expiry.IsZero() {
+			wake = earliest(wake, expiry.Add(time.Millisecond))
+		}
 		if s.stale {
 			wake = earliest(wake, stateRetryAt)
 		}
 		timer.Stop()
 		if !wake.IsZero() {
-			timer.Reset(max(wake.Sub(s.clock.Now()), 0) + time.Millisecond)
+			timer.Reset(max(wake.Sub(s.clock.Now()), 0))
 		}
 	}
 	observe()
