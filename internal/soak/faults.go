@@ -159,7 +159,6 @@ func (s *soak) faultTerraform(ctx context.Context, f *fault) error {
 	if victim == 0 {
 		return fmt.Errorf("no run of %s reached terraform plan or apply in a minute", r.identity)
 	}
-	killed := time.Now()
 	_ = syscall.Kill(victim, syscall.SIGKILL)
 	// The lock, held from here as if the killed run had left it.
 	s.judge.pauseState(true)
@@ -170,17 +169,27 @@ func (s *soak) faultTerraform(ctx context.Context, f *fault) error {
 		return err
 	}
 	held := time.Now()
-	before := r.proc.Count("run ended", nil)
-	var report string
+	var report, early string
 	bound := 2*s.o.LockTimeout + 30*time.Second
-	for time.Since(held) < bound {
-		for _, e := range r.proc.Events("run ended", nil)[before:] {
-			if strings.Contains(strings.ToLower(e.Str("error")), "lock") && e.Time.After(held) {
-				report = fmt.Sprintf("run failed %.1f s after the lock was taken: %.160s", e.Time.Sub(held).Seconds(), e.Str("error"))
+	for time.Since(held) < bound && report == "" {
+		// The runs started once the lock was held: each must wait
+		// -lock-timeout for it, then fail saying so.
+		started := r.proc.Events("run started", nil)
+		ended := r.proc.Events("run ended", nil)
+		for i, st := range started {
+			if i >= len(ended) || !st.Time.After(held) {
+				continue
 			}
-		}
-		if report != "" {
-			break
+			e := ended[i]
+			if !strings.Contains(strings.ToLower(e.Str("error")), "lock") {
+				continue
+			}
+			waited := e.Time.Sub(st.Time)
+			if waited < s.o.LockTimeout-500*time.Millisecond {
+				early = fmt.Sprintf("a run failed on the lock after %.1f s, before -lock-timeout %s", waited.Seconds(), s.o.LockTimeout)
+			}
+			report = fmt.Sprintf("a run started %.1f s after the lock was taken failed %.1f s later (-lock-timeout %s): %.120s",
+				st.Time.Sub(held).Seconds(), waited.Seconds(), s.o.LockTimeout, e.Str("error"))
 		}
 		sleep(ctx, 200*time.Millisecond)
 	}
@@ -192,10 +201,11 @@ func (s *soak) faultTerraform(ctx context.Context, f *fault) error {
 		f.violation = fmt.Sprintf("no run reported the held lock within %s", bound)
 	case !intact:
 		f.violation = "the lock's info was removed while held: someone force-unlocked it"
+	case early != "":
+		f.violation = early
 	default:
 		f.detail += "; " + report + "; the lock was left alone (no force-unlock)"
 	}
-	_ = killed
 	return nil
 }
 
@@ -314,6 +324,7 @@ func (s *soak) faultHuman(ctx context.Context, f *fault) error {
 		return fmt.Errorf("the human's apply: %w\n%s", err, out)
 	}
 	s.judge.human(time.Now())
+	_ = os.WriteFile(filepath.Join(s.o.Work, "human-apply.txt"), []byte(out), 0o644)
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "Apply complete!") {
 			f.detail = line

@@ -17,11 +17,13 @@ import (
 // then the verdict.
 func (s *soak) run(ctx context.Context) (*Result, error) {
 	bg, stopBG := context.WithCancel(ctx)
-	defer stopBG()
 	var wg sync.WaitGroup
+	defer func() {
+		stopBG()
+		wg.Wait()
+	}()
 	wg.Go(func() { s.judge.watchState(bg) })
 	wg.Go(func() { s.judge.watchLease(bg) })
-	defer wg.Wait()
 
 	// A leader, watching.
 	deadline := time.Now().Add(2 * time.Minute)

@@ -38,6 +38,13 @@ func TestSoak(t *testing.T) {
 		t.Fatal("set TF_ACC_TERRAFORM_PATH (bin/harness cli terraform)")
 	}
 	o.Work = t.TempDir()
+	if keep := os.Getenv("SOAK_KEEP"); keep != "" {
+		// The configuration, its state and the replicas' logs, kept.
+		o.Work = keep
+		if err := os.MkdirAll(keep, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	o.Log = os.Stderr
 	bin := filepath.Join(o.Work, "bin")
 	o.Binary = filepath.Join(bin, "terraform-provider-k8s")

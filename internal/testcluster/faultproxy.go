@@ -3,6 +3,8 @@ package testcluster
 import (
 	"context"
 	"errors"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -60,6 +62,8 @@ func StartFaultProxy(cfg *rest.Config) (*FaultProxy, error) {
 		},
 		Transport:     transport,
 		FlushInterval: -1,
+		// A cut watch is a copy error each: the fault, not news.
+		ErrorLog: log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			http.Error(w, "fault proxy: "+err.Error(), http.StatusBadGateway)
 		},
