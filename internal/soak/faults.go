@@ -30,6 +30,8 @@ type fault struct {
 	// end is in state (or superseded by one that is).
 	catchUp  time.Duration
 	caughtUp bool
+	// address is the data source a bad input makes unreadable.
+	address string
 }
 
 type faultFunc func(s *soak, ctx context.Context, f *fault) error
@@ -239,7 +241,7 @@ func holdLock(dir string) (*stateLock, error) {
 	}
 	info, _ := json.Marshal(map[string]string{"ID": "soak-left-by-a-killed-run", "Operation": "OperationTypeApply",
 		"Who": "soak@" + strconv.Itoa(os.Getpid()), "Path": path, "Created": time.Now().UTC().Format(time.RFC3339Nano)})
-	l := &stateLock{f: f, infoPath: path + ".lock.info", info: info}
+	l := &stateLock{f: f, infoPath: lockInfoPath(dir), info: info}
 	if err := os.WriteFile(l.infoPath, info, 0o600); err != nil {
 		l.release()
 		return nil, err
@@ -258,12 +260,17 @@ func (l *stateLock) release() {
 	_ = l.f.Close()
 }
 
+// lockInfoPath is where the local backend keeps the lock's holder: a
+// holder terraform cannot read there is an error at once, not a lock to
+// wait for.
+func lockInfoPath(dir string) string { return filepath.Join(dir, ".terraform.tfstate.lock.info") }
+
 // lockFree says whether nobody holds the state's lock: no .lock.info, and
 // the fcntl lock can be taken.
 func lockFree(dir string) (bool, string) {
 	path := filepath.Join(dir, "terraform.tfstate")
-	if data, err := os.ReadFile(path + ".lock.info"); err == nil {
-		return false, "terraform.tfstate.lock.info is there: " + string(data)
+	if data, err := os.ReadFile(lockInfoPath(dir)); err == nil {
+		return false, ".terraform.tfstate.lock.info is there: " + string(data)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -371,6 +378,7 @@ func (s *soak) readFailures() int {
 
 func (s *soak) faultServiceDeleted(ctx context.Context, f *fault) error {
 	p := pool{namespace: nsSingles, service: "svc-01"}
+	f.address = p.resource()
 	s.model.setOff(p, true)
 	defer s.model.setOff(p, false)
 	sleep(ctx, s.o.SettleMax)
@@ -406,6 +414,7 @@ func (s *soak) countAll(msg, address string) int {
 
 func (s *soak) faultNamespaceDeleted(ctx context.Context, f *fault) error {
 	p := pool{namespace: nsDoomed, service: "doomed"}
+	f.address = p.resource()
 	s.model.setOff(p, true)
 	defer s.model.setOff(p, false)
 	sleep(ctx, s.o.SettleMax)
@@ -427,6 +436,8 @@ func (s *soak) faultNamespaceDeleted(ctx context.Context, f *fault) error {
 	if err := s.model.namespace(ctx, nsDoomed); err != nil {
 		return err
 	}
+	// Its pods first, then the Service: the pool comes back whole, as it
+	// is in state, never empty (which the shrink guard would refuse).
 	if err := s.model.createService(ctx, p, -1); err != nil {
 		return err
 	}

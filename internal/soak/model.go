@@ -132,12 +132,9 @@ func service(p pool) *corev1.Service {
 	}
 }
 
-// createService creates p's Service and n ready pods, or with n < 0 the
-// pods of the model again (a namespace made again).
+// createService creates n ready pods of p, or with n < 0 the pods of the
+// model again (a namespace made again), then its Service.
 func (m *model) createService(ctx context.Context, p pool, n int) error {
-	if _, err := m.client.CoreV1().Services(p.namespace).Create(ctx, service(p), metav1.CreateOptions{}); err != nil {
-		return err
-	}
 	m.mu.Lock()
 	if n >= 0 {
 		m.pods[p] = map[string]podState{}
@@ -153,7 +150,8 @@ func (m *model) createService(ctx context.Context, p pool, n int) error {
 			return err
 		}
 	}
-	return nil
+	_, err := m.client.CoreV1().Services(p.namespace).Create(ctx, service(p), metav1.CreateOptions{})
+	return err
 }
 
 func maps(in map[string]podState) map[string]podState {

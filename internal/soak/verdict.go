@@ -259,7 +259,7 @@ func (s *soak) verdict() *Result {
 	for _, rep := range s.allReplicas() {
 		for _, e := range rep.proc.Events("run refused by the shrink guard", nil) {
 			r.ShrinkRefused++
-			if !j.driverShrank(e.Time) {
+			if !j.driverShrank(e.Time) && !j.badInputShrank(e.Time, e.Str("reason")) {
 				r.Violations = append(r.Violations, fmt.Sprintf("%s: shrink guard refusal the driver did not make: %s", rep.identity, e.Str("reason")))
 			}
 		}
@@ -301,6 +301,21 @@ func (j *judge) driverShrank(t time.Time) bool {
 			}
 		}
 		if float64(removed) > 0.5*float64(len(inState)) {
+			return true
+		}
+	}
+	return false
+}
+
+// badInputShrank says whether a refusal at t names the pool of a bad
+// input under way (a Service or a namespace deleted: its pods can go
+// before it, and the pool is then empty, as the driver made it).
+func (j *judge) badInputShrank(t time.Time, reason string) bool {
+	for _, f := range j.faults {
+		if f.address == "" || !strings.Contains(reason, "."+f.address+" ") {
+			continue
+		}
+		if !t.Before(f.start) && t.Before(f.end.Add(f.catchUp+time.Minute)) {
 			return true
 		}
 	}
