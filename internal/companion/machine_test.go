@@ -325,3 +325,47 @@ func TestTheSignatureOfAViewNamesItsChanges(t *testing.T) {
 		t.Error("nothing that differs has a signature")
 	}
 }
+
+// Found by the soak (issue 28): a pool the shrink guard refused (a
+// namespace being deleted takes its pods before its Service) held every
+// other pool's change, and the refusal was noted again at each of them.
+func TestAPoolTheShrinkGuardRefusesLeavesTheOthersCurrent(t *testing.T) {
+	const web, api = "data.k8s_ready_endpoints.web", "data.k8s_ready_endpoints.api"
+	emptied := shrink("s", 4, 4)
+	both := func(other poolChange) view {
+		return view{changes: map[string][]poolChange{web: {emptied}, api: {other}}, unreadable: map[string]string{}}
+	}
+	m := testMachine()
+	m.observe(t0, both(change("a", "10.0.0.1:80")))
+	d := m.tick(t0.Add(quiet))
+	if d.start == nil {
+		t.Fatalf("no run for %s while %s is refused: notes %q", api, web, noteMessages(d))
+	}
+	if !slices.Equal(d.start.addresses(), []string{api}) || d.start.refused[web] == "" {
+		t.Fatalf("run for %v, refused %v: want a run for %s that leaves %s out", d.start.addresses(), d.start.refused, api, web)
+	}
+	if !slices.Contains(noteMessages(d), "run refused by the shrink guard") {
+		t.Errorf("notes %q: want the refusal", noteMessages(d))
+	}
+	m.runEnded(t0.Add(second), runOutcome{result: resultApplied})
+	// Another change of api, web still refused for the same change: a run,
+	// and no second note of the refusal.
+	m.observe(t0.Add(2*second), both(change("b", "10.0.0.2:80")))
+	d = m.tick(t0.Add(2*second + quiet))
+	if d.start == nil || !slices.Equal(d.start.addresses(), []string{api}) {
+		t.Fatalf("no run for the second change of %s: notes %q", api, noteMessages(d))
+	}
+	if slices.Contains(noteMessages(d), "run refused by the shrink guard") {
+		t.Errorf("the same refusal noted again: %q", noteMessages(d))
+	}
+	m.runEnded(t0.Add(3*second), runOutcome{result: resultApplied})
+	// web alone: nothing to run, nothing noted again, nothing to wake for.
+	d = m.observe(t0.Add(4*second), view{changes: map[string][]poolChange{web: {emptied}}, unreadable: map[string]string{}})
+	d2 := m.tick(t0.Add(4*second + quiet))
+	if d.start != nil || d2.start != nil || slices.Contains(append(noteMessages(d), noteMessages(d2)...), "run refused by the shrink guard") {
+		t.Errorf("web alone: run %v %v, notes %q %q; want none and no second refusal", d.start, d2.start, noteMessages(d), noteMessages(d2))
+	}
+	if next := m.next(); !next.IsZero() {
+		t.Errorf("web alone wants the time at %s, want not at all", next.Sub(t0))
+	}
+}

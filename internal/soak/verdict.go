@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
 )
 
 // Result is what the soak judged.
@@ -573,5 +572,3 @@ func sortedKeys(m map[string]int) []string {
 	slices.Sort(out)
 	return out
 }
-
-
