@@ -433,19 +433,41 @@ func (m *machine) noteChanges(d *decision) {
 }
 
 // noteUnreadable notes the pools whose read fails, once per reason, and
-// those that read again.
+// those that read again. The pools of a cluster that does not answer are
+// one note (the cluster's own line says why), not one per pool: an API
+// server's restart is not fifty warnings.
 func (m *machine) noteUnreadable(d *decision, unreadable map[string]string) {
+	byCluster := map[string][]string{}
 	for _, address := range slices.Sorted(maps.Keys(unreadable)) {
-		if reason := unreadable[address]; m.reported[address] != reason {
-			m.reported[address] = reason
-			d.note(noteUnreadable, slog.LevelWarn, "pool not recomputed: its dependents are left out of runs until it reads again",
-				"data_source", address, "reason", reason)
+		reason := unreadable[address]
+		if m.reported[address] == reason {
+			continue
 		}
+		m.reported[address] = reason
+		if strings.HasPrefix(reason, unreachablePrefix) {
+			byCluster[reason] = append(byCluster[reason], address)
+			continue
+		}
+		d.note(noteUnreadable, slog.LevelWarn, "pool not recomputed: its dependents are left out of runs until it reads again",
+			"data_source", address, "reason", reason)
 	}
+	for _, reason := range slices.Sorted(maps.Keys(byCluster)) {
+		d.note(noteUnreadable, slog.LevelWarn, "pools not recomputed: their cluster does not answer; their dependents are left out of runs until it does",
+			"data_sources", strings.Join(byCluster[reason], ","), "pools", len(byCluster[reason]), "reason", reason)
+	}
+	var back []string
 	for _, address := range slices.Sorted(maps.Keys(m.reported)) {
-		if _, ok := unreadable[address]; !ok {
-			delete(m.reported, address)
+		if _, ok := unreadable[address]; ok {
+			continue
+		}
+		if strings.HasPrefix(m.reported[address], unreachablePrefix) {
+			back = append(back, address)
+		} else {
 			d.note(noteReadable, slog.LevelInfo, "pool readable again", "data_source", address)
 		}
+		delete(m.reported, address)
+	}
+	if len(back) > 0 {
+		d.note(noteReadable, slog.LevelInfo, "pools readable again: their cluster answers", "data_sources", strings.Join(back, ","), "pools", len(back))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -367,5 +368,39 @@ func TestAPoolTheShrinkGuardRefusesLeavesTheOthersCurrent(t *testing.T) {
 	}
 	if next := m.next(); !next.IsZero() {
 		t.Errorf("web alone wants the time at %s, want not at all", next.Sub(t0))
+	}
+}
+
+// Found by the soak (issue 28): an API server's restart was a warning per
+// pool (51 in the soak, each with the server's whole /readyz answer), on
+// top of the cluster's own line; the pools of a cluster that does not
+// answer are one line when it goes, one when it comes back.
+func TestThePoolsOfAClusterThatDoesNotAnswerAreOneNote(t *testing.T) {
+	down := unreachablePrefix + "k8s does not answer (connection refused): not recomputed, left as they are"
+	v := matches()
+	for _, name := range []string{"a", "b", "c"} {
+		v.unreadable["data.k8s_ready_endpoints."+name] = down
+	}
+	v.unreadable["data.k8s_ready_endpoints.gone"] = "service web/gone not found: a plan would fail"
+	m := testMachine()
+	d := m.observe(t0, v)
+	count := func(d decision, prefix string) (n int) {
+		for _, msg := range noteMessages(d) {
+			if strings.HasPrefix(msg, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(d, "pool"); n != 2 {
+		t.Errorf("notes %q: want one for the cluster's three pools and one for the deleted Service", noteMessages(d))
+	}
+	if n := count(m.observe(t0.Add(second), v), "pool"); n != 0 {
+		t.Errorf("the same pools noted again: %d notes", n)
+	}
+	back := matches()
+	back.unreadable["data.k8s_ready_endpoints.gone"] = v.unreadable["data.k8s_ready_endpoints.gone"]
+	if d := m.observe(t0.Add(2*second), back); count(d, "pool") != 1 {
+		t.Errorf("the cluster back: notes %q, want one", noteMessages(d))
 	}
 }
