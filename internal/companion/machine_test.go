@@ -332,7 +332,7 @@ func TestTheSignatureOfAViewNamesItsChanges(t *testing.T) {
 // other pool's change, and the refusal was noted again at each of them.
 func TestAPoolTheShrinkGuardRefusesLeavesTheOthersCurrent(t *testing.T) {
 	const web, api = "data.k8s_ready_endpoints.web", "data.k8s_ready_endpoints.api"
-	emptied := shrink("s", 4, 4)
+	emptied := shrink("s", 5, 5)
 	both := func(other poolChange) view {
 		return view{changes: map[string][]poolChange{web: {emptied}, api: {other}}, unreadable: map[string]string{}}
 	}

@@ -132,8 +132,7 @@ func (s *soak) faultLeader(ctx context.Context, f *fault) error {
 	if other == nil {
 		f.violation = "no replica took over"
 	}
-	_, err := s.startReplica(r.name)
-	return err
+	return s.startReplica(r.name)
 }
 
 // faultTerraform SIGKILLs the terraform of a run of the leader (its apply

@@ -45,8 +45,6 @@ type judge struct {
 	// of each replica, its own and its children's, s.
 	exits []string
 	cpu   map[string][2]float64
-	// late are the changes found late at a check of a minute.
-	late map[*change]bool
 	// checks are the lines of the checks of every SampleEvery.
 	checks []string
 	// paused stops the reads of the state file: closing any descriptor of
@@ -231,16 +229,6 @@ func (j *judge) watchLease(ctx context.Context) {
 			j.mu.Unlock()
 		}
 	}
-}
-
-// holder is the Lease's holder as last read.
-func (j *judge) holder() string {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if len(j.lease) == 0 {
-		return ""
-	}
-	return j.lease[len(j.lease)-1].holder
 }
 
 // leader is the live replica that logged "leading" last.

@@ -245,7 +245,7 @@ func (m *model) step(ctx context.Context, only *pool) (*change, error) {
 	if err != nil {
 		// What landed is unknown: the model is read again from the pods.
 		if rerr := m.reread(ctx, p); rerr != nil {
-			return nil, fmt.Errorf("%s %s: %w; reading it again: %v", p, what, err, rerr)
+			return nil, fmt.Errorf("%s %s: %w; reading it again: %w", p, what, err, rerr)
 		}
 	}
 	return &change{at: at, pool: p, want: m.want(p), what: what}, nil

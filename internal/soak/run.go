@@ -211,7 +211,7 @@ func (s *soak) sampler(ctx context.Context) {
 					s.judge.mu.Lock()
 					s.judge.exits = append(s.judge.exits, fmt.Sprintf("%s exited %d at %s", r.identity, r.proc.ExitCode(), time.Now().UTC().Format("15:04:05")))
 					s.judge.mu.Unlock()
-					if _, err := s.startReplica(r.name); err != nil {
+					if err := s.startReplica(r.name); err != nil {
 						s.judge.note("start %s again: %v", r.name, err)
 					}
 				default:
@@ -220,7 +220,7 @@ func (s *soak) sampler(ctx context.Context) {
 		case <-t.C:
 			s.judge.sampleLeader(ctx)
 			s.sampleCPU(ctx)
-			s.judge.minute(s)
+			s.judge.minute()
 		}
 	}
 }

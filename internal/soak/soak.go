@@ -205,7 +205,7 @@ func (s *soak) setup(ctx context.Context) error {
 		}
 	}
 	for _, name := range []string{"a", "b"} {
-		if _, err := s.startReplica(name); err != nil {
+		if err := s.startReplica(name); err != nil {
 			return err
 		}
 	}
@@ -254,18 +254,18 @@ func (s *soak) terraform(ctx context.Context, args ...string) (string, error) {
 }
 
 // startReplica starts companion name (a new identity each start).
-func (s *soak) startReplica(name string) (*replica, error) {
+func (s *soak) startReplica(name string) error {
 	s.mu.Lock()
 	s.nextIndex[name]++
 	identity := fmt.Sprintf("soak-%s-%d", name, s.nextIndex[name])
 	s.mu.Unlock()
 	port, err := freePort()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	f, err := os.Create(filepath.Join(s.o.Work, identity+".log"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	args := []string{"sync", "-chdir", s.dir, "-terraform", s.o.Terraform, "-kubeconfig", s.proxyCfg,
 		"-listen", "127.0.0.1:" + strconv.Itoa(port), "-leader-elect", "-identity", identity,
@@ -277,7 +277,7 @@ func (s *soak) startReplica(name string) (*replica, error) {
 		"CHECKPOINT_DISABLE=1"}, Output: f})
 	if err != nil {
 		_ = f.Close()
-		return nil, err
+		return err
 	}
 	r := &replica{name: name, identity: identity, proc: p, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), logFile: f, started: time.Now()}
 	s.mu.Lock()
@@ -286,10 +286,10 @@ func (s *soak) startReplica(name string) (*replica, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := p.Wait(ctx, "waiting for the Lease", 1, nil); err != nil {
-		return nil, fmt.Errorf("replica %s: %w\n%s", identity, err, p.Log())
+		return fmt.Errorf("replica %s: %w\n%s", identity, err, p.Log())
 	}
 	s.log("replica %s started (pid %d)", identity, p.Pid())
-	return r, nil
+	return nil
 }
 
 // live are the replicas not killed, by name.
@@ -335,5 +335,9 @@ func freePort() (int, error) {
 		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, fmt.Errorf("not a TCP address: %v", l.Addr())
+	}
+	return addr.Port, nil
 }

@@ -73,7 +73,7 @@ func (s *soak) runs() []runSpan {
 }
 
 // minute is the check of every SampleEvery: what is pending, and for how long.
-func (j *judge) minute(s *soak) {
+func (j *judge) minute() {
 	now := time.Now()
 	pending := j.pending(now)
 	oldest := time.Duration(0)
