@@ -2,8 +2,6 @@ package companion
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 )
 
@@ -16,21 +14,32 @@ type shrinkGuard struct {
 	AllowEmpty bool
 }
 
-// refusal says why the guard refuses the changes, or "".
-func (g shrinkGuard) refusal(changes map[string][]poolChange) string {
+// refusals are the data source instances whose changes the guard refuses,
+// each with why: a run leaves them out and keeps the others current.
+func (g shrinkGuard) refusals(changes map[string][]poolChange) map[string]string {
+	out := map[string]string{}
+	for address, list := range changes {
+		if reason := g.refuses(address, list); reason != "" {
+			out[address] = reason
+		}
+	}
+	return out
+}
+
+// refuses says why the guard refuses the changes of one data source
+// instance (each pool of a fleet), or "".
+func (g shrinkGuard) refuses(address string, changes []poolChange) string {
 	var reasons []string
-	for _, address := range slices.Sorted(maps.Keys(changes)) {
-		for _, c := range changes[address] {
-			name := address
-			if c.Name != "" {
-				name += "[" + c.Name + "]"
-			}
-			switch {
-			case len(c.Before) > 0 && len(c.After) == 0 && !g.AllowEmpty:
-				reasons = append(reasons, fmt.Sprintf("%s would be emptied (%d members to 0; -allow-empty lets it)", name, len(c.Before)))
-			case len(c.Before) > 0 && float64(len(c.Removed)) > g.MaxShrink*float64(len(c.Before)):
-				reasons = append(reasons, fmt.Sprintf("%s would lose %d of its %d members at once, more than -max-shrink %.2f", name, len(c.Removed), len(c.Before), g.MaxShrink))
-			}
+	for _, c := range changes {
+		name := address
+		if c.Name != "" {
+			name += "[" + c.Name + "]"
+		}
+		switch {
+		case len(c.Before) > 0 && len(c.After) == 0 && !g.AllowEmpty:
+			reasons = append(reasons, fmt.Sprintf("%s would be emptied (%d members to 0; -allow-empty lets it)", name, len(c.Before)))
+		case len(c.Before) > 0 && float64(len(c.Removed)) > g.MaxShrink*float64(len(c.Before)):
+			reasons = append(reasons, fmt.Sprintf("%s would lose %d of its %d members at once, more than -max-shrink %.2f", name, len(c.Removed), len(c.Before), g.MaxShrink))
 		}
 	}
 	return strings.Join(reasons, "; ")

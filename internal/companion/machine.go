@@ -78,6 +78,9 @@ func (v view) signature() string {
 type runRequest struct {
 	changes    map[string][]poolChange
 	unreadable map[string]string
+	// refused are the pools the shrink guard refused, by instance address:
+	// why. Like unreadable ones, the run leaves their dependents out.
+	refused map[string]string
 	// sig is the signature of the changes, "" for a retry of a failed run
 	// that state shows no difference for.
 	sig string
@@ -188,6 +191,9 @@ type machine struct {
 	retryAt  time.Time
 
 	held held
+	// refusedSig is the signature of the changes the shrink guard last
+	// refused, so that a refusal is noted once.
+	refusedSig string
 	// reported are the unreadable pools logged, with their reasons.
 	reported map[string]string
 }
@@ -262,7 +268,7 @@ func (m *machine) runEnded(now time.Time, o runOutcome) decision {
 	case resultWaiting:
 		m.hold(now, heldUnreadable)
 	case resultFailed:
-		if len(m.run.unreadable) > 0 && !o.targeted {
+		if len(m.run.unreadable)+len(m.run.refused) > 0 && !o.targeted {
 			// The plan could not leave the unreadable pools out: one
 			// attempt per change set, not a stream of failing plans.
 			m.hold(now, heldUnreadable)
@@ -330,15 +336,46 @@ func (m *machine) settle(now time.Time, d *decision) {
 	if now.Before(m.fireAt()) {
 		return
 	}
-	if reason := m.opts.Guard.refusal(m.view.changes); reason != "" {
-		m.windowOpen = false
-		m.hold(now, heldShrink)
-		m.held.noted = true
-		d.note(noteShrinkRefused, slog.LevelWarn, "run refused by the shrink guard", "reason", reason)
-		return
+	changes, refused := m.view.changes, m.opts.Guard.refusals(m.view.changes)
+	if len(refused) > 0 {
+		// The refused pools are left out of the run, as unreadable ones
+		// are, and the others kept current; a refusal is noted once for
+		// its pools' changes, not again at each change of another pool.
+		if key := refusedSignature(m.view.changes, refused); key != m.refusedSig {
+			m.refusedSig = key
+			reasons := make([]string, 0, len(refused))
+			for _, address := range slices.Sorted(maps.Keys(refused)) {
+				reasons = append(reasons, refused[address])
+			}
+			d.note(noteShrinkRefused, slog.LevelWarn, "run refused by the shrink guard", "reason", strings.Join(reasons, "; "),
+				"data_sources", strings.Join(slices.Sorted(maps.Keys(refused)), ","))
+		}
+		changes = maps.Clone(changes)
+		for address := range refused {
+			delete(changes, address)
+		}
+		if len(changes) == 0 {
+			m.windowOpen = false
+			m.hold(now, heldShrink)
+			m.held.noted = true
+			return
+		}
+	} else {
+		m.refusedSig = ""
 	}
-	m.start(d, runRequest{changes: m.view.changes, unreadable: m.view.unreadable, sig: m.sig, retry: m.retrying,
+	m.start(d, runRequest{changes: changes, unreadable: m.view.unreadable, refused: refused, sig: m.sig, retry: m.retrying,
 		settled: now.Sub(m.windowStart)})
+}
+
+// refusedSignature identifies the refused pools' changes.
+func refusedSignature(changes map[string][]poolChange, refused map[string]string) string {
+	return view{changes: maps.Collect(func(yield func(string, []poolChange) bool) {
+		for address := range refused {
+			if !yield(address, changes[address]) {
+				return
+			}
+		}
+	})}.signature()
 }
 
 // fireAt is when the open window fires: Quiet after the last change, at
@@ -396,19 +433,41 @@ func (m *machine) noteChanges(d *decision) {
 }
 
 // noteUnreadable notes the pools whose read fails, once per reason, and
-// those that read again.
+// those that read again. The pools of a cluster that does not answer are
+// one note (the cluster's own line says why), not one per pool: an API
+// server's restart is not fifty warnings.
 func (m *machine) noteUnreadable(d *decision, unreadable map[string]string) {
+	byCluster := map[string][]string{}
 	for _, address := range slices.Sorted(maps.Keys(unreadable)) {
-		if reason := unreadable[address]; m.reported[address] != reason {
-			m.reported[address] = reason
-			d.note(noteUnreadable, slog.LevelWarn, "pool not recomputed: its dependents are left out of runs until it reads again",
-				"data_source", address, "reason", reason)
+		reason := unreadable[address]
+		if m.reported[address] == reason {
+			continue
 		}
+		m.reported[address] = reason
+		if strings.HasPrefix(reason, unreachablePrefix) {
+			byCluster[reason] = append(byCluster[reason], address)
+			continue
+		}
+		d.note(noteUnreadable, slog.LevelWarn, "pool not recomputed: its dependents are left out of runs until it reads again",
+			"data_source", address, "reason", reason)
 	}
+	for _, reason := range slices.Sorted(maps.Keys(byCluster)) {
+		d.note(noteUnreadable, slog.LevelWarn, "pools not recomputed: their cluster does not answer; their dependents are left out of runs until it does",
+			"data_sources", strings.Join(byCluster[reason], ","), "pools", len(byCluster[reason]), "reason", reason)
+	}
+	var back []string
 	for _, address := range slices.Sorted(maps.Keys(m.reported)) {
-		if _, ok := unreadable[address]; !ok {
-			delete(m.reported, address)
+		if _, ok := unreadable[address]; ok {
+			continue
+		}
+		if strings.HasPrefix(m.reported[address], unreachablePrefix) {
+			back = append(back, address)
+		} else {
 			d.note(noteReadable, slog.LevelInfo, "pool readable again", "data_source", address)
 		}
+		delete(m.reported, address)
+	}
+	if len(back) > 0 {
+		d.note(noteReadable, slog.LevelInfo, "pools readable again: their cluster answers", "data_sources", strings.Join(back, ","), "pools", len(back))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -323,5 +324,83 @@ func TestTheSignatureOfAViewNamesItsChanges(t *testing.T) {
 	}
 	if matches().signature() != "" {
 		t.Error("nothing that differs has a signature")
+	}
+}
+
+// Found by the soak (issue 28): a pool the shrink guard refused (a
+// namespace being deleted takes its pods before its Service) held every
+// other pool's change, and the refusal was noted again at each of them.
+func TestAPoolTheShrinkGuardRefusesLeavesTheOthersCurrent(t *testing.T) {
+	const web, api = "data.k8s_ready_endpoints.web", "data.k8s_ready_endpoints.api"
+	emptied := shrink("s", 5, 5)
+	both := func(other poolChange) view {
+		return view{changes: map[string][]poolChange{web: {emptied}, api: {other}}, unreadable: map[string]string{}}
+	}
+	m := testMachine()
+	m.observe(t0, both(change("a", "10.0.0.1:80")))
+	d := m.tick(t0.Add(quiet))
+	if d.start == nil {
+		t.Fatalf("no run for %s while %s is refused: notes %q", api, web, noteMessages(d))
+	}
+	if !slices.Equal(d.start.addresses(), []string{api}) || d.start.refused[web] == "" {
+		t.Fatalf("run for %v, refused %v: want a run for %s that leaves %s out", d.start.addresses(), d.start.refused, api, web)
+	}
+	if !slices.Contains(noteMessages(d), "run refused by the shrink guard") {
+		t.Errorf("notes %q: want the refusal", noteMessages(d))
+	}
+	m.runEnded(t0.Add(second), runOutcome{result: resultApplied})
+	// Another change of api, web still refused for the same change: a run,
+	// and no second note of the refusal.
+	m.observe(t0.Add(2*second), both(change("b", "10.0.0.2:80")))
+	d = m.tick(t0.Add(2*second + quiet))
+	if d.start == nil || !slices.Equal(d.start.addresses(), []string{api}) {
+		t.Fatalf("no run for the second change of %s: notes %q", api, noteMessages(d))
+	}
+	if slices.Contains(noteMessages(d), "run refused by the shrink guard") {
+		t.Errorf("the same refusal noted again: %q", noteMessages(d))
+	}
+	m.runEnded(t0.Add(3*second), runOutcome{result: resultApplied})
+	// web alone: nothing to run, nothing noted again, nothing to wake for.
+	d = m.observe(t0.Add(4*second), view{changes: map[string][]poolChange{web: {emptied}}, unreadable: map[string]string{}})
+	d2 := m.tick(t0.Add(4*second + quiet))
+	if d.start != nil || d2.start != nil || slices.Contains(append(noteMessages(d), noteMessages(d2)...), "run refused by the shrink guard") {
+		t.Errorf("web alone: run %v %v, notes %q %q; want none and no second refusal", d.start, d2.start, noteMessages(d), noteMessages(d2))
+	}
+	if next := m.next(); !next.IsZero() {
+		t.Errorf("web alone wants the time at %s, want not at all", next.Sub(t0))
+	}
+}
+
+// Found by the soak (issue 28): an API server's restart was a warning per
+// pool (51 in the soak, each with the server's whole /readyz answer), on
+// top of the cluster's own line; the pools of a cluster that does not
+// answer are one line when it goes, one when it comes back.
+func TestThePoolsOfAClusterThatDoesNotAnswerAreOneNote(t *testing.T) {
+	down := unreachablePrefix + "k8s does not answer (connection refused): not recomputed, left as they are"
+	v := matches()
+	for _, name := range []string{"a", "b", "c"} {
+		v.unreadable["data.k8s_ready_endpoints."+name] = down
+	}
+	v.unreadable["data.k8s_ready_endpoints.gone"] = "service web/gone not found: a plan would fail"
+	m := testMachine()
+	d := m.observe(t0, v)
+	count := func(d decision, prefix string) (n int) {
+		for _, msg := range noteMessages(d) {
+			if strings.HasPrefix(msg, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(d, "pool"); n != 2 {
+		t.Errorf("notes %q: want one for the cluster's three pools and one for the deleted Service", noteMessages(d))
+	}
+	if n := count(m.observe(t0.Add(second), v), "pool"); n != 0 {
+		t.Errorf("the same pools noted again: %d notes", n)
+	}
+	back := matches()
+	back.unreadable["data.k8s_ready_endpoints.gone"] = v.unreadable["data.k8s_ready_endpoints.gone"]
+	if d := m.observe(t0.Add(2*second), back); count(d, "pool") != 1 {
+		t.Errorf("the cluster back: notes %q, want one", noteMessages(d))
 	}
 }

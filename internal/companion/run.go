@@ -65,12 +65,18 @@ func (r *runner) run(ctx context.Context, req runRequest) runOutcome {
 	var o planOptions
 	o.refresh = r.refresh
 	targeted := false
-	if len(req.unreadable) > 0 {
+	if len(req.unreadable)+len(req.refused) > 0 {
 		// A plan reads every data source: leave out the resources that use
-		// a pool whose read would fail, and so that pool.
-		targets, ok := r.filter.targets(resourcesOf(req.changes), resourcesOf(req.unreadable))
+		// a pool whose read would fail, and so that pool; and those that
+		// use a pool the shrink guard refused.
+		excluded := append(resourcesOf(req.unreadable), resourcesOf(req.refused)...)
+		targets, ok := r.filter.targets(resourcesOf(req.changes), excluded)
 		if ok && len(targets) == 0 {
-			return runOutcome{result: resultWaiting, reason: "every resource that uses the changed pools also uses a pool whose read fails"}
+			return runOutcome{result: resultWaiting, reason: "every resource that uses the changed pools also uses a pool whose read fails or that the shrink guard refused"}
+		}
+		if !ok && len(req.refused) > 0 {
+			// A plan of everything would apply what the guard refused.
+			return runOutcome{result: resultWaiting, reason: "the configuration does not say which resources leave out the pools the shrink guard refused"}
 		}
 		if ok {
 			o.targets, targeted = targets, true
@@ -138,6 +144,11 @@ func (r *runner) notAllowed(addresses []string) []string {
 // holds the changes as JSON, by data source address, and
 // $K8S_SYNC_UNREADABLE the pools whose read fails, by address, with why.
 func (r *runner) runCommand(ctx context.Context, req runRequest) runOutcome {
+	if len(req.refused) > 0 {
+		// The command runs the whole configuration: it would apply what
+		// the guard refused.
+		return runOutcome{result: resultWaiting, reason: "the shrink guard refused a pool, and -command runs the whole configuration"}
+	}
 	changes, _ := json.Marshal(req.changes)
 	unreadable, _ := json.Marshal(req.unreadable)
 	env := []string{"K8S_SYNC_CHANGES=" + string(changes), "K8S_SYNC_UNREADABLE=" + string(unreadable),

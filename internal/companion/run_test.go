@@ -114,6 +114,13 @@ func TestARun(t *testing.T) {
 				r.unreadable = map[string]string{"data.k8s_ready_endpoints.api": "gone"}
 				return r
 			}, result: resultApplied, applied: 1, targets: []string{"terraform_data.web"}},
+		{name: "with a pool the shrink guard refused, the plan targets what uses the others and not it",
+			tf: fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web"}}},
+			req: func() runRequest {
+				r := webChanged()
+				r.refused = map[string]string{"data.k8s_ready_endpoints.api": "would be emptied"}
+				return r
+			}, result: resultApplied, applied: 1, targets: []string{"terraform_data.web"}},
 		{name: "an instance of a pool with keys targets what uses its block",
 			tf: fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.api"}}},
 			req: func() runRequest {
@@ -154,6 +161,18 @@ func TestARunThatWouldNeedAnUnreadablePoolPlansNothing(t *testing.T) {
 	}
 	if len(tf.planned) != 0 {
 		t.Errorf("%d plans, want none", len(tf.planned))
+	}
+}
+
+// A run that cannot leave a refused pool out (-command runs the whole
+// configuration) runs nothing: it would apply what the guard refused.
+func TestARunThatCannotLeaveARefusedPoolOutRunsNothing(t *testing.T) {
+	tf := fakeTerraform{}
+	r := &runner{tf: &tf, command: "true", log: discard()}
+	req := webChanged()
+	req.refused = map[string]string{"data.k8s_ready_endpoints.api": "would be emptied"}
+	if o := r.run(context.Background(), req); o.result != resultWaiting || tf.env != nil {
+		t.Fatalf("result %s, command run with %v: want %s and no command", o.result, tf.env, resultWaiting)
 	}
 }
 

@@ -90,6 +90,8 @@ type Cluster struct {
 	apiserver *process
 	kcm       *process
 	client    kubernetes.Interface
+	// etcdURL is etcd's client URL, for its health check on a restart.
+	etcdURL string
 }
 
 // Kubeconfig is the path of the admin kubeconfig.
@@ -285,7 +287,8 @@ func (c *Cluster) launch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitReady(ctx, c.etcd, func(ctx context.Context) error { return get(ctx, http.DefaultClient, etcdURL(etcdPort)+"/health") }); err != nil {
+	c.etcdURL = etcdURL(etcdPort)
+	if err := waitReady(ctx, c.etcd, c.etcdReady); err != nil {
 		return err
 	}
 
@@ -474,6 +477,29 @@ func (c *Cluster) RestartAPIServer(ctx context.Context) error {
 	c.apiserver.kill()
 	c.mu.Unlock()
 	return c.StartAPIServer(ctx)
+}
+
+func (c *Cluster) etcdReady(ctx context.Context) error {
+	return get(ctx, http.DefaultClient, c.etcdURL+"/health")
+}
+
+// RestartEtcd kills etcd, as a crash would, starts it again on the same
+// data directory and ports, and waits until it answers /health and the API
+// server /readyz (the API server keeps running and reconnects).
+func (c *Cluster) RestartEtcd(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.etcd == nil {
+		return errors.New("the control plane is stopped")
+	}
+	c.etcd.kill()
+	if err := c.etcd.start(c.bin); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, c.etcd, c.etcdReady); err != nil {
+		return err
+	}
+	return waitReady(ctx, c.apiserver, c.apiServerReady)
 }
 
 // PIDs of the running daemons, by name.

@@ -1,0 +1,574 @@
+package soak
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Result is what the soak judged.
+type Result struct {
+	Options Options
+	Start   time.Time
+	// Elapsed is the churn's duration as it ran.
+	Elapsed time.Duration
+
+	Changes, Bursts, Seen, Superseded, Lost, Late, FaultAffected int
+	Noise                                                        int
+	NoiseRuns                                                    int
+	NoiseStretch                                                 time.Duration
+	// Windows are the settled windows the driver's changes make.
+	Windows, Applies int
+	Runs             map[string]int
+	ShrinkRefused    int
+	// Latency of the changes seen, s: all and outside faults.
+	LatencyAll, LatencyCalm []float64
+	RunDurations            []float64
+	Faults                  []*fault
+	Checks                  []string
+	LeaderIntervals         []string
+	LeaseTransitions        int
+	Exits                   []string
+	Resources               []resourceLine
+	CPU                     map[string][2]float64
+	LockFree                bool
+	LockDetail              string
+	Notes                   []string
+	Violations              []string
+}
+
+type resourceLine struct {
+	name                    string
+	start, end, slopePer10m float64
+	unit                    string
+}
+
+// run is one run of a replica, from its log.
+type runSpan struct {
+	start, end time.Time
+	result     string
+	identity   string
+}
+
+func (s *soak) runs() []runSpan {
+	var out []runSpan
+	for _, r := range s.allReplicas() {
+		started := r.proc.Events("run started", nil)
+		ended := r.proc.Events("run ended", nil)
+		for i, e := range started {
+			sp := runSpan{start: e.Time, identity: r.identity, end: time.Now()}
+			if i < len(ended) {
+				sp.end, sp.result = ended[i].Time, ended[i].Str("result")
+			} else if !r.killedAt.IsZero() {
+				sp.end, sp.result = r.killedAt, "killed"
+			}
+			out = append(out, sp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].start.Before(out[j].start) })
+	return out
+}
+
+// minute is the check of every SampleEvery: what is pending, and for how long.
+func (j *judge) minute() {
+	now := time.Now()
+	pending := j.pending(now)
+	oldest := time.Duration(0)
+	for _, c := range pending {
+		oldest = max(oldest, now.Sub(c.at))
+	}
+	j.mu.Lock()
+	inFault := len(j.faults) > 0 && now.Sub(j.faults[len(j.faults)-1].end) < time.Minute
+	var rss float64
+	if len(j.samples) > 0 {
+		rss = j.samples[len(j.samples)-1].rss / (1 << 20)
+	}
+	line := fmt.Sprintf("%s: %d change(s) pending, the oldest %.1f s; leader %s, RSS %.1f MiB", now.UTC().Format("15:04:05"), len(pending),
+		oldest.Seconds(), j.lastLeaseLocked().holder, rss)
+	j.checks = append(j.checks, line)
+	j.mu.Unlock()
+	// A change pending for 2 minutes with no fault in the last minute is
+	// lost as far as a user can tell.
+	if oldest > 2*time.Minute && !inFault {
+		j.note("minute check: a change pending for %.0f s with no fault in the last minute", oldest.Seconds())
+	}
+}
+
+func (j *judge) lastLeaseLocked() leaseSample {
+	if len(j.lease) == 0 {
+		return leaseSample{}
+	}
+	return j.lease[len(j.lease)-1]
+}
+
+// verdict judges the soak once the churn stopped and the pools caught up.
+func (s *soak) verdict() *Result {
+	j := s.judge
+	runs := s.runs()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	r := &Result{Options: s.o, Start: s.started, Elapsed: time.Since(s.started), Runs: map[string]int{}, Faults: j.faults,
+		Checks: j.checks, Exits: j.exits, CPU: j.cpu, Noise: j.noise}
+	r.Notes = append(r.Notes, j.notes...)
+	for _, c := range j.changes {
+		if c.burst {
+			r.Bursts++
+		}
+	}
+
+	// Each change's resolution: when it, or a later change of its pool
+	// that superseded it, was seen in state.
+	resolved := map[*change]time.Time{}
+	byPool := map[string][]*change{}
+	for _, c := range j.changes {
+		byPool[stateKey(c.pool)] = append(byPool[stateKey(c.pool)], c)
+	}
+	for _, list := range byPool {
+		var next time.Time
+		for i := len(list) - 1; i >= 0; i-- {
+			c := list[i]
+			if !c.seen.IsZero() {
+				next = c.seen
+			}
+			if !next.IsZero() {
+				resolved[c] = next
+			}
+		}
+	}
+
+	// Catch-up per fault: until every change made before its end (and the
+	// one made right after it) is resolved.
+	for _, f := range j.faults {
+		f.caughtUp = true
+		for _, c := range j.changes {
+			if c.at.After(f.end.Add(2*time.Second)) || c.at.Before(f.start.Add(-time.Minute)) {
+				continue
+			}
+			t, ok := resolved[c]
+			if !ok {
+				f.caughtUp = false
+				continue
+			}
+			f.catchUp = max(f.catchUp, t.Sub(f.end))
+		}
+		if !f.caughtUp {
+			r.Violations = append(r.Violations, fmt.Sprintf("after %q, a change made before its end never reached state", f.name))
+		}
+		if f.violation != "" {
+			r.Violations = append(r.Violations, f.name+": "+f.violation)
+		}
+		if f.err != nil {
+			r.Violations = append(r.Violations, f.name+": the fault could not be made: "+f.err.Error())
+		}
+	}
+	inFault := func(from, to time.Time) bool {
+		for _, f := range j.faults {
+			if from.Before(f.end.Add(f.catchUp)) && to.After(f.start) {
+				return true
+			}
+		}
+		for _, h := range j.humans {
+			if !from.After(h) && !to.Before(h) {
+				return true
+			}
+		}
+		return false
+	}
+
+	// Each change: seen within the bound, superseded, or lost.
+	for _, c := range j.changes {
+		r.Changes++
+		t, ok := resolved[c]
+		switch {
+		case !ok:
+			r.Lost++
+			r.Violations = append(r.Violations, fmt.Sprintf("lost: %s %s at %s (want %v, state %v)", c.pool, c.what,
+				c.at.UTC().Format("15:04:05.000"), c.want, j.state[stateKey(c.pool)]))
+			continue
+		case c.superseded:
+			r.Superseded++
+		default:
+			r.Seen++
+		}
+		affected := inFault(c.at, t)
+		if affected {
+			r.FaultAffected++
+		}
+		if c.superseded {
+			continue
+		}
+		lat := t.Sub(c.at).Seconds()
+		r.LatencyAll = append(r.LatencyAll, lat)
+		if affected {
+			continue
+		}
+		r.LatencyCalm = append(r.LatencyCalm, lat)
+		// The bound: settle-max, what was left of a run under way when the
+		// change was made, the run that applied it, 5 s (and the judge's
+		// 250 ms poll).
+		var busy, apply time.Duration
+		for _, sp := range runs {
+			if !sp.start.After(c.at) && sp.end.After(c.at) {
+				busy = max(busy, sp.end.Sub(c.at))
+			}
+			if !sp.start.After(t) && !sp.end.Add(time.Second).Before(t) {
+				apply = max(apply, sp.end.Sub(sp.start))
+			}
+		}
+		bound := s.o.SettleMax + busy + apply + 5*time.Second + 250*time.Millisecond
+		if t.Sub(c.at) > bound {
+			r.Late++
+			r.Violations = append(r.Violations, fmt.Sprintf("late: %s %s at %s seen after %.1f s, bound %.1f s", c.pool, c.what,
+				c.at.UTC().Format("15:04:05.000"), t.Sub(c.at).Seconds(), bound.Seconds()))
+		}
+	}
+
+	// No run for nothing: applies against the settled windows the
+	// driver's changes make (changes closer than the quiet time, for at
+	// most settle-max, are one window).
+	var times []time.Time
+	for _, c := range j.changes {
+		times = append(times, c.at)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	var open, last time.Time
+	for _, t := range times {
+		if open.IsZero() || t.Sub(last) > s.o.Quiet || t.Sub(open) > s.o.SettleMax {
+			r.Windows++
+			open = t
+		}
+		last = t
+	}
+	for _, sp := range runs {
+		r.Runs[sp.result]++
+		if sp.result == "applied" || sp.result == "state_updated" {
+			r.Applies++
+		}
+		r.RunDurations = append(r.RunDurations, sp.end.Sub(sp.start).Seconds())
+	}
+	if r.Applies > r.Windows {
+		r.Violations = append(r.Violations, fmt.Sprintf("%d applies for %d settled windows that changed a pool", r.Applies, r.Windows))
+	}
+
+	// Shrink refusals: each must follow a shrink of the driver's, one
+	// that removes more than -max-shrink (0.5) of a pool in state.
+	for _, rep := range s.allReplicas() {
+		for _, e := range rep.proc.Events("run refused by the shrink guard", nil) {
+			r.ShrinkRefused++
+			if !j.driverShrank(e.Time) && !j.badInputShrank(e.Time, e.Str("reason")) {
+				r.Violations = append(r.Violations, fmt.Sprintf("%s: shrink guard refusal the driver did not make: %s", rep.identity, e.Str("reason")))
+			}
+		}
+	}
+
+	s.judgeLeaders(r)
+	s.judgeResources(r)
+	r.LockFree, r.LockDetail = lockFree(s.dir)
+	if !r.LockFree {
+		r.Violations = append(r.Violations, "a state lock is left at the end: "+r.LockDetail)
+	}
+	return r
+}
+
+// driverShrank says whether, at t, some pool's state would lose more than
+// half its members to reach what the driver made.
+func (j *judge) driverShrank(t time.Time) bool {
+	for key, hist := range j.history {
+		var inState []string
+		for _, o := range hist {
+			if !o.at.After(t) {
+				inState = o.members
+			}
+		}
+		var want []string
+		found := false
+		for _, c := range j.changes {
+			if stateKey(c.pool) == key && !c.at.After(t) {
+				want, found = c.want, true
+			}
+		}
+		if !found || len(inState) == 0 {
+			continue
+		}
+		removed := 0
+		for _, m := range inState {
+			if !slices.Contains(want, m) {
+				removed++
+			}
+		}
+		if float64(removed) > 0.5*float64(len(inState)) {
+			return true
+		}
+	}
+	return false
+}
+
+// badInputShrank says whether a refusal at t names the pool of a bad
+// input under way (a Service or a namespace deleted: its pods can go
+// before it, and the pool is then empty, as the driver made it).
+func (j *judge) badInputShrank(t time.Time, reason string) bool {
+	for _, f := range j.faults {
+		if f.address == "" || !strings.Contains(reason, "."+f.address+" ") {
+			continue
+		}
+		if !t.Before(f.start) && t.Before(f.end.Add(f.catchUp+time.Minute)) {
+			return true
+		}
+	}
+	return false
+}
+
+// judgeLeaders checks that at most one replica led at any time, from the
+// replicas' logs (leading, lost, stopped, killed) and the Lease's history.
+func (s *soak) judgeLeaders(r *Result) {
+	type span struct {
+		identity   string
+		start, end time.Time
+	}
+	var spans []span
+	for _, rep := range s.allReplicas() {
+		lead := rep.proc.Events("leading", nil)
+		if len(lead) == 0 {
+			continue
+		}
+		end := time.Now()
+		if !rep.killedAt.IsZero() {
+			end = rep.killedAt
+		}
+		for _, msg := range []string{"lost the Lease: stopping", "stopped"} {
+			if e := rep.proc.Events(msg, nil); len(e) > 0 && e[0].Time.Before(end) {
+				end = e[0].Time
+			}
+		}
+		spans = append(spans, span{rep.identity, lead[0].Time, end})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+	for i, sp := range spans {
+		r.LeaderIntervals = append(r.LeaderIntervals, fmt.Sprintf("%s led %s to %s", sp.identity, sp.start.UTC().Format("15:04:05.000"),
+			sp.end.UTC().Format("15:04:05.000")))
+		if i > 0 && sp.start.Before(spans[i-1].end) {
+			r.Violations = append(r.Violations, fmt.Sprintf("two leaders: %s from %s while %s led until %s", sp.identity,
+				sp.start.UTC().Format("15:04:05.000"), spans[i-1].identity, spans[i-1].end.UTC().Format("15:04:05.000")))
+		}
+	}
+	// The Lease: once a holder is replaced, it never holds it again (each
+	// identity is one process).
+	j := s.judge
+	gone := map[string]bool{}
+	prev := ""
+	for _, ls := range j.lease {
+		if ls.holder == "" || ls.holder == prev {
+			continue
+		}
+		if gone[ls.holder] {
+			r.Violations = append(r.Violations, fmt.Sprintf("the Lease went back to %s at %s", ls.holder, ls.at.UTC().Format("15:04:05")))
+		}
+		if prev != "" {
+			gone[prev] = true
+			r.LeaseTransitions++
+		}
+		prev = ls.holder
+	}
+}
+
+// judgeResources fits RSS, goroutines and FDs of the longest-leading
+// replica over time: slope per 10 minutes, as a share of the start.
+func (s *soak) judgeResources(r *Result) {
+	byID := map[string][]sample{}
+	for _, sm := range s.judge.samples {
+		byID[sm.identity] = append(byID[sm.identity], sm)
+	}
+	var best []sample
+	for _, list := range byID {
+		if len(list) > 1 && (best == nil || list[len(list)-1].at.Sub(list[0].at) > best[len(best)-1].at.Sub(best[0].at)) {
+			best = list
+		}
+	}
+	if len(best) < 2 {
+		r.Notes = append(r.Notes, "fewer than two samples of one leader: no slope")
+		return
+	}
+	for _, m := range []struct {
+		name, unit string
+		get        func(sample) float64
+	}{
+		{"RSS " + best[0].identity, "MiB", func(x sample) float64 { return x.rss / (1 << 20) }},
+		{"goroutines " + best[0].identity, "", func(x sample) float64 { return x.goroutines }},
+		{"open FDs " + best[0].identity, "", func(x sample) float64 { return x.fds }},
+	} {
+		var xs, ys []float64
+		for _, x := range best {
+			xs = append(xs, x.at.Sub(best[0].at).Minutes()/10)
+			ys = append(ys, m.get(x))
+		}
+		r.Resources = append(r.Resources, resourceLine{name: m.name, unit: m.unit, start: ys[0], end: ys[len(ys)-1], slopePer10m: slope(xs, ys)})
+	}
+}
+
+// slope is the least-squares slope of ys over xs.
+func slope(xs, ys []float64) float64 {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+		sxx += xs[i] * xs[i]
+		sxy += xs[i] * ys[i]
+	}
+	d := n*sxx - sx*sx
+	if d == 0 {
+		return 0
+	}
+	return (n*sxy - sx*sy) / d
+}
+
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	i := int(math.Ceil(p/100*float64(len(v)))) - 1
+	return v[max(0, min(i, len(v)-1))]
+}
+
+// Markdown is the report.
+func (r *Result) Markdown(title string) string {
+	var b strings.Builder
+	o := r.Options
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("# %s", title)
+	w("")
+	w("Written by `internal/soak` (issue 28) at %s: the companion (two replicas, leader election) against the local control plane,", r.Start.UTC().Format("2006-01-02 15:04 UTC"))
+	w("%d single `k8s_ready_endpoints` data sources, a `k8s_services` fleet of %d Services and the Service of a namespace deleted on", o.Singles, o.Fleet)
+	w("purpose, %d pods each at the start, pools kept by `terraform_data`, state in the local backend. Settle window %s quiet, %s max;", o.Pods, o.Quiet, o.SettleMax)
+	w("`-lock-timeout` %s; `-state-interval` %s. Churn for **%s** (asked: %s): %d pool changes a minute, bursts of %d every %s,", o.LockTimeout, o.StateInterval,
+		r.Elapsed.Round(time.Second), o.Duration, o.ChangesPerMinute, o.Burst, o.BurstEvery)
+	w("a change that must start nothing every %s. The judge reads terraform.tfstate every 250 ms, the Lease every 500 ms, the", o.NoiseEvery)
+	w("leader's /metrics every %s, and the replicas' JSON logs.", o.SampleEvery)
+	w("")
+	verdict := "**all invariants held**"
+	if len(r.Violations) > 0 {
+		verdict = fmt.Sprintf("**%d violation(s)**", len(r.Violations))
+	}
+	w("Verdict: %s.", verdict)
+	w("")
+	w("## Changes")
+	w("")
+	w("| made | of which in bursts | applied (seen in state) | superseded | lost | late (outside faults) | resolved during a fault's window |")
+	w("|---|---|---|---|---|---|---|")
+	w("| %d | %d | %d | %d | %d | %d | %d |", r.Changes, r.Bursts, r.Seen, r.Superseded, r.Lost, r.Late, r.FaultAffected)
+	w("")
+	w("Changes that must start nothing: %d made during the churn; during the first %s only those were made: %d run(s) started.", r.Noise, r.NoiseStretch, r.NoiseRuns)
+	w("")
+	w("Latency from a change's write to the state showing it (250 ms resolution), s:")
+	w("")
+	w("| | n | p50 | p99 | max |")
+	w("|---|---|---|---|---|")
+	for _, l := range []struct {
+		name string
+		v    []float64
+	}{{"outside faults", r.LatencyCalm}, {"all", r.LatencyAll}, {"run duration", r.RunDurations}} {
+		w("| %s | %d | %.2f | %.2f | %.2f |", l.name, len(l.v), percentile(l.v, 50), percentile(l.v, 99), percentile(l.v, 100))
+	}
+	w("")
+	w("## Runs")
+	w("")
+	w("Settled windows that changed a pool (from the driver's change times): %d; applies (applied + state_updated): %d.", r.Windows, r.Applies)
+	w("")
+	w("| result | runs |")
+	w("|---|---|")
+	for _, k := range sortedKeys(r.Runs) {
+		w("| %s | %d |", k, r.Runs[k])
+	}
+	w("| shrink_refused (no run) | %d |", r.ShrinkRefused)
+	w("")
+	w("## Faults")
+	w("")
+	w("| at (UTC) | fault | lasted | catch-up | what happened |")
+	w("|---|---|---|---|---|")
+	var catch []float64
+	for _, f := range r.Faults {
+		cu := "never"
+		if f.caughtUp {
+			cu = fmt.Sprintf("%.1f s", f.catchUp.Seconds())
+			catch = append(catch, f.catchUp.Seconds())
+		}
+		detail := f.detail
+		if f.err != nil {
+			detail += " " + errText(f.err)
+		}
+		if f.violation != "" {
+			detail += " **" + f.violation + "**"
+		}
+		w("| %s | %s | %.1f s | %s | %s |", f.start.UTC().Format("15:04:05"), f.name, f.end.Sub(f.start).Seconds(), cu, strings.ReplaceAll(detail, "|", "/"))
+	}
+	w("")
+	w("Catch-up (from a fault's end until every change made before it, and one made right after it, is in state): median %.1f s, max %.1f s.",
+		percentile(catch, 50), percentile(catch, 100))
+	w("")
+	w("## Leaders")
+	w("")
+	w("Lease transitions seen: %d. Replicas that exited by themselves: %d.", r.LeaseTransitions, len(r.Exits))
+	w("")
+	for _, l := range r.LeaderIntervals {
+		w("- %s", l)
+	}
+	for _, e := range r.Exits {
+		w("- exited: %s", e)
+	}
+	w("")
+	w("## Resources of the leader")
+	w("")
+	w("| | start | end | slope per 10 min | slope / start |")
+	w("|---|---|---|---|---|")
+	for _, l := range r.Resources {
+		w("| %s | %.1f %s | %.1f %s | %+.2f %s | %+.2f %% |", l.name, l.start, l.unit, l.end, l.unit, l.slopePer10m, l.unit, 100*l.slopePer10m/l.start)
+	}
+	w("")
+	var own, child float64
+	for _, v := range r.CPU {
+		own += v[0]
+		child += v[1]
+	}
+	hours := r.Elapsed.Hours()
+	w("CPU of the replicas still running at the end (killed ones not counted): %.1f s own, %.1f s of the terraform they ran; per hour of churn: %.0f s own, %.0f s terraform.",
+		own, child, own/hours, child/hours)
+	w("")
+	w("State lock at the end: %s.", map[bool]string{true: "none", false: "**left**: " + r.LockDetail}[r.LockFree])
+	w("")
+	w("## Checks every %s", o.SampleEvery)
+	w("")
+	for _, c := range r.Checks {
+		w("- %s", c)
+	}
+	if len(r.Violations) > 0 {
+		w("")
+		w("## Violations")
+		w("")
+		for _, v := range r.Violations {
+			w("- %s", v)
+		}
+	}
+	if len(r.Notes) > 0 {
+		w("")
+		w("## Notes")
+		w("")
+		for _, n := range r.Notes {
+			w("- %s", n)
+		}
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]int) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
