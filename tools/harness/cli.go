@@ -31,9 +31,9 @@ var clis = map[string]cliSource{
 			LDFlags:  "-s -w -X github.com/opentofu/opentofu/version.dev=no",
 		})
 	}},
-	// terraform-1.15: the newest Terraform whose source the module proxy
+	// terraform-1.16: the newest Terraform whose source the module proxy
 	// serves, built from its own module (climodule.go).
-	"terraform-1.15": {module: "terraform", find: func(ctx context.Context, module string) (string, error) {
+	"terraform-1.16": {module: "terraform", find: func(ctx context.Context, module string) (string, error) {
 		return moduleCLI(ctx, "terraform", module)
 	}},
 	// terraform-1.5 and tofu-1.6: the oldest that build here, for make test-matrix.

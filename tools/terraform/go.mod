@@ -7,4 +7,4 @@ module github.com/vigie/terraform-provider-k8s/tools/terraform
 
 go 1.26.0
 
-require github.com/hashicorp/terraform v1.15.0
+require github.com/hashicorp/terraform v1.16.4
