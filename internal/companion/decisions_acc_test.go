@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
@@ -99,7 +100,7 @@ func handSlice(t *testing.T, ns, service, name string, mutate func(*discoveryv1.
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			Labels: map[string]string{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: "sync-acc"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
 	}
 	for _, a := range addresses {
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}})
@@ -185,7 +186,7 @@ func TestAccSyncAChangeNoResourceUsesIsOneRunThatBringsStateCurrent(t *testing.T
 	cli := newCountingCLI(t)
 	c := startSync(t, w, "-terraform", cli.path, "-listen", "127.0.0.1:0")
 	handSlice(t, ns, "web", "web-a", func(s *discoveryv1.EndpointSlice) {
-		s.Endpoints[0].Zone, s.Endpoints[0].Hostname = ptr("zone-b"), ptr("web-1")
+		s.Endpoints[0].Zone, s.Endpoints[0].Hostname = ptr.To("zone-b"), ptr.To("web-1")
 	}, "10.244.0.1", "10.244.0.2")
 	c.waitFor(t, 60*time.Second, "run ended")
 	c.quiet(t, 6*time.Second)

@@ -17,6 +17,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
@@ -427,7 +428,7 @@ func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%d", i+1),
 				Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "sync-acc"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.244.0.%d", i+1)}}},
 		}
 		if at != "" {
@@ -451,8 +452,6 @@ func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
 	}
 	wantMembers(t, w, members(1))
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // The daemon-free pattern of examples/sync/check-block: a refresh-only plan
 // warns once the pool is stale, and not before.

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 // Builders for node pools.
@@ -184,7 +185,7 @@ func TestNodes(t *testing.T) {
 		{
 			name:    "with policy Local a pod that is not ready does not keep its node",
 			service: nodePortService(corev1.ServiceTypeNodePort, local, httpNodePort),
-			slices:  []discoveryv1.EndpointSlice{podsOn("a", podOn("10.244.0.1", "node-a", ready(ptr(false))), podOn("10.244.1.1", "node-b"))},
+			slices:  []discoveryv1.EndpointSlice{podsOn("a", podOn("10.244.0.1", "node-a", ready(ptr.To(false))), podOn("10.244.1.1", "node-b"))},
 			nodes:   twoNodes,
 			want:    []Endpoint{nodeEntry("192.168.0.2", "node-b", 1)},
 		},

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 // The builders of the tests: objects of the cluster, fixtures of the stand-in
@@ -30,7 +31,7 @@ func webSlice(name string, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlic
 	return discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
 		Endpoints:   eps,
 	}
 }
@@ -38,14 +39,12 @@ func webSlice(name string, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlic
 func readyPod(addr, pod, node, zone string) discoveryv1.Endpoint {
 	return discoveryv1.Endpoint{
 		Addresses:  []string{addr},
-		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: pod},
-		NodeName:   ptr(node),
-		Zone:       ptr(zone),
+		NodeName:   ptr.To(node),
+		Zone:       ptr.To(zone),
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 var httpPort = corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}
 
@@ -102,7 +101,7 @@ func manyEndpoints(service string, n int) (corev1.Service, []discoveryv1.Endpoin
 				Labels:    map[string]string{discoveryv1.LabelServiceName: service},
 			},
 			AddressType: family,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8000 + s%3))}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8000 + s%3))}},
 		}
 		switch s % 5 {
 		case 2:
@@ -153,25 +152,25 @@ func manyEndpoint(family discoveryv1.AddressType, i int) discoveryv1.Endpoint {
 	switch i % 6 {
 	case 0: // no conditions at all: ready
 	case 1, 2:
-		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)}
+		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}
 	case 3: // draining
-		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
 	case 4: // gone
-		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(false), Terminating: ptr(true)}
+		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(true)}
 	case 5: // starting
-		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false)}
+		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false)}
 	}
 	if i%7 != 0 {
 		ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: fmt.Sprintf("pod-%d", i)}
 	}
 	if i%5 != 0 {
-		ep.NodeName = ptr(fmt.Sprintf("node-%d", i%17))
+		ep.NodeName = ptr.To(fmt.Sprintf("node-%d", i%17))
 	}
 	if i%9 != 0 {
-		ep.Zone = ptr("zone-" + string(rune('a'+i%3)))
+		ep.Zone = ptr.To("zone-" + string(rune('a'+i%3)))
 	}
 	if i%4 == 0 {
-		ep.Hostname = ptr(fmt.Sprintf("host-%d", i))
+		ep.Hostname = ptr.To(fmt.Sprintf("host-%d", i))
 	}
 	return ep
 }
@@ -209,7 +208,7 @@ func fleetFixture(t testing.TB) *standInAPIServer {
 		return s
 	}
 	draining := readyPod("10.0.0.9", "web-9", "node-a", "zone-a")
-	draining.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+	draining.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
 	api.addSlices(
 		slice("shop", "web", "web-a", discoveryv1.AddressTypeIPv4,
 			readyPod("10.0.0.2", "web-2", "node-b", "zone-b"), readyPod("10.0.0.1", "web-1", "node-a", "zone-a"), draining),

@@ -9,12 +9,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
 )
 
 // drainingPod is a pod in its grace period: terminating, not ready, still serving.
 func drainingPod(addr, pod string) discoveryv1.Endpoint {
 	e := readyPod(addr, pod, "node-a", "zone-a")
-	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
 	return e
 }
 

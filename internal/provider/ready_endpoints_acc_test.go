@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
@@ -252,7 +253,7 @@ func TestAccHandWrittenSlices(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
 	c.createService(t, selectorlessWebService(ns, 8080))
-	httpPort := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}}
+	httpPort := []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}}
 	slice := func(name, service string, family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) {
 		s := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
@@ -271,19 +272,19 @@ func TestAccHandWrittenSlices(t *testing.T) {
 		return discoveryv1.Endpoint{Addresses: addrs, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
 	}
 	slice("web-a", "web", discoveryv1.AddressTypeIPv4, httpPort,
-		ep(nil, "10.0.9.1"),                    // no ready condition: ready
-		ep(ptr(true), "10.0.9.2"),              // also in web-b
-		ep(ptr(true), "10.0.9.3", "10.0.9.30"), // several addresses: the first
+		ep(nil, "10.0.9.1"),                       // no ready condition: ready
+		ep(ptr.To(true), "10.0.9.2"),              // also in web-b
+		ep(ptr.To(true), "10.0.9.3", "10.0.9.30"), // several addresses: the first
 	)
 	slice("web-b", "web", discoveryv1.AddressTypeIPv4, httpPort,
-		ep(ptr(true), "10.0.9.2"),
-		ep(ptr(false), "10.0.9.4"),
+		ep(ptr.To(true), "10.0.9.2"),
+		ep(ptr.To(false), "10.0.9.4"),
 	)
-	slice("web-fqdn", "web", discoveryv1.AddressTypeFQDN, httpPort, ep(ptr(true), "db.example.com"))
-	slice("api-a", "api", discoveryv1.AddressTypeIPv4, httpPort, ep(ptr(true), "10.0.9.5"))
-	slice("web-no-ports", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{}, ep(ptr(true), "10.0.9.6"))
-	slice("web-no-number", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr("http")}}, ep(ptr(true), "10.0.9.7"))
-	slice("web-other-port", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr("admin"), Port: ptr[int32](9000)}}, ep(ptr(true), "10.0.9.8"))
+	slice("web-fqdn", "web", discoveryv1.AddressTypeFQDN, httpPort, ep(ptr.To(true), "db.example.com"))
+	slice("api-a", "api", discoveryv1.AddressTypeIPv4, httpPort, ep(ptr.To(true), "10.0.9.5"))
+	slice("web-no-ports", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{}, ep(ptr.To(true), "10.0.9.6"))
+	slice("web-no-number", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr.To("http")}}, ep(ptr.To(true), "10.0.9.7"))
+	slice("web-other-port", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr.To("admin"), Port: ptr.To[int32](9000)}}, ep(ptr.To(true), "10.0.9.8"))
 
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,

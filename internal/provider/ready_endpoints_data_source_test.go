@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 func TestReadyEndpointsArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
@@ -87,7 +88,7 @@ func TestReadyEndpointsReadsTheServiceThroughTheAPI(t *testing.T) {
 	api := newStandInAPIServer(t)
 	api.addService(webService("default", httpPort))
 	notReady := readyPod("10.0.0.3", "web-3", "node-a", "zone-a")
-	notReady.Conditions.Ready = ptr(false)
+	notReady.Conditions.Ready = ptr.To(false)
 	api.addSlices(
 		webSlice("web-b",
 			readyPod("10.0.0.10", "web-10", "node-b", "zone-b"), notReady),

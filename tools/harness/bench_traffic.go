@@ -158,11 +158,7 @@ func trafficLBs() []trafficLB {
 				if err != nil {
 					return nil, err
 				}
-				workers := func(ctx context.Context) ([]int, error) {
-					current, _, err := h.Workers(ctx)
-					return current, err
-				}
-				return &runningLB{url: h.URL(false), workers: workers, stop: h.Stop}, nil
+				return &runningLB{url: h.URL(false), workers: h.Workers, stop: h.Stop}, nil
 			},
 		},
 		{
@@ -175,8 +171,7 @@ func trafficLBs() []trafficLB {
 				if err != nil {
 					return nil, err
 				}
-				workers := func(context.Context) ([]int, error) { return n.Workers() }
-				return &runningLB{url: n.URL(false), workers: workers, stop: n.Stop}, nil
+				return &runningLB{url: n.URL(false), workers: n.Workers, stop: n.Stop}, nil
 			},
 		},
 	}
