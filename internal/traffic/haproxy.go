@@ -11,12 +11,10 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -29,13 +27,7 @@ import (
 
 // HAProxyPath is the haproxy binary on PATH, or an error that names what is
 // missing and how to get it.
-func HAProxyPath() (string, error) {
-	path, err := exec.LookPath("haproxy")
-	if err != nil {
-		return "", errors.New("no haproxy on PATH (Debian: apt-get install haproxy)")
-	}
-	return path, nil
-}
+func HAProxyPath() (string, error) { return lookPath("haproxy", "apt-get install haproxy") }
 
 // HAProxyOptions say what to run.
 type HAProxyOptions struct {
@@ -47,9 +39,9 @@ type HAProxyOptions struct {
 	// its servers, as examples/pools/haproxy renders it). HAProxy reads it
 	// anew on each reload: rewrite it, then Reload.
 	Backend string
-	// Port of the frontend on 127.0.0.1 and [::1]; 0 picks a free one.
-	Port int
-	// Bound of each start, reload and stop; 0 is 20 s.
+	// Port of the frontend on 127.0.0.1 and [::1] and Bound of each start,
+	// reload and stop: as NginxOptions'.
+	Port  int
 	Bound time.Duration
 	// Defaults are extra lines of the defaults section, e.g.
 	// "default-server inter 500ms fall 2 rise 1" for faster health checks.
@@ -72,18 +64,8 @@ type HAProxy struct {
 // `haproxy -W -db -S master.sock -f DIR/haproxy.cfg -f BACKEND`. It
 // returns once a worker serves. HAProxy dies with the calling process.
 func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
-	bin, err := HAProxyPath()
+	bin, name, err := prepareStart(HAProxyPath, &opts.Dir, &opts.Port, &opts.Bound, &opts.Backend, backendLine, "backend section", "")
 	if err != nil {
-		return nil, err
-	}
-	if opts.Dir, err = lbSettings(opts.Dir, &opts.Port, &opts.Bound, &opts.Backend); err != nil {
-		return nil, err
-	}
-	name, err := backendName(opts.Backend)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	// HAProxy takes a master socket path of at most 97 bytes (a unix
@@ -156,19 +138,6 @@ frontend traffic
 }
 
 var backendLine = regexp.MustCompile(`(?m)^backend[ \t]+(\S+)`)
-
-// backendName is the name of the first backend section of a file.
-func backendName(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	m := backendLine.FindSubmatch(data)
-	if m == nil {
-		return "", fmt.Errorf("%s has no backend section", path)
-	}
-	return string(m[1]), nil
-}
 
 // PID is the master's pid.
 func (h *HAProxy) PID() int { return h.cmd.Process.Pid }

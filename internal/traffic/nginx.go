@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -20,11 +19,7 @@ import (
 // NginxPath is the nginx binary on PATH, or an error that names what is
 // missing and how to get it.
 func NginxPath() (string, error) {
-	path, err := exec.LookPath("nginx")
-	if err != nil {
-		return "", errors.New("no nginx on PATH (Debian: apt-get install nginx, which installs /usr/sbin/nginx)")
-	}
-	return path, nil
+	return lookPath("nginx", "apt-get install nginx, which installs /usr/sbin/nginx")
 }
 
 // NginxOptions say what to run.
@@ -61,18 +56,8 @@ type Nginx struct {
 // `nginx -p DIR/ -e DIR/error.log -c DIR/nginx.conf`. It returns once a
 // worker runs. nginx, its worker included, dies with the calling process.
 func StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, error) {
-	bin, err := NginxPath()
+	bin, name, err := prepareStart(NginxPath, &opts.Dir, &opts.Port, &opts.Bound, &opts.Upstream, upstreamLine, "upstream block", "temp")
 	if err != nil {
-		return nil, err
-	}
-	if opts.Dir, err = lbSettings(opts.Dir, &opts.Port, &opts.Bound, &opts.Upstream); err != nil {
-		return nil, err
-	}
-	name, err := upstreamName(opts.Upstream)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Join(opts.Dir, "temp"), 0o755); err != nil {
 		return nil, err
 	}
 	n := newNginx(bin, opts)
@@ -159,19 +144,6 @@ http {
 }
 
 var upstreamLine = regexp.MustCompile(`(?m)^\s*upstream[ \t]+([^\s{]+)`)
-
-// upstreamName is the name of the first upstream block of a file.
-func upstreamName(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	m := upstreamLine.FindSubmatch(data)
-	if m == nil {
-		return "", fmt.Errorf("%s has no upstream block", path)
-	}
-	return string(m[1]), nil
-}
 
 // readMaster is the pid nginx wrote to its pid file once it is the master
 // of this Nginx (a child of the guard), else 0.

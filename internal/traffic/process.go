@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,27 +65,47 @@ type lbState struct {
 	logSize                int64
 }
 
-// lbSettings are what both load balancers' options share, made absolute
-// and with their defaults.
-func lbSettings(dir string, port *int, bound *time.Duration, files ...*string) (string, error) {
+// lookPath is the program on PATH, or an error that names what is missing
+// and how to get it.
+func lookPath(name, install string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("no %s on PATH (Debian: %s)", name, install)
+	}
+	return path, nil
+}
+
+// prepareStart prepares the start of a load balancer: its binary (find),
+// its directory and pool file made absolute, the port (0: a free one) and
+// the bound (0: 20 s) set, the name of the pool file's first section (the
+// first match of section, a what), and the directory created with its
+// subdirectory sub.
+func prepareStart(find func() (string, error), dir *string, port *int, bound *time.Duration, pool *string, section *regexp.Regexp, what, sub string) (bin, name string, err error) {
+	if bin, err = find(); err != nil {
+		return "", "", err
+	}
 	if *bound == 0 {
 		*bound = 20 * time.Second
 	}
 	if *port == 0 {
-		p, err := freePort()
-		if err != nil {
-			return "", err
+		if *port, err = freePort(); err != nil {
+			return "", "", err
 		}
-		*port = p
 	}
-	for _, f := range files {
-		abs, err := filepath.Abs(*f)
-		if err != nil {
-			return "", err
+	for _, path := range []*string{dir, pool} {
+		if *path, err = filepath.Abs(*path); err != nil {
+			return "", "", err
 		}
-		*f = abs
 	}
-	return filepath.Abs(dir)
+	data, err := os.ReadFile(*pool)
+	if err != nil {
+		return "", "", err
+	}
+	m := section.FindSubmatch(data)
+	if m == nil {
+		return "", "", fmt.Errorf("%s has no %s", *pool, what)
+	}
+	return bin, string(m[1]), os.MkdirAll(filepath.Join(*dir, sub), 0o755)
 }
 
 // start writes the main configuration, checks it, starts cmd with its

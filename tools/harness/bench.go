@@ -227,7 +227,7 @@ func (b *benchRun) run(ctx context.Context) error {
 	if b.opts.only == "traffic" {
 		// Its own Service in its own namespace: no fixture.
 		b.env = cliEnv("", b.cluster.Kubeconfig())
-		return b.runTrafficOnly(ctx, client)
+		return runPart(ctx, b, client, b.trafficLatency, trafficSection, "bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)")
 	}
 	b.say("fixture: %d Services x 10 ready pods, and a Service with %d endpoints", fleetServices, bigEndpoints)
 	if err := createFixture(ctx, client, fleetServices, 10); err != nil {
@@ -236,11 +236,11 @@ func (b *benchRun) run(ctx context.Context) error {
 	if err := b.prepare(ctx, client); err != nil {
 		return err
 	}
-	if b.opts.only == "sync" {
-		return b.runSyncOnly(ctx, client)
-	}
-	if b.opts.only == "image" {
-		return b.runImageOnly(ctx, client)
+	switch b.opts.only {
+	case "sync":
+		return runPart(ctx, b, client, b.benchSync, syncSection, "make bench-sync", "`make bench-sync` (tools/harness bench -only sync)")
+	case "image":
+		return runPart(ctx, b, client, b.benchImage, imageSection, "make bench-image", "`make bench-image` (tools/harness bench -only image)")
 	}
 
 	b.say("warm-up: one untimed run of each command")
@@ -309,19 +309,7 @@ func (b *benchRun) run(ctx context.Context) error {
 		}
 	}
 	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + syncSection(syncRes) + "\n" + imageSection(imageRes) + "\n" + trafficSection(trafficRes)
-	out := b.opts.out
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(b.root, out)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
-		return err
-	}
-	b.say("results (also in %s)", b.opts.out)
-	fmt.Print(report)
-	return nil
+	return b.writeReport(report)
 }
 
 // buildBaseline builds the provider at opts.baseline as run builds the
@@ -924,4 +912,22 @@ func machine() string {
 		mem = fmt.Sprintf("%.1f GiB", float64(kib)/1048576)
 	}
 	return fmt.Sprintf("%d cores (%s), %s memory", runtime.NumCPU(), model, mem)
+}
+
+// writeReport writes the report to -out (relative to the repository) and
+// prints it.
+func (b *benchRun) writeReport(report string) error {
+	out := b.opts.out
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(b.root, out)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+		return err
+	}
+	b.say("results (also in %s)", b.opts.out)
+	fmt.Print(report)
+	return nil
 }

@@ -92,16 +92,10 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 	image := strings.TrimSpace(out[strings.LastIndex(out, "Loaded image: ")+len("Loaded image: "):])
 
 	b.say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fleetServices, o.rounds)
-	terraform, err := exec.LookPath("terraform")
+	s, err := b.newSyncBench(nil, "image")
 	if err != nil {
 		return nil, err
 	}
-	rc := filepath.Join(b.work, "terraformrc-image")
-	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "bin"}); err != nil {
-		return nil, err
-	}
-	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
-	s := &syncBench{b: b, terraform: terraform, env: env}
 	dir, err := b.config("image-each", readyEndpointsEach(fleetServices))
 	if err != nil {
 		return nil, err
@@ -136,7 +130,7 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		if err != nil {
 			return nil, fmt.Errorf("the container's cold start: %w", err)
 		}
-		bw, err := coldStart(ctx, binary, env)
+		bw, err := coldStart(ctx, binary, s.env)
 		if err != nil {
 			return nil, fmt.Errorf("the binary's cold start: %w", err)
 		}
@@ -361,10 +355,8 @@ func imageSection(r *imageResults) string {
 	if r == nil {
 		return ""
 	}
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("## The companion's image (`make image`)")
-	p("")
+	b := newSection("The companion's image (`make image`)")
+	p := b.line
 	p("| layer | compressed | uncompressed |")
 	p("|---|---:|---:|")
 	for i, l := range r.report.Layers {
@@ -393,16 +385,6 @@ func imageSection(r *imageResults) string {
 	return b.String()
 }
 
-// runImageOnly is `bench -only image`: the image's part alone, its report
-// written to -out.
-func (b *benchRun) runImageOnly(ctx context.Context, client kubernetes.Interface) error {
-	r, err := b.benchImage(ctx, client)
-	if err != nil {
-		return err
-	}
-	return b.writePart("make bench-image", "`make bench-image` (tools/harness bench -only image)", imageSection(r))
-}
-
 // createLatencyService makes namespace and a Service of n ready pods (IPs
 // from ipFormat, %d from 1), and waits for their slices.
 func createLatencyService(ctx context.Context, client kubernetes.Interface, namespace, service string, n int, ipFormat string) error {
@@ -412,6 +394,12 @@ func createLatencyService(ctx context.Context, client kubernetes.Interface, name
 	if err := testcluster.WaitForServiceAccount(ctx, client, namespace, time.Minute); err != nil {
 		return err
 	}
+	return createPoolService(ctx, client, namespace, service, n, ipFormat)
+}
+
+// createPoolService makes a Service of n ready pods in namespace (IPs from
+// ipFormat, %d from 1), and waits for their slices.
+func createPoolService(ctx context.Context, client kubernetes.Interface, namespace, service string, n int, ipFormat string) error {
 	labels := map[string]string{"app": service}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: service},

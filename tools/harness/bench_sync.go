@@ -96,23 +96,31 @@ type checkVsPlan struct {
 	checkWall, checkCPU, planWall, planCPU []float64
 }
 
+// newSyncBench drives the companion and the terraform on PATH with a CLI
+// configuration of their own (terraformrc-NAME): the release build
+// directly, without the rusage wrapper of the plans.
+func (b *benchRun) newSyncBench(client kubernetes.Interface, name string) (*syncBench, error) {
+	terraform, err := exec.LookPath("terraform")
+	if err != nil {
+		return nil, err
+	}
+	rc := filepath.Join(b.work, "terraformrc-"+name)
+	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "bin"}); err != nil {
+		return nil, err
+	}
+	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
+	return &syncBench{b: b, client: client, terraform: terraform, env: env}, nil
+}
+
 // benchSync runs the companion's part on the running cluster, with the
 // fleet fixture of createFixture already there.
 func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (*syncResults, error) {
 	o := b.opts.sync
 	r := &syncResults{quiet: o.quiet}
-	terraform, err := exec.LookPath("terraform")
+	s, err := b.newSyncBench(client, "sync")
 	if err != nil {
 		return nil, err
 	}
-	// The companion and the CLIs it runs use the release build directly,
-	// without the rusage wrapper of the plans.
-	rc := filepath.Join(b.work, "terraformrc-sync")
-	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "bin"}); err != nil {
-		return nil, err
-	}
-	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
-	s := &syncBench{b: b, client: client, terraform: terraform, env: env}
 
 	b.say("companion: detection latency over %d pool changes (settle quiet time %s)", o.changes, o.quiet)
 	if err := s.latency(ctx, r); err != nil {
@@ -764,10 +772,8 @@ func syncSection(r *syncResults) string {
 	if r == nil {
 		return ""
 	}
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("## Companion (`sync`, `check`)")
-	p("")
+	b := newSection("Companion (`sync`, `check`)")
+	p := b.line
 	p("| measurement | measured | target | verdict |")
 	p("|---|---:|---:|---|")
 	for _, row := range syncTargetRows(r) {
@@ -804,24 +810,14 @@ func syncSection(r *syncResults) string {
 	return b.String()
 }
 
-// runSyncOnly is `bench -only sync`: the companion's part alone, on the
-// fixture of the whole bench, its report written to -out.
-func (b *benchRun) runSyncOnly(ctx context.Context, client kubernetes.Interface) error {
-	r, err := b.benchSync(ctx, client)
+// runPart is `bench -only sync|traffic|image`: one part alone, its report
+// written to -out by writePart.
+func runPart[R any](ctx context.Context, b *benchRun, client kubernetes.Interface, measure func(context.Context, kubernetes.Interface) (R, error), section func(R) string, title, by string) error {
+	r, err := measure(ctx, client)
 	if err != nil {
 		return err
 	}
-	return b.writePart("make bench-sync", "`make bench-sync` (tools/harness bench -only sync)", syncSection(r))
-}
-
-// runTrafficOnly is `bench -only traffic`: the traffic latency alone, its
-// report written to -out.
-func (b *benchRun) runTrafficOnly(ctx context.Context, client kubernetes.Interface) error {
-	r, err := b.trafficLatency(ctx, client)
-	if err != nil {
-		return err
-	}
-	return b.writePart("bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)", trafficSection(r))
+	return b.writePart(title, by, section(r))
 }
 
 // writePart stops the control plane and writes the report of a part run
@@ -837,19 +833,7 @@ func (b *benchRun) writePart(title, by, section string) error {
 	report := fmt.Sprintf("# %s results\n\nWritten by %s on %s; see [README.md](README.md) for what each number means and how to run it.\n\n"+
 		"Machine: %s, Linux; %s, %s; Kubernetes %s (local control plane). Load average (1, 5, 15 min) %s at the start, %s at the end.\n\n",
 		title, by, time.Now().UTC().Format("2006-01-02"), machine(), strings.TrimSpace(string(goVersion)), terraformVersion, version, b.loadStart, loadAverage()) + section
-	out := b.opts.out
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(b.root, out)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
-		return err
-	}
-	b.say("results (also in %s)", b.opts.out)
-	fmt.Print(report)
-	return nil
+	return b.writeReport(report)
 }
 
 func isFlagSet(flags *flag.FlagSet, name string) bool {

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
@@ -72,26 +70,7 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 	companions := map[string]*companionProc{}
 	for i, name := range stateBackends {
 		service := "state-" + name
-		labels := map[string]string{"app": service}
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: syncBackendNamespace, Name: service},
-			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{
-				{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
-			}},
-		}
-		if _, err := client.CoreV1().Services(syncBackendNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		for j := range 3 {
-			if err := testcluster.RunPod(ctx, client, syncBackendNamespace, testcluster.Pod{
-				Name: fmt.Sprintf("%s-%d", service, j), Labels: labels, IPs: []string{fmt.Sprintf("10.251.%d.%d", i, j+1)},
-				Ready: true, Node: benchNode, Ports: map[string]int32{"http": 8080},
-			}); err != nil {
-				return err
-			}
-		}
-		if err := testcluster.WaitForSlices(ctx, client, syncBackendNamespace, service, 2*time.Minute,
-			testcluster.EndpointCount(discoveryv1.AddressTypeIPv4, 3, 3)); err != nil {
+		if err := createPoolService(ctx, client, syncBackendNamespace, service, 3, fmt.Sprintf("10.251.%d.", i)+"%d"); err != nil {
 			return err
 		}
 		// init sees the backend block alone: with vigie/k8s required, it

@@ -425,10 +425,8 @@ func trafficSection(r *trafficResults) string {
 	if r == nil {
 		return ""
 	}
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("## Traffic: a pod's Ready to its first request through HAProxy and nginx")
-	p("")
+	b := newSection("Traffic: a pod's Ready to its first request through HAProxy and nginx")
+	p := b.line
 	if r.reason != "" {
 		p("Not measured: %s.", r.reason)
 		return b.String()

@@ -404,3 +404,17 @@ func msPerRead(cpu []float64, reads int) []float64 {
 	}
 	return out
 }
+
+// section is a section of the report being written.
+type section struct{ strings.Builder }
+
+// newSection starts a section with its heading.
+func newSection(title string) *section {
+	s := &section{}
+	s.line("## %s", title)
+	s.line("")
+	return s
+}
+
+// line writes one line.
+func (s *section) line(format string, args ...any) { fmt.Fprintf(&s.Builder, format+"\n", args...) }
