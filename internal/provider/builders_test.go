@@ -2,10 +2,13 @@ package provider
 
 import (
 	"fmt"
+	"regexp"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -340,4 +343,61 @@ func checkedNodeEntry(addr string, port int64, node, zone string, local int64, h
 		"local_endpoints": knownvalue.Int64Exact(local),
 		"health_check":    healthCheck,
 	})
+}
+
+// standInTest plans config (the data sources, after the provider block of
+// a cluster that api serves) once as a unit test, and checks its state.
+func standInTest(t *testing.T, api *standInAPIServer, config string, checks ...statecheck.StateCheck) {
+	t.Helper()
+	resource.UnitTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:            clusterConfig(t, map[string]string{"stand-in": api.URL}) + config,
+			ConfigStateChecks: checks,
+		}},
+	})
+}
+
+// refusedConfig is a case of a configuration the provider refuses: the
+// lines it differs by, and the error it must get.
+type refusedConfig struct {
+	name string
+	args string
+	want *regexp.Regexp
+}
+
+// expectRefused plans each case's configuration (config of its lines) on a
+// machine without kubeconfig or credentials, and expects its error.
+func expectRefused(t *testing.T, cases []refusedConfig, config func(lines string) string) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			isolateFromMachine(t)
+			resource.UnitTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: testProviderFactories,
+				Steps:                    []resource.TestStep{{Config: config(tt.args), ExpectError: tt.want}},
+			})
+		})
+	}
+}
+
+// unconfiguredProvider is a provider block whose kubeconfig does not exist:
+// an error about it would mean the provider was configured before the
+// arguments were checked.
+const unconfiguredProvider = `provider "k8s" { kubeconfig = "/nonexistent/kubeconfig" }` + "\n"
+
+// parallelSteps runs the steps as an acceptance test, parallel to the
+// others.
+func parallelSteps(t *testing.T, steps ...resource.TestStep) {
+	t.Helper()
+	resource.ParallelTest(t, resource.TestCase{ProtoV6ProviderFactories: testProviderFactories, Steps: steps})
+}
+
+// readsOnePod is the step that reads web in ns (dataSource with args) and
+// finds the one pod, web-1 at ip, of webWithOneReadyPod.
+func (c *testCluster) readsOnePod(ns, args, ip string) resource.TestStep {
+	return resource.TestStep{
+		Config:            c.providerConfig() + dataSource(ns, args),
+		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint(ip, 8080, "IPv4", "web-1"))},
+	}
 }

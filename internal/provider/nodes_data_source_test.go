@@ -15,11 +15,7 @@ import (
 )
 
 func TestNodeArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
-	tests := []struct {
-		name string
-		args string
-		want *regexp.Regexp
-	}{
+	tests := []refusedConfig{
 		{"an unknown target", `target = "vms"`, phrase("Attribute target value must be one of", `"pods"`, `"nodes"`, `"vms"`)},
 		{"an address type that is not a node IP", `
   target            = "nodes"
@@ -45,18 +41,11 @@ func TestNodeArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
 		"k8s_ready_endpoints": `data "k8s_ready_endpoints" "web" {` + "\n  service = \"web\"",
 		"k8s_services":        `data "k8s_services" "all" {`,
 	} {
-		for _, tt := range tests {
-			t.Run(name+" "+tt.name, func(t *testing.T) {
-				isolateFromMachine(t)
-				resource.UnitTest(t, resource.TestCase{
-					ProtoV6ProviderFactories: testProviderFactories,
-					Steps: []resource.TestStep{{
-						Config:      `provider "k8s" { kubeconfig = "/nonexistent/kubeconfig" }` + "\n" + dataSource + "\n  " + tt.args + "\n}\n",
-						ExpectError: tt.want,
-					}},
-				})
+		t.Run(name, func(t *testing.T) {
+			expectRefused(t, tests, func(args string) string {
+				return unconfiguredProvider + dataSource + "\n  " + args + "\n}\n"
 			})
-		}
+		})
 	}
 }
 

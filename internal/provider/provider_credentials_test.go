@@ -2,7 +2,6 @@ package provider
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -27,11 +26,7 @@ func selfSignedPEM(t *testing.T, name string) (certPEM, keyPEM string) {
 
 func TestProviderArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
 	ca, key := selfSignedPEM(t, "test-ca")
-	tests := []struct {
-		name     string
-		provider string
-		want     *regexp.Regexp
-	}{
+	tests := []refusedConfig{
 		{"host and kubeconfig together", `
   host       = "https://203.0.113.10:6443"
   kubeconfig = "~/.kube/config"`, phrase("These attributes cannot be configured together: [host,kubeconfig]")},
@@ -91,18 +86,9 @@ func TestProviderArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) 
     command     = "get-token"
   }`, phrase("Attribute exec.api_version value must be one of", "client.authentication.k8s.io/v1alpha1")},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			isolateFromMachine(t)
-			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviderFactories,
-				Steps: []resource.TestStep{{
-					Config:      "provider \"k8s\" {" + tt.provider + "\n}\n" + readWeb,
-					ExpectError: tt.want,
-				}},
-			})
-		})
-	}
+	expectRefused(t, tests, func(provider string) string {
+		return "provider \"k8s\" {" + provider + "\n}\n" + readWeb
+	})
 }
 
 func TestInlineHostAndTokenReadWithoutAnyKubeconfig(t *testing.T) {

@@ -136,23 +136,17 @@ func TestAccScaledToZeroIsAnEmptyList(t *testing.T) {
 	ns := c.namespace(t)
 	c.webWithOneReadyPod(t, ns, "10.244.3.1")
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config:            c.providerConfig() + dataSource(ns, ""),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.3.1", 8080, "IPv4", "web-1"))},
+	parallelSteps(t,
+		c.readsOnePod(ns, "", "10.244.3.1"),
+		resource.TestStep{
+			PreConfig: func() {
+				c.deletePod(t, ns, "web-1", 0)
+				c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 0, 0))
 			},
-			{
-				PreConfig: func() {
-					c.deletePod(t, ns, "web-1", 0)
-					c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 0, 0))
-				},
-				Config:            c.providerConfig() + dataSource(ns, ""),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()},
-			},
+			Config:            c.providerConfig() + dataSource(ns, ""),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()},
 		},
-	})
+	)
 }
 
 func TestAccNamedTargetPortResolvesPerPod(t *testing.T) {
@@ -168,37 +162,34 @@ func TestAccNamedTargetPortResolvesPerPod(t *testing.T) {
 	c.runPod(t, ns, podSpec{name: "web-new", labels: webLabels, ips: []string{"10.244.4.2"}, ready: true, ports: map[string]int32{"web": 8081}})
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-					podEndpoint("10.244.4.1", 8080, "IPv4", "web-old"),
-					podEndpoint("10.244.4.2", 8081, "IPv4", "web-new"),
-				)},
-			},
-			{
-				Config: c.providerConfig() + dataSource(ns, `port_name = "metrics"`),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-					podEndpoint("10.244.4.1", 9100, "IPv4", "web-old"),
-					podEndpoint("10.244.4.2", 9100, "IPv4", "web-new"),
-				)},
-			},
-			{
-				// Several ports and no port_name: default_port.
-				Config: c.providerConfig() + dataSource(ns, `default_port = 7000`),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-					podEndpoint("10.244.4.1", 7000, "IPv4", "web-old"),
-					podEndpoint("10.244.4.2", 7000, "IPv4", "web-new"),
-				)},
-			},
-			{
-				Config:      c.providerConfig() + dataSource(ns, `port_name = "grpc"`),
-				ExpectError: phrase("Port Not Found", `ports named "http", "metrics"`, fmt.Sprintf("port grpc not found in service %s/web", ns)),
-			},
+	parallelSteps(t,
+		resource.TestStep{
+			Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				podEndpoint("10.244.4.1", 8080, "IPv4", "web-old"),
+				podEndpoint("10.244.4.2", 8081, "IPv4", "web-new"),
+			)},
 		},
-	})
+		resource.TestStep{
+			Config: c.providerConfig() + dataSource(ns, `port_name = "metrics"`),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				podEndpoint("10.244.4.1", 9100, "IPv4", "web-old"),
+				podEndpoint("10.244.4.2", 9100, "IPv4", "web-new"),
+			)},
+		},
+		resource.TestStep{
+			// Several ports and no port_name: default_port.
+			Config: c.providerConfig() + dataSource(ns, `default_port = 7000`),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				podEndpoint("10.244.4.1", 7000, "IPv4", "web-old"),
+				podEndpoint("10.244.4.2", 7000, "IPv4", "web-new"),
+			)},
+		},
+		resource.TestStep{
+			Config:      c.providerConfig() + dataSource(ns, `port_name = "grpc"`),
+			ExpectError: phrase("Port Not Found", `ports named "http", "metrics"`, fmt.Sprintf("port grpc not found in service %s/web", ns)),
+		},
+	)
 }
 
 func TestAccPublishNotReadyAddressesGivesEveryPod(t *testing.T) {
@@ -348,25 +339,22 @@ func TestAccRBAC(t *testing.T) {
 	as := func(kubeconfig string) string {
 		return kubeconfigProvider(kubeconfig) + dataSource(ns, "")
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config:            as(documented),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.6.1", 8080, "IPv4", "web-1"))},
-			},
-			{
-				Config: as(noList),
-				ExpectError: phrase("Permission Denied Listing EndpointSlices", "the second rule of the Role",
-					fmt.Sprintf("list endpointslices of service %s/web:", ns), "forbidden"),
-			},
-			{
-				Config: as(noGet),
-				ExpectError: phrase("Permission Denied Reading Service",
-					fmt.Sprintf("get service %s/web:", ns), "forbidden"),
-			},
+	parallelSteps(t,
+		resource.TestStep{
+			Config:            as(documented),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.6.1", 8080, "IPv4", "web-1"))},
 		},
-	})
+		resource.TestStep{
+			Config: as(noList),
+			ExpectError: phrase("Permission Denied Listing EndpointSlices", "the second rule of the Role",
+				fmt.Sprintf("list endpointslices of service %s/web:", ns), "forbidden"),
+		},
+		resource.TestStep{
+			Config: as(noGet),
+			ExpectError: phrase("Permission Denied Reading Service",
+				fmt.Sprintf("get service %s/web:", ns), "forbidden"),
+		},
+	)
 }
 
 // TestAccAPIServerGoneFailsWithinItsBound reads through a TCP proxy in front
@@ -382,17 +370,14 @@ func TestAccAPIServerGoneFailsWithinItsBound(t *testing.T) {
 	viaProxy := c.writeKubeconfig(t, "reader", &clientcmdapi.AuthInfo{Token: token}, "https://"+proxy.addr())
 	config := kubeconfigProvider(viaProxy) + dataSource(ns, "")
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{Config: config, ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()}},
-			{
-				PreConfig:   proxy.stop,
-				Config:      config,
-				ExpectError: phrase("Unable to Read Service", "could not be reached", fmt.Sprintf("get service %s/web: gave up after 3 attempts", ns), "connection refused"),
-			},
+	parallelSteps(t,
+		resource.TestStep{Config: config, ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()}},
+		resource.TestStep{
+			PreConfig:   proxy.stop,
+			Config:      config,
+			ExpectError: phrase("Unable to Read Service", "could not be reached", fmt.Sprintf("get service %s/web: gave up after 3 attempts", ns), "connection refused"),
 		},
-	})
+	)
 }
 
 // tcpProxy forwards connections to the API server until it is stopped.

@@ -12,11 +12,7 @@ import (
 )
 
 func TestServicesArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
-	tests := []struct {
-		name string
-		args string
-		want *regexp.Regexp
-	}{
+	tests := []refusedConfig{
 		{"a selector that does not parse", `label_selector = "app in (web"`, phrase("Attribute label_selector must be a Kubernetes label selector")},
 		{"a selector with a bad operator", `label_selector = "app=>web"`, phrase("Attribute label_selector must be a Kubernetes label selector")},
 		{"an empty name", `names = [""]`, phrase("names", "must be a DNS-1123 label", "it is empty")},
@@ -32,18 +28,9 @@ func TestServicesArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) 
 		{"a negative min_services", `min_services = -1`, phrase("Attribute min_services value must be at least 0, got: -1")},
 		{"an unknown terminating policy", `terminating_endpoints = "drain"`, phrase("Attribute terminating_endpoints value must be one of")},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			isolateFromMachine(t)
-			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviderFactories,
-				Steps: []resource.TestStep{{
-					Config:      `provider "k8s" { kubeconfig = "/nonexistent/kubeconfig" }` + "\ndata \"k8s_services\" \"all\" {\n  " + tt.args + "\n}\n",
-					ExpectError: tt.want,
-				}},
-			})
-		})
-	}
+	expectRefused(t, tests, func(args string) string {
+		return unconfiguredProvider + "data \"k8s_services\" \"all\" {\n  " + args + "\n}\n"
+	})
 }
 
 // The fleet gives each Service the list k8s_ready_endpoints gives for it,
