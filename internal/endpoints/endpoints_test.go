@@ -414,24 +414,30 @@ func TestPool(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := Pool(tt.service, tt.slices, tt.query)
-			got := res.Endpoints
-			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("error = %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if got == nil {
-				t.Fatal("got a nil list, want an empty or full one")
-			}
-			if !reflect.DeepEqual(got, tt.want) {
+			if got := res.Endpoints; listOrError(t, got, err, tt.wantErr) && !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})
 	}
+}
+
+// listOrError checks a result: the error wantErr, or else no error and a
+// list that is not nil. It reports whether the list is to be compared.
+func listOrError(t *testing.T, got []Endpoint, err error, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || err.Error() != wantErr {
+			t.Fatalf("error = %v, want %q", err, wantErr)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatalf("unexpected error: %v", err)
+	}
+	if got == nil {
+		t.Fatal("got a nil list, want an empty or full one")
+	}
+	return true
 }
 
 func TestPortNotFoundIsATypedError(t *testing.T) {

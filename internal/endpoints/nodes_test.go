@@ -447,19 +447,7 @@ func TestNodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := Nodes(tt.service, tt.slices, tt.nodes, tt.query)
-			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("error = %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if res.Endpoints == nil {
-				t.Fatal("got a nil list, want an empty or full one")
-			}
-			if !reflect.DeepEqual(res.Endpoints, tt.want) {
+			if listOrError(t, res.Endpoints, err, tt.wantErr) && !reflect.DeepEqual(res.Endpoints, tt.want) {
 				t.Errorf("got  %s\nwant %s", describeEntries(res.Endpoints), describeEntries(tt.want))
 			}
 		})

@@ -72,11 +72,7 @@ func TestWatchEndpointSlicesListsAgainWhenItsVersionIsTooOld(t *testing.T) {
 	c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
 		if r.URL.Query().Get("watch") != "true" {
 			lists.Add(1)
-			writeJSON(w, 200, discoveryv1.EndpointSliceList{
-				TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
-				ListMeta: metav1.ListMeta{ResourceVersion: "20"},
-				Items:    []discoveryv1.EndpointSlice{readySlice("a", "20")},
-			})
+			writeJSON(w, 200, sliceList("20", readySlice("a", "20")))
 			return
 		}
 		watches.Add(1)
@@ -201,11 +197,7 @@ func TestAWatchRefusedForATooOldVersionListsAgain(t *testing.T) {
 	c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
 		if r.URL.Query().Get("watch") != "true" {
 			lists.Add(1)
-			writeJSON(w, 200, discoveryv1.EndpointSliceList{
-				TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
-				ListMeta: metav1.ListMeta{ResourceVersion: "20"},
-				Items:    []discoveryv1.EndpointSlice{readySlice("a", "20")},
-			})
+			writeJSON(w, 200, sliceList("20", readySlice("a", "20")))
 			return
 		}
 		watches.Add(1)
