@@ -43,14 +43,7 @@ func startGreen(t *testing.T) (*testcluster.Cluster, kubernetes.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := c.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := c.Client()
 	if err := testcluster.EnsureNode(ctx, client, accNode, accZone); err != nil {
 		t.Fatal(err)
 	}

@@ -349,12 +349,9 @@ func checkedNodeEntry(addr string, port int64, node, zone string, local int64, h
 // a cluster that api serves) once as a unit test, and checks its state.
 func standInTest(t *testing.T, api *standInAPIServer, config string, checks ...statecheck.StateCheck) {
 	t.Helper()
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config:            clusterConfig(t, map[string]string{"stand-in": api.URL}) + config,
-			ConfigStateChecks: checks,
-		}},
+	unitSteps(t, resource.TestStep{
+		Config:            clusterConfig(t, map[string]string{"stand-in": api.URL}) + config,
+		ConfigStateChecks: checks,
 	})
 }
 
@@ -400,4 +397,20 @@ func (c *testCluster) readsOnePod(ns, args, ip string) resource.TestStep {
 		Config:            c.providerConfig() + dataSource(ns, args),
 		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint(ip, 8080, "IPv4", "web-1"))},
 	}
+}
+
+// oneReadyPod is the acceptance cluster and a new namespace of it with
+// webWithOneReadyPod at ip.
+func oneReadyPod(t *testing.T, ip string) (*testCluster, string) {
+	t.Helper()
+	c := accCluster(t)
+	ns := c.namespace(t)
+	c.webWithOneReadyPod(t, ns, ip)
+	return c, ns
+}
+
+// unitSteps runs the steps as a unit test.
+func unitSteps(t *testing.T, steps ...resource.TestStep) {
+	t.Helper()
+	resource.UnitTest(t, resource.TestCase{ProtoV6ProviderFactories: testProviderFactories, Steps: steps})
 }

@@ -61,50 +61,47 @@ data "k8s_ready_endpoints" "web" {
 }`
 	}
 	endpoints := tfjsonpath.New("endpoints")
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				// Local: only the nodes that run a pod, each with its count.
-				Config: read(local, ""),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-						nodeValue("192.168.0.1", "node-a", "zone-a", 2),
-						nodeValue("192.168.0.2", "node-b", "zone-b", 1),
-					})),
-				},
-			},
-			{
-				// Cluster: every eligible node; the excluded one is not.
-				Config: read(cluster, ""),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-						nodeValue("192.168.0.1", "node-a", "zone-a", 2),
-						nodeValue("192.168.0.2", "node-b", "zone-b", 1),
-						nodeValue("192.168.0.3", "node-c", "zone-a", 0),
-					})),
-				},
-			},
-			{
-				Config: read(cluster, `node_selector = "pool=batch"`),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-						nodeValue("192.168.0.3", "node-c", "zone-a", 0),
-					})),
-				},
-			},
-			{
-				// node-c has no ExternalIP.
-				Config: read(cluster, `node_address_type = "ExternalIP"`),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-						nodeValue("203.0.113.1", "node-a", "zone-a", 2),
-						nodeValue("203.0.113.2", "node-b", "zone-b", 1),
-					})),
-				},
+	unitSteps(t,
+		resource.TestStep{
+			// Local: only the nodes that run a pod, each with its count.
+			Config: read(local, ""),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+					nodeValue("192.168.0.1", "node-a", "zone-a", 2),
+					nodeValue("192.168.0.2", "node-b", "zone-b", 1),
+				})),
 			},
 		},
-	})
+		resource.TestStep{
+			// Cluster: every eligible node; the excluded one is not.
+			Config: read(cluster, ""),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+					nodeValue("192.168.0.1", "node-a", "zone-a", 2),
+					nodeValue("192.168.0.2", "node-b", "zone-b", 1),
+					nodeValue("192.168.0.3", "node-c", "zone-a", 0),
+				})),
+			},
+		},
+		resource.TestStep{
+			Config: read(cluster, `node_selector = "pool=batch"`),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+					nodeValue("192.168.0.3", "node-c", "zone-a", 0),
+				})),
+			},
+		},
+		resource.TestStep{
+			// node-c has no ExternalIP.
+			Config: read(cluster, `node_address_type = "ExternalIP"`),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+					nodeValue("203.0.113.1", "node-a", "zone-a", 2),
+					nodeValue("203.0.113.2", "node-b", "zone-b", 1),
+				})),
+			},
+		},
+	)
 }
 
 // A read of nodes makes three requests: the Service, its slices, the nodes.

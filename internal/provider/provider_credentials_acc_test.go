@@ -44,9 +44,7 @@ func expectReadsWeb(t *testing.T, ns, provider string) {
 }
 
 func TestAccInlineHostTokenAndCA(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.12.1")
+	c, ns := oneReadyPod(t, "10.244.12.1")
 	token := c.identityToken(t, ns, "inline", documentedRole)
 	otherCA, _ := selfSignedPEM(t, "not-this-cluster")
 	inline := func(ca string) string {
@@ -90,9 +88,7 @@ provider "k8s" {
 }
 
 func TestAccInlineExecPlugin(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.12.1")
+	c, ns := oneReadyPod(t, "10.244.12.1")
 	token := c.identityToken(t, ns, "exec", documentedRole)
 	// A credential plugin as small as they come: it checks its argument and
 	// prints an ExecCredential with the token it is given in its environment.
@@ -120,9 +116,7 @@ provider "k8s" {
 // TestAccHostFromAResourceNotYetCreated is the configuration of a cluster made
 // in the same apply: the provider's host is unknown while planning.
 func TestAccHostFromAResourceNotYetCreated(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.12.1")
+	c, ns := oneReadyPod(t, "10.244.12.1")
 	token := c.identityToken(t, ns, "later", documentedRole)
 	config := func(dataSourceExtra string) string {
 		return fmt.Sprintf(`

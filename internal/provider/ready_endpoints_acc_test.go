@@ -92,19 +92,16 @@ func TestAccReadyNotReadyAndTerminatingPods(t *testing.T) {
 	c.deletePod(t, ns, "web-4", 300)
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 4))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact(ns+"/web")),
-				// The pods' port, not the Service's, in numeric order.
-				expectEndpoints(
-					podEndpoint("10.244.0.2", 8080, "IPv4", "web-2"),
-					podEndpoint("10.244.0.11", 8080, "IPv4", "web-1"),
-				),
-			},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
+		ConfigStateChecks: []statecheck.StateCheck{
+			statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact(ns+"/web")),
+			// The pods' port, not the Service's, in numeric order.
+			expectEndpoints(
+				podEndpoint("10.244.0.2", 8080, "IPv4", "web-2"),
+				podEndpoint("10.244.0.11", 8080, "IPv4", "web-1"),
+			),
+		},
 	})
 }
 
@@ -117,24 +114,19 @@ func TestAccDualStackServiceGivesEachPodOncePerFamily(t *testing.T) {
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv6, 2, 2))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, ""),
-			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-				podEndpoint("10.244.1.1", 8080, "IPv4", "web-b"),
-				podEndpoint("10.244.1.2", 8080, "IPv4", "web-a"),
-				podEndpoint("fd00:10:244::1", 8080, "IPv6", "web-b"),
-				podEndpoint("fd00:10:244::2", 8080, "IPv6", "web-a"),
-			)},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, ""),
+		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+			podEndpoint("10.244.1.1", 8080, "IPv4", "web-b"),
+			podEndpoint("10.244.1.2", 8080, "IPv4", "web-a"),
+			podEndpoint("fd00:10:244::1", 8080, "IPv6", "web-b"),
+			podEndpoint("fd00:10:244::2", 8080, "IPv6", "web-a"),
+		)},
 	})
 }
 
 func TestAccScaledToZeroIsAnEmptyList(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.3.1")
+	c, ns := oneReadyPod(t, "10.244.3.1")
 
 	parallelSteps(t,
 		c.readsOnePod(ns, "", "10.244.3.1"),
@@ -201,13 +193,10 @@ func TestAccPublishNotReadyAddressesGivesEveryPod(t *testing.T) {
 	c.runPod(t, ns, podSpec{name: "web-starting", labels: webLabels, ips: []string{"10.244.5.1"}, ready: false})
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, ""),
-			// Ready because the Service asks for it, though the pod does not serve yet.
-			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpointWith("10.244.5.1", 8080, "IPv4", "web-starting", true, false, false))},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, ""),
+		// Ready because the Service asks for it, though the pod does not serve yet.
+		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpointWith("10.244.5.1", 8080, "IPv4", "web-starting", true, false, false))},
 	})
 }
 
@@ -228,15 +217,12 @@ func TestAccSelectorlessServiceMirroredFromEndpoints(t *testing.T) {
 	}
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 3))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
-			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-				bareIPv4("192.0.2.10", 9090),
-				bareIPv4("192.0.2.11", 9090),
-			)},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
+		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+			bareIPv4("192.0.2.10", 9090),
+			bareIPv4("192.0.2.11", 9090),
+		)},
 	})
 }
 
@@ -277,21 +263,18 @@ func TestAccHandWrittenSlices(t *testing.T) {
 	slice("web-no-number", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr.To("http")}}, ep(ptr.To(true), "10.0.9.7"))
 	slice("web-other-port", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr.To("admin"), Port: ptr.To[int32](9000)}}, ep(ptr.To(true), "10.0.9.8"))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, "port_name = \"http\"\n  default_port = 8000"),
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("last_change_trigger_time"), knownvalue.Null()),
-				expectEndpoints(
-					bareIPv4("10.0.9.1", 8080),
-					bareIPv4("10.0.9.2", 8080),
-					bareIPv4("10.0.9.3", 8080),
-					bareIPv4("10.0.9.6", 8000),
-					bareIPv4("10.0.9.7", 8000),
-				),
-			},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, "port_name = \"http\"\n  default_port = 8000"),
+		ConfigStateChecks: []statecheck.StateCheck{
+			statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("last_change_trigger_time"), knownvalue.Null()),
+			expectEndpoints(
+				bareIPv4("10.0.9.1", 8080),
+				bareIPv4("10.0.9.2", 8080),
+				bareIPv4("10.0.9.3", 8080),
+				bareIPv4("10.0.9.6", 8000),
+				bareIPv4("10.0.9.7", 8000),
+			),
+		},
 	})
 }
 
@@ -307,31 +290,23 @@ func TestAccManySlicesAreReadWhole(t *testing.T) {
 	}
 	want := c.manySlices(t, ns, slices)
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config:            c.providerConfig() + dataSource(ns, ""),
-			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(want...)},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config:            c.providerConfig() + dataSource(ns, ""),
+		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(want...)},
 	})
 }
 
 func TestAccMissingServiceIsAnError(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config:      c.providerConfig() + dataSource(ns, ""),
-			ExpectError: phrase("Service Not Found", "The Service doesn't exist", fmt.Sprintf(`get service %s/web: services "web" not found`, ns)),
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config:      c.providerConfig() + dataSource(ns, ""),
+		ExpectError: phrase("Service Not Found", "The Service doesn't exist", fmt.Sprintf(`get service %s/web: services "web" not found`, ns)),
 	})
 }
 
 func TestAccRBAC(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.6.1")
+	c, ns := oneReadyPod(t, "10.244.6.1")
 
 	documented := c.identity(t, ns, "documented-role", documentedRole)
 	noList := c.identity(t, ns, "no-list", documentedRole[:1])

@@ -165,17 +165,14 @@ func TestReadyEndpointsErrorsCarryTheDocumentedTexts(t *testing.T) {
 				api.addService(webService("shop", httpPort))
 			}
 			api.forbidden = tt.forbidden
-			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviderFactories,
-				Steps: []resource.TestStep{{
-					Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+			unitSteps(t, resource.TestStep{
+				Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
 data "k8s_ready_endpoints" "web" {
   namespace = "shop"
   service   = "web"
   ` + tt.args + `
 }`,
-					ExpectError: tt.want,
-				}},
+				ExpectError: tt.want,
 			})
 		})
 	}

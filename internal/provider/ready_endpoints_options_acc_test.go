@@ -94,9 +94,7 @@ func TestAccAddressFamilyAndZoneFilters(t *testing.T) {
 }
 
 func TestAccMinReadyStopsTheReadWithoutWaiting(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.9.1")
+	c, ns := oneReadyPod(t, "10.244.9.1")
 
 	parallelSteps(t,
 		c.readsOnePod(ns, "min_ready = 1", "10.244.9.1"),
@@ -109,9 +107,7 @@ func TestAccMinReadyStopsTheReadWithoutWaiting(t *testing.T) {
 }
 
 func TestAccMinReadyWaitsForTheRolloutWithAWatch(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.10.1")
+	c, ns := oneReadyPod(t, "10.244.10.1")
 	// The documented Role, plus watch, through a proxy that counts requests.
 	watchRole := slices.Clone(documentedRole)
 	watchRole[1].Verbs = []string{"list", "watch"}
@@ -239,12 +235,9 @@ func TestAccLastChangeTriggerTime(t *testing.T) {
 	if latest.IsZero() {
 		t.Fatal("the EndpointSlice controller wrote no last-change-trigger-time")
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, ""),
-			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
-				tfjsonpath.New("last_change_trigger_time"), knownvalue.StringExact(latest.UTC().Format(time.RFC3339Nano)))},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, ""),
+		ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
+			tfjsonpath.New("last_change_trigger_time"), knownvalue.StringExact(latest.UTC().Format(time.RFC3339Nano)))},
 	})
 }
