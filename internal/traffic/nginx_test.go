@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -18,20 +16,13 @@ import (
 // an empty pool.
 func writeUpstream(t *testing.T, path string, pods ...*testcluster.NetPod) {
 	t.Helper()
-	var b strings.Builder
-	b.WriteString("upstream demo_web {\n")
-	for _, p := range pods {
-		for _, ip := range p.IPs {
-			fmt.Fprintf(&b, "    server %s max_fails=3 fail_timeout=10s;\n", net.JoinHostPort(ip, "8080"))
-		}
-	}
+	tail := "}\n"
 	if len(pods) == 0 {
-		b.WriteString("    # No ready pod: a placeholder that takes no traffic, as NGINX refuses an empty upstream.\n    server 127.0.0.1:1 down;\n")
+		tail = "    # No ready pod: a placeholder that takes no traffic, as NGINX refuses an empty upstream.\n    server 127.0.0.1:1 down;\n}\n"
 	}
-	b.WriteString("}\n")
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writePool(t, path, "upstream demo_web {\n", tail, pods, func(_ *testcluster.NetPod, ip string) string {
+		return fmt.Sprintf("    server %s max_fails=3 fail_timeout=10s;\n", net.JoinHostPort(ip, "8080"))
+	})
 }
 
 // The master killed with SIGKILL leaves its worker serving (nginx's

@@ -107,13 +107,23 @@ func TestLoadCountsTheAnswersOfAPod(t *testing.T) {
 // examples/pools/haproxy renders, with both addresses of each pod.
 func writeBackend(t *testing.T, path string, pods ...*testcluster.NetPod) {
 	t.Helper()
+	writePool(t, path, "backend demo_web\n    balance roundrobin\n    option httpchk GET /healthz\n", "", pods, func(p *testcluster.NetPod, ip string) string {
+		return fmt.Sprintf("    server %s-%s-8080 %s check\n", p.Name, strings.NewReplacer(".", "-", ":", "-").Replace(ip), net.JoinHostPort(ip, "8080"))
+	})
+}
+
+// writePool writes a pool file: head, a server line for each address of
+// each pod, and tail.
+func writePool(t *testing.T, path, head, tail string, pods []*testcluster.NetPod, server func(p *testcluster.NetPod, ip string) string) {
+	t.Helper()
 	var b strings.Builder
-	b.WriteString("backend demo_web\n    balance roundrobin\n    option httpchk GET /healthz\n")
+	b.WriteString(head)
 	for _, p := range pods {
 		for _, ip := range p.IPs {
-			fmt.Fprintf(&b, "    server %s-%s-8080 %s check\n", p.Name, strings.NewReplacer(".", "-", ":", "-").Replace(ip), net.JoinHostPort(ip, "8080"))
+			b.WriteString(server(p, ip))
 		}
 	}
+	b.WriteString(tail)
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
