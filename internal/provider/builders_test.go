@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -413,4 +414,10 @@ func oneReadyPod(t *testing.T, ip string) (*testCluster, string) {
 func unitSteps(t *testing.T, steps ...resource.TestStep) {
 	t.Helper()
 	resource.UnitTest(t, resource.TestCase{ProtoV6ProviderFactories: testProviderFactories, Steps: steps})
+}
+
+// webValue checks the value at the top-level attribute named of
+// data.k8s_ready_endpoints.web.
+func webValue(attribute string, value knownvalue.Check) statecheck.StateCheck {
+	return statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New(attribute), value)
 }

@@ -256,7 +256,7 @@ data "k8s_ready_endpoints" "web" {
 		resource.TestStep{
 			// Cluster: every eligible node, each with its pods.
 			Config: read("web", ""),
-			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+			ConfigStateChecks: []statecheck.StateCheck{webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
 				accNodeEntry("172.31.0.1", cluster, a, "tf-acc-z1", 2),
 				accNodeEntry("172.31.0.2", cluster, b, "tf-acc-z2", 1),
 				accNodeEntry("172.31.0.3", cluster, noZone, "", 0),
@@ -266,7 +266,7 @@ data "k8s_ready_endpoints" "web" {
 		resource.TestStep{
 			// Local: only the eligible nodes that run a pod.
 			Config: read("web-local", ""),
-			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+			ConfigStateChecks: []statecheck.StateCheck{webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
 				accNodeEntry("172.31.0.1", local, a, "tf-acc-z1", 2),
 				accNodeEntry("172.31.0.2", local, b, "tf-acc-z2", 1),
 			}))},
@@ -276,7 +276,7 @@ data "k8s_ready_endpoints" "web" {
 			// nodes are checked on the healthCheckNodePort the API server
 			// allocated.
 			Config: read("web-lb", ""),
-			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+			ConfigStateChecks: []statecheck.StateCheck{webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
 				checkedNodeEntry("172.31.0.1", lb, a, "tf-acc-z1", 2, nodeHealthCheck(lbHealth, "healthCheckNodePort")),
 				checkedNodeEntry("172.31.0.2", lb, b, "tf-acc-z2", 1, nodeHealthCheck(lbHealth, "healthCheckNodePort")),
 			}))},
@@ -292,7 +292,7 @@ data "k8s_ready_endpoints" "web" {
 			// With ExternalIP, the nodes that have one: node a, and the
 			// node left out above for having no InternalIP.
 			Config: read("web", `node_address_type = "ExternalIP"`),
-			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+			ConfigStateChecks: []statecheck.StateCheck{webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
 				accNodeEntry("198.51.100.1", cluster, a, "tf-acc-z1", 2),
 				accNodeEntry("198.51.100.16", cluster, noInternalIP, "tf-acc-z1", 0),
 			}))},

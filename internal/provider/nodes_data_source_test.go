@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
-	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -60,13 +59,12 @@ data "k8s_ready_endpoints" "web" {
   ` + args + `
 }`
 	}
-	endpoints := tfjsonpath.New("endpoints")
 	unitSteps(t,
 		resource.TestStep{
 			// Local: only the nodes that run a pod, each with its count.
 			Config: read(local, ""),
 			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
 					nodeValue("192.168.0.1", "node-a", "zone-a", 2),
 					nodeValue("192.168.0.2", "node-b", "zone-b", 1),
 				})),
@@ -76,7 +74,7 @@ data "k8s_ready_endpoints" "web" {
 			// Cluster: every eligible node; the excluded one is not.
 			Config: read(cluster, ""),
 			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
 					nodeValue("192.168.0.1", "node-a", "zone-a", 2),
 					nodeValue("192.168.0.2", "node-b", "zone-b", 1),
 					nodeValue("192.168.0.3", "node-c", "zone-a", 0),
@@ -86,7 +84,7 @@ data "k8s_ready_endpoints" "web" {
 		resource.TestStep{
 			Config: read(cluster, `node_selector = "pool=batch"`),
 			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
 					nodeValue("192.168.0.3", "node-c", "zone-a", 0),
 				})),
 			},
@@ -95,7 +93,7 @@ data "k8s_ready_endpoints" "web" {
 			// node-c has no ExternalIP.
 			Config: read(cluster, `node_address_type = "ExternalIP"`),
 			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
+				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
 					nodeValue("203.0.113.1", "node-a", "zone-a", 2),
 					nodeValue("203.0.113.2", "node-b", "zone-b", 1),
 				})),

@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
-	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +74,7 @@ func bareIPv4(addr string, port int64) knownvalue.Check {
 }
 
 func expectEndpoints(checks ...knownvalue.Check) statecheck.StateCheck {
-	return statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"), knownvalue.ListExact(checks))
+	return webValue("endpoints", knownvalue.ListExact(checks))
 }
 
 func TestAccReadyNotReadyAndTerminatingPods(t *testing.T) {
@@ -95,7 +94,7 @@ func TestAccReadyNotReadyAndTerminatingPods(t *testing.T) {
 	parallelSteps(t, resource.TestStep{
 		Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
 		ConfigStateChecks: []statecheck.StateCheck{
-			statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact(ns+"/web")),
+			webValue("id", knownvalue.StringExact(ns+"/web")),
 			// The pods' port, not the Service's, in numeric order.
 			expectEndpoints(
 				podEndpoint("10.244.0.2", 8080, "IPv4", "web-2"),
@@ -266,7 +265,7 @@ func TestAccHandWrittenSlices(t *testing.T) {
 	parallelSteps(t, resource.TestStep{
 		Config: c.providerConfig() + dataSource(ns, "port_name = \"http\"\n  default_port = 8000"),
 		ConfigStateChecks: []statecheck.StateCheck{
-			statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("last_change_trigger_time"), knownvalue.Null()),
+			webValue("last_change_trigger_time", knownvalue.Null()),
 			expectEndpoints(
 				bareIPv4("10.0.9.1", 8080),
 				bareIPv4("10.0.9.2", 8080),

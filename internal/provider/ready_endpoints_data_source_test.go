@@ -83,10 +83,10 @@ data "k8s_ready_endpoints" "web" {
   service   = "web"
   port_name = "http"
 }`,
-		statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact("default/web")),
-		statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("namespace"), knownvalue.StringExact("default")),
-		statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("default_port"), knownvalue.Int64Exact(80)),
-		statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"), knownvalue.ListExact([]knownvalue.Check{
+		webValue("id", knownvalue.StringExact("default/web")),
+		webValue("namespace", knownvalue.StringExact("default")),
+		webValue("default_port", knownvalue.Int64Exact(80)),
+		webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
 			endpointValue("10.0.0.9", 8080, "IPv4", knownvalue.StringExact("web-9"), knownvalue.StringExact("node-a"), knownvalue.StringExact("zone-a"), knownvalue.Null()),
 			endpointValue("10.0.0.10", 8080, "IPv4", knownvalue.StringExact("web-10"), knownvalue.StringExact("node-b"), knownvalue.StringExact("zone-b"), knownvalue.Null()),
 		})),
@@ -136,8 +136,8 @@ data "k8s_ready_endpoints" "web" {
   namespace = "shop"
   service   = "web"
 }`,
-		statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact("shop/web")),
-		statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"), knownvalue.ListExact([]knownvalue.Check{})),
+		webValue("id", knownvalue.StringExact("shop/web")),
+		webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{})),
 	)
 }
 

@@ -40,7 +40,7 @@ func TestAccTerminatingEndpointsPolicies(t *testing.T) {
 			Config: c.providerConfig() + dataSource(ns, ""),
 			ConfigStateChecks: []statecheck.StateCheck{
 				expectEndpoints(ready1),
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("terminating_endpoints"), knownvalue.StringExact("exclude")),
+				webValue("terminating_endpoints", knownvalue.StringExact("exclude")),
 			},
 		},
 		resource.TestStep{Config: with("include"), ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(ready1, draining2)}},
