@@ -351,7 +351,7 @@ func checkedNodeEntry(addr string, port int64, node, zone string, local int64, h
 func standInTest(t *testing.T, api *standInAPIServer, config string, checks ...statecheck.StateCheck) {
 	t.Helper()
 	unitSteps(t, resource.TestStep{
-		Config:            clusterConfig(t, map[string]string{"stand-in": api.URL}) + config,
+		Config:            api.config(t, config),
 		ConfigStateChecks: checks,
 	})
 }

@@ -52,11 +52,11 @@ func TestReadyEndpointsGivesNodesWithTheirLocalEndpoints(t *testing.T) {
 	local := nodesFixture(t, corev1.ServiceExternalTrafficPolicyLocal)
 	cluster := nodesFixture(t, corev1.ServiceExternalTrafficPolicyCluster)
 	read := func(api *standInAPIServer, args string) string {
-		return clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+		return api.config(t, `
 data "k8s_ready_endpoints" "web" {
   service = "web"
   target  = "nodes"
-  ` + args + `
+  `) + args + `
 }`
 	}
 	unitSteps(t,

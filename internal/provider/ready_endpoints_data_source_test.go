@@ -166,11 +166,11 @@ func TestReadyEndpointsErrorsCarryTheDocumentedTexts(t *testing.T) {
 			}
 			api.forbidden = tt.forbidden
 			unitSteps(t, resource.TestStep{
-				Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+				Config: api.config(t, `
 data "k8s_ready_endpoints" "web" {
   namespace = "shop"
   service   = "web"
-  ` + tt.args + `
+  `) + tt.args + `
 }`,
 				ExpectError: tt.want,
 			})

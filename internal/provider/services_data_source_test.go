@@ -97,14 +97,14 @@ func TestServicesReadThroughTheCLI(t *testing.T) {
 	api := fleetFixture(t)
 	unitSteps(t,
 		resource.TestStep{
-			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+			Config: api.config(t, `
 data "k8s_services" "shop" {
   namespace = "shop"
   port_name = "http"
 }
 output "pools" {
   value = { for k, s in data.k8s_services.shop.services : k => [for e in s.endpoints : "${e.address}:${e.port}"] }
-}`,
+}`),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownOutputValue("pools", knownvalue.MapExact(map[string]knownvalue.Check{
 					"shop/web": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("10.0.0.1:8080"), knownvalue.StringExact("10.0.0.2:8080")}),
@@ -137,12 +137,12 @@ output "pools" {
 			},
 		},
 		resource.TestStep{
-			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+			Config: api.config(t, `
 data "k8s_services" "front" {
   all_namespaces = true
   label_selector = "tier=front"
   names          = ["web"]
-}`,
+}`),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("data.k8s_services.front", tfjsonpath.New("id"), knownvalue.StringExact("*")),
 				statecheck.ExpectKnownValue("data.k8s_services.front", tfjsonpath.New("namespace"), knownvalue.Null()),
@@ -151,31 +151,31 @@ data "k8s_services" "front" {
 			},
 		},
 		resource.TestStep{
-			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+			Config: api.config(t, `
 data "k8s_services" "none" {
   namespace      = "nowhere"
-}`,
+}`),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("data.k8s_services.none", tfjsonpath.New("services"), knownvalue.MapExact(map[string]knownvalue.Check{})),
 				statecheck.ExpectKnownValue("data.k8s_services.none", tfjsonpath.New("skipped"), knownvalue.ListExact([]knownvalue.Check{})),
 			},
 		},
 		resource.TestStep{
-			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+			Config: api.config(t, `
 data "k8s_services" "guarded" {
   namespaces   = ["shop", "blog"]
   port_name    = "http"
   min_services = 4
-}`,
+}`),
 			ExpectError: phrase("Too Few Services", "3 Service(s) with a pool, fewer than min_services = 4", "does not wait"),
 		},
 		resource.TestStep{
-			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+			Config: api.config(t, `
 data "k8s_services" "guarded" {
   namespaces = ["shop", "blog"]
   port_name  = "http"
   min_ready  = 2
-}`,
+}`),
 			ExpectError: phrase("Too Few Ready Endpoints", "2 Service(s) have fewer than min_ready = 2", "blog/web (1), shop/api (1)"),
 		},
 	)
@@ -196,7 +196,7 @@ func TestServicesReadErrors(t *testing.T) {
 			api := fleetFixture(t)
 			api.forbidden = tt.forbidden
 			unitSteps(t, resource.TestStep{
-				Config:      clusterConfig(t, map[string]string{"stand-in": api.URL}) + "data \"k8s_services\" \"shop\" {\n  namespace = \"shop\"\n}\n",
+				Config:      api.config(t, "data \"k8s_services\" \"shop\" {\n  namespace = \"shop\"\n}\n"),
 				ExpectError: tt.want,
 			})
 		})
