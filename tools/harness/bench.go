@@ -81,9 +81,11 @@ func bench(ctx context.Context, args []string) error {
 		if !isFlagSet(flags, "out") {
 			opts.out = "bench/results-" + opts.only + ".md"
 		}
-		// The companion's part and the traffic plan nothing with the
-		// baseline.
-		opts.baseline = ""
+		// The traffic and the image plan nothing with the baseline; the
+		// companion's part measures the baseline's companion beside this one.
+		if opts.only != "sync" {
+			opts.baseline = ""
+		}
 	default:
 		return fmt.Errorf("-only %q: the parts that run alone are sync, traffic and image", opts.only)
 	}
@@ -136,6 +138,9 @@ type benchRun struct {
 	// that revision's commit and currentCommit the one the current build
 	// comes from (with "+ uncommitted changes" when the tree has some).
 	baselineProvider, baselineCommit, currentCommit string
+	// baselineRC is the CLI configuration of the baseline's companion
+	// (bench_sync_baseline.go).
+	baselineRC string
 }
 
 // measurement is one command, run once per round.

@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -388,7 +389,8 @@ func imageSection(r *imageResults) string {
 // createLatencyService makes namespace and a Service of n ready pods (IPs
 // from ipFormat, %d from 1), and waits for their slices.
 func createLatencyService(ctx context.Context, client kubernetes.Interface, namespace, service string, n int, ipFormat string) error {
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+	// A namespace that exists holds another Service of the bench.
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	if err := testcluster.WaitForServiceAccount(ctx, client, namespace, time.Minute); err != nil {

@@ -49,6 +49,8 @@ type syncOptions struct {
 	rounds  int
 	// backendRounds are the rounds of bench_sync_backends.go.
 	backendRounds int
+	// clusterRounds are the rounds of bench_sync_clusters.go.
+	clusterRounds int
 }
 
 func (o *syncOptions) register(flags *flag.FlagSet) {
@@ -57,6 +59,7 @@ func (o *syncOptions) register(flags *flag.FlagSet) {
 	flags.DurationVar(&o.idle, "sync-idle", 60*time.Second, "companion: the idle window over which its CPU is measured")
 	flags.IntVar(&o.rounds, "sync-rounds", 5, "companion: rounds of check and plan, alternating")
 	flags.IntVar(&o.backendRounds, "sync-backend-rounds", 10, "companion: rounds of the latency with the state in each backend (local, kubernetes, pg)")
+	flags.IntVar(&o.clusterRounds, "sync-cluster-rounds", 10, "companion: rounds of the latency of one pool over two clusters (0: not measured)")
 }
 
 // syncResults is what the companion's part measured.
@@ -87,6 +90,10 @@ type syncResults struct {
 	checks []*checkVsPlan
 	// backends is the latency with the state in each backend.
 	backends *backendLatency
+	// clusters is the latency of a pool over two clusters.
+	clusters *clusterLatency
+	// baseline is the companion at -baseline, measured beside this one.
+	baseline *baselineSync
 }
 
 // checkVsPlan is `check` and `terraform plan` of one configuration, run
@@ -121,6 +128,9 @@ func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (
 	if err != nil {
 		return nil, err
 	}
+	if err := s.prepareBaseline(r); err != nil {
+		return nil, err
+	}
 
 	b.say("companion: detection latency over %d pool changes (settle quiet time %s)", o.changes, o.quiet)
 	if err := s.latency(ctx, r); err != nil {
@@ -129,6 +139,12 @@ func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (
 	b.say("companion: pod Ready to the apply's end with the state in each backend (%s), %d rounds", strings.Join(stateBackends, ", "), o.backendRounds)
 	if err := s.backendLatency(ctx, r); err != nil {
 		return nil, fmt.Errorf("companion latency by backend: %w", err)
+	}
+	if o.clusterRounds > 0 {
+		b.say("companion: one pool over two clusters (a second control plane), %d rounds", o.clusterRounds)
+		if err := s.clusterLatency(ctx, r); err != nil {
+			return nil, fmt.Errorf("companion latency over two clusters: %w", err)
+		}
 	}
 	b.say("companion: %d Services x %d endpoints watched, %s idle", syncFleetServices, syncFleetEndpoints, o.idle)
 	if err := s.idle(ctx, r); err != nil {
@@ -146,6 +162,9 @@ type syncBench struct {
 	client    kubernetes.Interface
 	terraform string
 	env       []string
+	// provider is the companion's binary: b.provider, or the baseline's
+	// (bench_sync_baseline.go).
+	provider string
 }
 
 func (s *syncBench) terraformCmd(ctx context.Context, dir string, args ...string) error {
@@ -174,65 +193,97 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 	o := s.b.opts.sync
 	client := s.client
 	const pods = 4
-	toggled := fmt.Sprintf("%s-%d", syncLatencyService, pods-1)
-	if err := createLatencyService(ctx, client, syncLatencyNamespace, syncLatencyService, pods, "10.250.0.%d"); err != nil {
-		return err
+	// One Service, configuration and companion per build: this one, and the
+	// baseline's when there is one, changed in turn in the same rounds.
+	type measured struct {
+		s                  *syncBench
+		c                  *companionProc
+		service            string
+		latency, detection *[]float64
+		extraRuns          *int
 	}
-	dir, err := s.b.config("sync-latency", providerBlock+fmt.Sprintf(
-		"\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = length(data.k8s_ready_endpoints.lat.endpoints)\n}\n",
-		syncLatencyNamespace, syncLatencyService))
-	if err != nil {
-		return err
+	var each []*measured
+	for i, build := range s.builds(r) {
+		service, dirName := syncLatencyService, "sync-latency"
+		if i > 0 {
+			service, dirName = syncLatencyService+"-baseline", "sync-latency-baseline"
+		}
+		if err := createLatencyService(ctx, client, syncLatencyNamespace, service, pods, fmt.Sprintf("10.250.%d.%%d", i)); err != nil {
+			return err
+		}
+		dir, err := s.b.config(dirName, providerBlock+fmt.Sprintf(
+			"\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = length(data.k8s_ready_endpoints.lat.endpoints)\n}\n",
+			syncLatencyNamespace, service))
+		if err != nil {
+			return err
+		}
+		if err := build.apply(ctx, dir); err != nil {
+			return err
+		}
+		c, err := build.startCompanion(ctx, dir, "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String(),
+			"-command", "\"$K8S_SYNC_TERRAFORM\" apply -refresh-only -auto-approve -input=false -no-color")
+		if err != nil {
+			return err
+		}
+		defer c.stop()
+		m := &measured{s: build, c: c, service: service, latency: &r.latency, detection: &r.detection, extraRuns: &r.extraRuns}
+		if i > 0 {
+			m.latency, m.detection, m.extraRuns = &r.baseline.latency, &r.baseline.detection, &r.baseline.extraRuns
+		}
+		each = append(each, m)
 	}
-	if err := s.apply(ctx, dir); err != nil {
-		return err
-	}
-	c, err := s.startCompanion(ctx, dir, "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String(),
-		"-command", "\"$K8S_SYNC_TERRAFORM\" apply -refresh-only -auto-approve -input=false -no-color")
-	if err != nil {
-		return err
-	}
-	defer c.stop()
-	if _, err := c.waitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
-		return err
+	for _, m := range each {
+		if _, err := m.c.waitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
+			return err
+		}
 	}
 	// Nothing differs at the start: no run.
 	time.Sleep(2 * time.Second)
-	if n := c.count("run started"); n != 0 {
-		return fmt.Errorf("%d run(s) started before any change:\n%s", n, c.text())
+	for _, m := range each {
+		if n := m.c.count("run started"); n != 0 {
+			return fmt.Errorf("%d run(s) started before any change:\n%s", n, m.c.text())
+		}
 	}
 	for i := range o.changes {
 		ready := i%2 == 1 // the first change removes the member
-		before := c.count("run started")
-		written, err := writeReady(ctx, client, syncLatencyNamespace, toggled, ready)
-		if err != nil {
-			return err
+		for k := range each {
+			m := each[(i+k)%len(each)]
+			c := m.c
+			before := c.count("run started")
+			written, err := writeReady(ctx, client, syncLatencyNamespace, fmt.Sprintf("%s-%d", m.service, pods-1), ready)
+			if err != nil {
+				return err
+			}
+			started, err := c.waitNth(ctx, "run started", before+1, 2*time.Minute)
+			if err != nil {
+				return err
+			}
+			ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
+			if err != nil {
+				return err
+			}
+			// A -command's run is "delivered" since the companion tells it
+			// from an apply of its own (issue 24); "applied" before.
+			if res, _ := ended.fields["result"].(string); res != "applied" && res != "delivered" {
+				return fmt.Errorf("change %d: the run ended %q, not delivered:\n%s", i+1, res, c.text())
+			}
+			lat, det, err := changeLatency(written, started, o.quiet)
+			if err != nil {
+				return err
+			}
+			*m.latency, *m.detection = append(*m.latency, lat), append(*m.detection, det)
+			fmt.Fprintf(logw, "  change %d (%s, %s): run started %.0f ms after the write, settle window opened after %.0f ms\n",
+				i+1, map[bool]string{true: "add", false: "remove"}[ready], m.service, (lat+o.quiet.Seconds())*1000, det*1000)
+			// After a run the companion reads state again (terraform state
+			// pull) before it looks at changes: let it, so that the next
+			// change is not timed behind that read.
+			time.Sleep(time.Second)
 		}
-		started, err := c.waitNth(ctx, "run started", before+1, 2*time.Minute)
-		if err != nil {
-			return err
-		}
-		ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
-		if err != nil {
-			return err
-		}
-		if res, _ := ended.fields["result"].(string); res != "applied" {
-			return fmt.Errorf("change %d: the run ended %q, not applied:\n%s", i+1, res, c.text())
-		}
-		lat, det, err := changeLatency(written, started, o.quiet)
-		if err != nil {
-			return err
-		}
-		r.latency, r.detection = append(r.latency, lat), append(r.detection, det)
-		fmt.Fprintf(logw, "  change %d (%s): run started %.0f ms after the write, settle window opened after %.0f ms\n",
-			i+1, map[bool]string{true: "add", false: "remove"}[ready], (lat+o.quiet.Seconds())*1000, det*1000)
-		// After a run the companion reads state again (terraform state
-		// pull) before it looks at changes: let it, so that the next change
-		// is not timed behind that read.
-		time.Sleep(time.Second)
 	}
 	time.Sleep(2 * time.Second)
-	r.extraRuns = c.count("run started") - o.changes
+	for _, m := range each {
+		*m.extraRuns = m.c.count("run started") - o.changes
+	}
 	return nil
 }
 
@@ -269,25 +320,74 @@ func writeReady(ctx context.Context, client kubernetes.Interface, namespace, nam
 // each with one hand-written slice of syncFleetEndpoints endpoints (not
 // managed by the controller), applied; then the companion watching them.
 func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
-	o := s.b.opts.sync
 	start := time.Now()
 	if err := createSyncFleet(ctx, s.client); err != nil {
 		return err
 	}
 	fmt.Fprintf(logw, "  %d Services and their slices created in %.1f s\n", syncFleetServices, time.Since(start).Seconds())
 	want := syncFleetServices * syncFleetEndpoints
-	dir, err := s.b.config("sync-fleet", providerBlock+fmt.Sprintf(
-		"\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n\noutput \"fleet_endpoints\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n",
-		syncFleetNamespace))
-	if err != nil {
-		return err
+	builds := s.builds(r)
+	dirs := make([]string, len(builds))
+	for i, build := range builds {
+		name := "sync-fleet"
+		if i > 0 {
+			name += "-baseline"
+		}
+		dir, err := s.b.config(name, providerBlock+fmt.Sprintf(
+			"\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n\noutput \"fleet_endpoints\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n",
+			syncFleetNamespace))
+		if err != nil {
+			return err
+		}
+		if err := build.apply(ctx, dir); err != nil {
+			return err
+		}
+		if err := build.wantOutput(ctx, dir, "fleet_endpoints", want); err != nil {
+			return err
+		}
+		dirs[i] = dir
 	}
-	if err := s.apply(ctx, dir); err != nil {
-		return err
+	if len(builds) == 1 {
+		return s.idleOnce(ctx, dirs[0], r)
 	}
-	if err := s.wantOutput(ctx, dir, "fleet_endpoints", want); err != nil {
-		return err
+	// With the baseline: this build, the baseline, this build, the
+	// baseline, each alone on the machine; the report has the first
+	// round's figures and, before/after, the medians of both rounds.
+	for round := range 2 {
+		for i, build := range builds {
+			one := &syncResults{}
+			if err := build.idleOnce(ctx, dirs[i], one); err != nil {
+				return fmt.Errorf("%s: %w", build.label(), err)
+			}
+			if i == 0 && round == 0 {
+				*r = mergeIdle(*r, one)
+			}
+			side := &r.baseline.current
+			if i > 0 {
+				side = &r.baseline.base
+			}
+			side.idlePct = append(side.idlePct, one.idleCPU/one.idle*100)
+			side.peakRSS = append(side.peakRSS, one.peakRSS)
+			side.watching = append(side.watching, one.watching)
+			side.syncCPU = append(side.syncCPU, one.syncCPU)
+			side.idle = one.idle
+		}
 	}
+	return nil
+}
+
+// mergeIdle is r with the idle figures of one.
+func mergeIdle(r syncResults, one *syncResults) syncResults {
+	r.watching, r.syncWall, r.syncCPU, r.syncChildCPU = one.watching, one.syncWall, one.syncCPU, one.syncChildCPU
+	r.idle, r.idleCPU, r.idleSlices, r.idleGC, r.idleForcedGC = one.idle, one.idleCPU, one.idleSlices, one.idleGC, one.idleForcedGC
+	r.peakRSS, r.idleRuns = one.peakRSS, one.idleRuns
+	return r
+}
+
+// idleOnce starts the companion on dir, an applied fleet, and measures its
+// initial sync and its idle CPU into r.
+func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) error {
+	o := s.b.opts.sync
 	started := time.Now()
 	// gctrace: one line per garbage collection on its standard error, to
 	// say what the idle CPU is.
@@ -542,7 +642,7 @@ func (s *syncBench) startCompanion(ctx context.Context, dir string, args ...stri
 // startCompanionEnv starts `sync` on dir with extra variables in its
 // environment.
 func (s *syncBench) startCompanionEnv(ctx context.Context, dir string, extraEnv []string, args ...string) (*companionProc, error) {
-	argv := []string{s.b.provider, "sync", "-chdir", dir, "-terraform", s.terraform, "-kubeconfig", s.b.cluster.Kubeconfig(),
+	argv := []string{s.companion(), "sync", "-chdir", dir, "-terraform", s.terraform, "-kubeconfig", s.b.cluster.Kubeconfig(),
 		"-log-format", "json", "-listen", "127.0.0.1:0", "-settle-quiet", "200ms", "-settle-max", "2s"}
 	return startCompanionProc(ctx, append(argv, args...), append(slices.Clone(s.env), extraEnv...))
 }
@@ -744,6 +844,8 @@ func syncTargetRows(r *syncResults) []string {
 		row("| that latency, p99 (nearest rank: of %d, the largest) | %.3f s | ≤ 1 s | %s |", len(r.latency), p99, verdict(p99, 1, " s"))
 	}
 	rows = append(rows, backendLatencyRows(r.backends)...)
+	rows = append(rows, clusterLatencyRows(r.clusters)...)
+	rows = append(rows, baselineSyncRows(r)...)
 	if r.idle > 0 {
 		pct := r.idleCPU / r.idle * 100
 		idleVerdict := verdict(pct, 1, " %")
@@ -787,6 +889,8 @@ func syncSection(r *syncResults) string {
 		p("")
 	}
 	b.WriteString(backendLatencySection(r.backends))
+	b.WriteString(clusterLatencySection(r.clusters))
+	b.WriteString(baselineSyncSection(r))
 	if r.idle > 0 {
 		var each []string
 		for _, v := range r.idleSlices {
