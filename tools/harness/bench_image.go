@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -245,11 +241,11 @@ func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface
 					proc.stop()
 					return fmt.Errorf("%s: %w", c.name, err)
 				}
-				if res, _ := ended.fields["result"].(string); res != "applied" {
+				if res, _ := ended.Fields["result"].(string); res != "applied" {
 					proc.stop()
-					return fmt.Errorf("%s, change %d: the run ended %q, not applied:\n%s", c.name, i+1, res, proc.text())
+					return fmt.Errorf("%s, change %d: the run ended %q, not applied:\n%s", c.name, i+1, res, proc.Log())
 				}
-				lat := ended.time.Sub(written).Seconds()
+				lat := ended.Time.Sub(written).Seconds()
 				*c.samples = append(*c.samples, lat)
 				fmt.Fprintf(logw, "  block %d, %s: Ready=%v to the apply's end %.2fs\n", block+1, c.name, ready, lat)
 				time.Sleep(time.Second) // its state read after the run
@@ -287,45 +283,20 @@ func copyReadable(from, to string) error {
 	return os.WriteFile(to, content, 0o644)
 }
 
-// coldStart runs argv until its log says `watching`, then stops it with
-// SIGTERM, and gives the time from its start to that line, s.
+// coldStart runs argv, a companion (or podman running one, its flags
+// last), until it logs the event `watching`, then stops it with SIGTERM,
+// and gives the time from its start to that event, s.
 func coldStart(ctx context.Context, argv, env []string) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = time.Minute
-	stderr, err := cmd.StderrPipe()
+	start := time.Now()
+	c, err := startCompanionProc(ctx, argv, env)
 	if err != nil {
 		return 0, err
 	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return 0, err
+	defer c.stop()
+	if _, err := c.waitNth(ctx, "watching", 1, 5*time.Minute); err != nil {
+		return 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 	}
-	var seen time.Duration
-	var lines []string
-	scanner := bufio.NewScanner(stderr)
-	for scanner.Scan() {
-		line := scanner.Text()
-		lines = append(lines, line)
-		if strings.Contains(line, "msg=watching") || strings.Contains(line, `"msg":"watching"`) {
-			seen = time.Since(start)
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			break
-		}
-	}
-	_, _ = io.Copy(io.Discard, stderr)
-	err = cmd.Wait()
-	if seen == 0 {
-		return 0, fmt.Errorf("%s: no line watching (%w):\n%s", strings.Join(argv, " "), err, strings.Join(lines, "\n"))
-	}
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		return 0, err
-	}
-	return seen.Seconds(), nil
+	return time.Since(start).Seconds(), nil
 }
 
 // benchPodman is podman with storage and configuration of its own

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -23,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 )
 
 // The sync companion's part of the bench (issue 19, item 8): how soon a
@@ -241,7 +241,7 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 	time.Sleep(2 * time.Second)
 	for _, m := range each {
 		if n := m.c.count("run started"); n != 0 {
-			return fmt.Errorf("%d run(s) started before any change:\n%s", n, m.c.text())
+			return fmt.Errorf("%d run(s) started before any change:\n%s", n, m.c.Log())
 		}
 	}
 	for i := range o.changes {
@@ -264,8 +264,8 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 			}
 			// A -command's run is "delivered" since the companion tells it
 			// from an apply of its own (issue 24); "applied" before.
-			if res, _ := ended.fields["result"].(string); res != "applied" && res != "delivered" {
-				return fmt.Errorf("change %d: the run ended %q, not delivered:\n%s", i+1, res, c.text())
+			if res, _ := ended.Fields["result"].(string); res != "applied" && res != "delivered" {
+				return fmt.Errorf("change %d: the run ended %q, not delivered:\n%s", i+1, res, c.Log())
 			}
 			lat, det, err := changeLatency(written, started, o.quiet)
 			if err != nil {
@@ -289,13 +289,13 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 
 // changeLatency is the run's start minus the write minus the quiet time,
 // and the opening of the settle window minus the write, s.
-func changeLatency(written time.Time, started logEntry, quiet time.Duration) (latency, detection float64, err error) {
-	settledText, _ := started.fields["settled"].(string)
+func changeLatency(written time.Time, started syncproc.Event, quiet time.Duration) (latency, detection float64, err error) {
+	settledText, _ := started.Fields["settled"].(string)
 	settled, err := time.ParseDuration(settledText)
 	if err != nil {
-		return 0, 0, fmt.Errorf("run started line without a settled duration: %v", started.fields)
+		return 0, 0, fmt.Errorf("run started line without a settled duration: %v", started.Fields)
 	}
-	run := started.time.Sub(written)
+	run := started.Time.Sub(written)
 	return (run - quiet).Seconds(), (run - settled).Seconds(), nil
 }
 
@@ -400,11 +400,11 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 	if err != nil {
 		return err
 	}
-	r.watching = watching.time.Sub(started).Seconds()
+	r.watching = watching.Time.Sub(started).Seconds()
 	// After its "watching" line the companion compares every pool with
 	// state once: part of the initial sync, which ends when its CPU stops
 	// growing (at most 1 tick, 10 ms, in 2 s).
-	before, settled, err := settleCPU(ctx, c.pid(), 2*time.Second, 1, 3*time.Minute)
+	before, settled, err := settleCPU(ctx, c.Pid(), 2*time.Second, 1, 3*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -421,7 +421,7 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		now, err := readProcStat(c.pid())
+		now, err := readProcStat(c.Pid())
 		if err != nil {
 			return err
 		}
@@ -432,7 +432,7 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 	r.idle = time.Since(idleStart).Seconds()
 	r.idleGC, r.idleForcedGC = c.countPrefix("gc ")-gcBefore, c.countForcedGC()-forcedBefore
 	r.idleCPU = float64(after.total()-before.total()) / clockTicks
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid()))
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid()))
 	if err != nil {
 		return err
 	}
@@ -604,36 +604,9 @@ func rusageCPU(u *syscall.Rusage) float64 {
 	return float64(u.Utime.Nano()+u.Stime.Nano()) / 1e9
 }
 
-// companionProc is a running `sync`, its JSON log parsed line by line.
-type companionProc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs []logEntry
-	raw  []string
-	done chan struct{}
-}
-
-type logEntry struct {
-	msg    string
-	time   time.Time
-	fields map[string]any
-}
-
-// parseLogLine reads one line of the companion's JSON log (log/slog's:
-// time, level, msg, then the attributes).
-func parseLogLine(line string) (logEntry, bool) {
-	var fields map[string]any
-	if json.Unmarshal([]byte(line), &fields) != nil {
-		return logEntry{}, false
-	}
-	msg, _ := fields["msg"].(string)
-	text, _ := fields["time"].(string)
-	t, err := time.Parse(time.RFC3339Nano, text)
-	if msg == "" || err != nil {
-		return logEntry{}, false
-	}
-	return logEntry{msg: msg, time: t, fields: fields}, true
-}
+// companionProc is a running `sync`, followed by its JSON log (syncproc,
+// as the companion's acceptance tests follow it).
+type companionProc struct{ *syncproc.Process }
 
 func (s *syncBench) startCompanion(ctx context.Context, dir string, args ...string) (*companionProc, error) {
 	return s.startCompanionEnv(ctx, dir, nil, args...)
@@ -647,61 +620,32 @@ func (s *syncBench) startCompanionEnv(ctx context.Context, dir string, extraEnv 
 	return startCompanionProc(ctx, append(argv, args...), append(slices.Clone(s.env), extraEnv...))
 }
 
-// startCompanionProc starts argv, a companion (or what runs one: podman),
-// and reads its JSON log.
+// startCompanionProc starts argv, a companion (or what runs one: podman,
+// the companion's flags last), with env, and follows its JSON log; it is
+// stopped when ctx ends.
 func startCompanionProc(ctx context.Context, argv, env []string) (*companionProc, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = time.Minute
-	stderr, err := cmd.StderrPipe()
+	p, err := syncproc.Start(argv[0], argv[1:], syncproc.Options{Env: env})
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	c := &companionProc{cmd: cmd, done: make(chan struct{})}
+	c := &companionProc{p}
 	go func() {
-		scanner := bufio.NewScanner(stderr)
-		scanner.Buffer(make([]byte, 1<<20), 1<<22)
-		for scanner.Scan() {
-			line := scanner.Text()
-			e, ok := parseLogLine(line)
-			c.mu.Lock()
-			c.raw = append(c.raw, line)
-			if ok {
-				c.logs = append(c.logs, e)
-			}
-			c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			c.stop()
+		case <-p.Done():
 		}
-		_ = cmd.Wait()
-		close(c.done)
 	}()
 	return c, nil
 }
 
-func (c *companionProc) pid() int { return c.cmd.Process.Pid }
+func (c *companionProc) count(msg string) int { return c.Count(msg, nil) }
 
-func (c *companionProc) count(msg string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, e := range c.logs {
-		if e.msg == msg {
-			n++
-		}
-	}
-	return n
-}
-
-// countPrefix is how many lines of its standard error start with prefix.
+// countPrefix is how many lines of its standard error start with prefix
+// (gctrace's, which are not events).
 func (c *companionProc) countPrefix(prefix string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	n := 0
-	for _, line := range c.raw {
+	for line := range strings.SplitSeq(c.Log(), "\n") {
 		if strings.HasPrefix(line, prefix) {
 			n++
 		}
@@ -711,10 +655,8 @@ func (c *companionProc) countPrefix(prefix string) int {
 
 // countForcedGC is how many gctrace lines are of a forced collection.
 func (c *companionProc) countForcedGC() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	n := 0
-	for _, line := range c.raw {
+	for line := range strings.SplitSeq(c.Log(), "\n") {
 		if strings.HasPrefix(line, "gc ") && strings.HasSuffix(line, "(forced)") {
 			n++
 		}
@@ -722,50 +664,19 @@ func (c *companionProc) countForcedGC() int {
 	return n
 }
 
-func (c *companionProc) text() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return strings.Join(c.raw, "\n")
+// waitNth waits for the n-th event msg and gives it.
+func (c *companionProc) waitNth(ctx context.Context, msg string, n int, timeout time.Duration) (syncproc.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	e, err := c.Wait(ctx, msg, n, nil)
+	if err != nil {
+		return e, fmt.Errorf("%w:\n%s", err, c.Log())
+	}
+	return e, nil
 }
 
-// waitNth waits for the n-th line of message msg and gives it.
-func (c *companionProc) waitNth(ctx context.Context, msg string, n int, timeout time.Duration) (logEntry, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		c.mu.Lock()
-		seen := 0
-		for _, e := range c.logs {
-			if e.msg == msg {
-				if seen++; seen == n {
-					c.mu.Unlock()
-					return e, nil
-				}
-			}
-		}
-		c.mu.Unlock()
-		select {
-		case <-c.done:
-			return logEntry{}, fmt.Errorf("the companion exited before line %d %q:\n%s", n, msg, c.text())
-		case <-ctx.Done():
-			return logEntry{}, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return logEntry{}, fmt.Errorf("no line %d %q within %s:\n%s", n, msg, timeout, c.text())
-		}
-	}
-}
-
-// stop sends SIGTERM and waits for the companion to end.
-func (c *companionProc) stop() {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(time.Minute):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-}
+// stop sends SIGTERM and waits for the companion to end, a minute at most.
+func (c *companionProc) stop() { c.Stop(time.Minute) }
 
 // procStat is the CPU fields of /proc/PID/stat, in clock ticks.
 type procStat struct{ utime, stime, cutime, cstime int64 }

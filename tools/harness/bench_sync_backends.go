@@ -117,15 +117,15 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 			if err != nil {
 				return fmt.Errorf("state in %s: %w", name, err)
 			}
-			if result, _ := ended.fields["result"].(string); result != "applied" {
-				return fmt.Errorf("state in %s, round %d: the run ended %q, not applied:\n%s", name, round+1, result, c.text())
+			if result, _ := ended.Fields["result"].(string); result != "applied" {
+				return fmt.Errorf("state in %s, round %d: the run ended %q, not applied:\n%s", name, round+1, result, c.Log())
 			}
-			text, _ := ended.fields["duration"].(string)
+			text, _ := ended.Fields["duration"].(string)
 			run, err := time.ParseDuration(text)
 			if err != nil {
-				return fmt.Errorf("state in %s: run ended without a duration: %v", name, ended.fields)
+				return fmt.Errorf("state in %s: run ended without a duration: %v", name, ended.Fields)
 			}
-			lat := ended.time.Sub(written).Seconds()
+			lat := ended.Time.Sub(written).Seconds()
 			res.latency[name], res.duration[name] = append(res.latency[name], lat), append(res.duration[name], run.Seconds())
 			fmt.Fprintf(logw, "  round %d, state in %s: apply ended %.0f ms after the write (the run %.0f ms)\n", round+1, name, lat*1000, run.Seconds()*1000)
 			// Let the companion read the state again after its run.

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
 
@@ -101,13 +102,13 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 	}
 	// waitRun waits for the next run's end after before runs and gives its
 	// line, an error unless it applied.
-	waitRun := func(before int, what string) (logEntry, error) {
+	waitRun := func(before int, what string) (syncproc.Event, error) {
 		ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
 		if err != nil {
-			return logEntry{}, fmt.Errorf("%s: %w", what, err)
+			return syncproc.Event{}, fmt.Errorf("%s: %w", what, err)
 		}
-		if result, _ := ended.fields["result"].(string); result != "applied" {
-			return logEntry{}, fmt.Errorf("%s: the run ended %q, not applied:\n%s", what, result, c.text())
+		if result, _ := ended.Fields["result"].(string); result != "applied" {
+			return syncproc.Event{}, fmt.Errorf("%s: the run ended %q, not applied:\n%s", what, result, c.Log())
 		}
 		return ended, nil
 	}
@@ -124,7 +125,7 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 			if err != nil {
 				return err
 			}
-			lat := ended.time.Sub(written).Seconds()
+			lat := ended.Time.Sub(written).Seconds()
 			res.latency[name] = append(res.latency[name], lat)
 			fmt.Fprintf(logw, "  round %d, a change in %s: apply ended %.0f ms after the write\n", round+1, name, lat*1000)
 			time.Sleep(time.Second)
@@ -154,7 +155,7 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 				return err
 			}
 		}
-		lat := ended.time.Sub(first).Seconds()
+		lat := ended.Time.Sub(first).Seconds()
 		res.both, res.bothRuns = append(res.both, lat), append(res.bothRuns, runs)
 		fmt.Fprintf(logw, "  round %d, a change in both: apply ended %.0f ms after the first write; %d run(s)\n", round+1, lat*1000, runs)
 		time.Sleep(time.Second)

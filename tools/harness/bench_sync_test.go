@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 )
 
 func TestPercentileIsTheNearestRank(t *testing.T) {
@@ -71,9 +73,9 @@ func TestParseVmHWM(t *testing.T) {
 }
 
 func TestChangeLatencyFromTheLogLine(t *testing.T) {
-	e, ok := parseLogLine(`{"time":"2026-12-01T10:00:01.450000000Z","level":"INFO","msg":"run started","data_sources":"data.k8s_ready_endpoints.lat","settled":"201ms"}`)
-	if !ok || e.msg != "run started" {
-		t.Fatalf("parseLogLine = %+v, %v", e, ok)
+	e, ok := syncproc.Parse(`{"time":"2026-12-01T10:00:01.450000000Z","level":"INFO","msg":"run started","data_sources":"data.k8s_ready_endpoints.lat","settled":"201ms"}`)
+	if !ok || e.Msg != "run started" {
+		t.Fatalf("Parse = %+v, %v", e, ok)
 	}
 	written := time.Date(2026, 12, 1, 10, 0, 1, 0, time.UTC)
 	lat, det, err := changeLatency(written, e, 200*time.Millisecond)
@@ -83,13 +85,13 @@ func TestChangeLatencyFromTheLogLine(t *testing.T) {
 	if math.Abs(lat-0.25) > 1e-9 || math.Abs(det-0.249) > 1e-9 {
 		t.Errorf("latency %v detection %v, want 0.25 and 0.249", lat, det)
 	}
-	noSettled, _ := parseLogLine(`{"time":"2026-12-01T10:00:01Z","msg":"run started"}`)
+	noSettled, _ := syncproc.Parse(`{"time":"2026-12-01T10:00:01Z","msg":"run started"}`)
 	if _, _, err := changeLatency(written, noSettled, 0); err == nil {
 		t.Error("a line without settled gave no error")
 	}
 	for _, bad := range []string{"not json", `{"msg":"x"}`, `{"time":"2026-12-01T10:00:01Z"}`} {
-		if _, ok := parseLogLine(bad); ok {
-			t.Errorf("parseLogLine(%q) accepted it", bad)
+		if _, ok := syncproc.Parse(bad); ok {
+			t.Errorf("syncproc.Parse(%q) accepted it", bad)
 		}
 	}
 }
