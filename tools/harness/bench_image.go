@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The companion's image in the bench (issue 26): its size, compressed and by
@@ -346,12 +347,12 @@ func imageSection(r *imageResults) string {
 		return b.String()
 	}
 	p("Cold start of `sync` to its line `watching` (state pulled, %d pools decoded, informers started and listed) against a state of %d `k8s_ready_endpoints` of 10 endpoints each, local backend: in the container (podman with runc and vfs storage, read-only root, as the image test runs it; its time includes creating the container) median %.2f s (min–max %s s), the plain binary with the same OpenTofu median %.2f s (min–max %s s), %d rounds alternating after one untimed.",
-		r.pools, r.pools, median(r.container), minMax(r.container, "%.2f"), median(r.binary), minMax(r.binary, "%.2f"), len(r.binary))
+		r.pools, r.pools, stats.Median(r.container), stats.MinMax(r.container, "%.2f"), stats.Median(r.binary), stats.MinMax(r.binary, "%.2f"), len(r.binary))
 	p("")
 	if len(r.readyBinary) > 0 {
 		p("A pod's Ready to the end of the apply (the write of its Ready condition to the companion's `run ended`, result applied: settle quiet time 200 ms, plan, apply of a `terraform_data` pool), both with OpenTofu, %d changes each in blocks taking turns: in the container median %.2f s, p90 %.2f s (min–max %s s); the plain binary median %.2f s, p90 %.2f s (min–max %s s).",
-			len(r.readyBinary), median(r.readyContainer), percentile(r.readyContainer, 90), minMax(r.readyContainer, "%.2f"),
-			median(r.readyBinary), percentile(r.readyBinary, 90), minMax(r.readyBinary, "%.2f"))
+			len(r.readyBinary), stats.Median(r.readyContainer), stats.Percentile(r.readyContainer, 90), stats.MinMax(r.readyContainer, "%.2f"),
+			stats.Median(r.readyBinary), stats.Percentile(r.readyBinary, 90), stats.MinMax(r.readyBinary, "%.2f"))
 		p("")
 	}
 	return b.String()

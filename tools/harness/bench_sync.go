@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/procstat"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The sync companion's part of the bench (issue 19, item 8): how soon a
@@ -409,7 +410,7 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 		return err
 	}
 	r.syncWall = settled.Sub(started).Seconds()
-	r.syncCPU, r.syncChildCPU = before.self(), before.children()
+	r.syncCPU, r.syncChildCPU = before.Self(), before.Children()
 	fmt.Fprintf(logw, "  watching after %.1f s, CPU quiet after %.1f s; CPU %.2f s, its commands %.2f s; now idle for %s\n", r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, o.idle)
 	idleStart, gcBefore, forcedBefore := time.Now(), c.countPrefix("gc "), c.countForcedGC()
 	eventsBefore := c.count("run started") + c.count("pool differs from state")
@@ -421,22 +422,22 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		now, err := readProcStat(c.Pid())
+		now, err := procstat.Read(c.Pid())
 		if err != nil {
 			return err
 		}
-		r.idleSlices = append(r.idleSlices, float64(now.total()-last.total())/clockTicks)
+		r.idleSlices = append(r.idleSlices, float64(now.Total()-last.Total())/procstat.ClockTicks)
 		last = now
 	}
 	after := last
 	r.idle = time.Since(idleStart).Seconds()
 	r.idleGC, r.idleForcedGC = c.countPrefix("gc ")-gcBefore, c.countForcedGC()-forcedBefore
-	r.idleCPU = float64(after.total()-before.total()) / clockTicks
+	r.idleCPU = float64(after.Total()-before.Total()) / procstat.ClockTicks
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid()))
 	if err != nil {
 		return err
 	}
-	hwm, err := parseVmHWM(status)
+	hwm, err := procstat.ParseVmHWM(status)
 	if err != nil {
 		return err
 	}
@@ -449,27 +450,27 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 // settleCPU waits until the process's CPU (own and its waited-for
 // children's) grows by at most ticks clock ticks over window, and gives it
 // then, with the time.
-func settleCPU(ctx context.Context, pid int, window time.Duration, ticks int64, timeout time.Duration) (procStat, time.Time, error) {
+func settleCPU(ctx context.Context, pid int, window time.Duration, ticks int64, timeout time.Duration) (procstat.Stat, time.Time, error) {
 	deadline := time.Now().Add(timeout)
-	prev, err := readProcStat(pid)
+	prev, err := procstat.Read(pid)
 	if err != nil {
-		return procStat{}, time.Time{}, err
+		return procstat.Stat{}, time.Time{}, err
 	}
 	for {
 		select {
 		case <-time.After(window):
 		case <-ctx.Done():
-			return procStat{}, time.Time{}, ctx.Err()
+			return procstat.Stat{}, time.Time{}, ctx.Err()
 		}
-		now, err := readProcStat(pid)
+		now, err := procstat.Read(pid)
 		if err != nil {
-			return procStat{}, time.Time{}, err
+			return procstat.Stat{}, time.Time{}, err
 		}
-		if now.total()-prev.total() <= ticks {
+		if now.Total()-prev.Total() <= ticks {
 			return now, time.Now(), nil
 		}
 		if time.Now().After(deadline) {
-			return procStat{}, time.Time{}, fmt.Errorf("the companion's CPU did not settle within %s", timeout)
+			return procstat.Stat{}, time.Time{}, fmt.Errorf("the companion's CPU did not settle within %s", timeout)
 		}
 		prev = now
 	}
@@ -678,104 +679,38 @@ func (c *companionProc) waitNth(ctx context.Context, msg string, n int, timeout 
 // stop sends SIGTERM and waits for the companion to end, a minute at most.
 func (c *companionProc) stop() { c.Stop(time.Minute) }
 
-// procStat is the CPU fields of /proc/PID/stat, in clock ticks.
-type procStat struct{ utime, stime, cutime, cstime int64 }
-
-// USER_HZ of Linux on the machines this runs on.
-const clockTicks = 100
-
-func (p procStat) self() float64     { return float64(p.utime+p.stime) / clockTicks }
-func (p procStat) children() float64 { return float64(p.cutime+p.cstime) / clockTicks }
-func (p procStat) total() int64      { return p.utime + p.stime + p.cutime + p.cstime }
-
-func readProcStat(pid int) (procStat, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseProcStat(data)
-}
-
-// parseProcStat reads utime, stime, cutime and cstime (fields 14 to 17)
-// from the contents of /proc/PID/stat; the command name, field 2, is in
-// parentheses and may hold spaces and parentheses.
-func parseProcStat(data []byte) (procStat, error) {
-	end := bytes.LastIndexByte(data, ')')
-	if end < 0 {
-		return procStat{}, fmt.Errorf("/proc stat %q: no command name", data)
-	}
-	// After the name: field 3 (state) is the first.
-	fields := strings.Fields(string(data[end+1:]))
-	if len(fields) < 15 {
-		return procStat{}, fmt.Errorf("/proc stat %q: %d fields after the name", data, len(fields))
-	}
-	var v [4]int64
-	for i := range v {
-		if _, err := fmt.Sscan(fields[11+i], &v[i]); err != nil {
-			return procStat{}, fmt.Errorf("/proc stat field %d %q: %w", 14+i, fields[11+i], err)
-		}
-	}
-	return procStat{utime: v[0], stime: v[1], cutime: v[2], cstime: v[3]}, nil
-}
-
-// parseVmHWM is the peak resident set size, KiB, from /proc/PID/status.
-func parseVmHWM(status []byte) (int64, error) {
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kib int64
-			if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kib); err != nil {
-				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
-			}
-			return kib, nil
-		}
-	}
-	return 0, errors.New("no VmHWM line in /proc status")
-}
-
-// percentile is the nearest-rank p-th percentile (0 < p <= 100) of v: the
-// smallest value with at least p % of the values at or below it. Of 50
-// values, the 99th is the largest.
-func percentile(v []float64, p float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := slices.Sorted(slices.Values(v))
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[min(max(rank, 1), len(s))-1]
-}
-
 // syncTargetRows are the companion's rows of the targets table.
 func syncTargetRows(r *syncResults) []string {
 	var rows []string
 	row := func(format string, args ...any) { rows = append(rows, fmt.Sprintf(format, args...)) }
 	if len(r.latency) > 0 {
-		med, p99 := median(r.latency), percentile(r.latency, 99)
+		med, p99 := stats.Median(r.latency), stats.Percentile(r.latency, 99)
 		row("| companion detection latency: pod Ready written → run started, minus the %s quiet time, median of %d changes | %.3f s | ≤ 1 s | %s |",
-			r.quiet, len(r.latency), med, verdict(med, 1, " s"))
-		row("| that latency, p99 (nearest rank: of %d, the largest) | %.3f s | ≤ 1 s | %s |", len(r.latency), p99, verdict(p99, 1, " s"))
+			r.quiet, len(r.latency), med, stats.Verdict(med, 1, " s"))
+		row("| that latency, p99 (nearest rank: of %d, the largest) | %.3f s | ≤ 1 s | %s |", len(r.latency), p99, stats.Verdict(p99, 1, " s"))
 	}
 	rows = append(rows, backendLatencyRows(r.backends)...)
 	rows = append(rows, clusterLatencyRows(r.clusters)...)
 	rows = append(rows, baselineSyncRows(r)...)
 	if r.idle > 0 {
 		pct := r.idleCPU / r.idle * 100
-		idleVerdict := verdict(pct, 1, " %")
+		idleVerdict := stats.Verdict(pct, 1, " %")
 		if pct >= 1 {
 			// The target is strict (< 1 %).
 			idleVerdict = fmt.Sprintf("**miss** by %.2f %% of a core", pct-1)
 		}
 		row("| companion idle CPU watching %d Services x %d endpoints (over %.0f s, no change) | %.2f %% of a core | < 1 %% | %s |",
 			syncFleetServices, syncFleetEndpoints, r.idle, pct, idleVerdict)
-		row("| companion peak RSS (VmHWM), same | %.1f MiB | ≤ 150 MiB | %s |", r.peakRSS, verdict(r.peakRSS, 150, " MiB"))
+		row("| companion peak RSS (VmHWM), same | %.1f MiB | ≤ 150 MiB | %s |", r.peakRSS, stats.Verdict(r.peakRSS, 150, " MiB"))
 		row("| companion initial sync of those Services (start → CPU quiet): wall; CPU (own + `terraform state pull`) | %.1f s; %.2f s + %.2f s | — | |", r.syncWall, r.syncCPU, r.syncChildCPU)
 	}
 	for _, c := range r.checks {
 		if len(c.planWall) == 0 {
 			continue
 		}
-		ratio := median(c.checkWall) / median(c.planWall)
-		row("| `check` / `terraform plan`, %s, wall (medians, same rounds) | %.3f× | ≤ 0.2× | %s |", c.title, ratio, verdict(ratio, 0.2, "×"))
-		row("| the same, CPU of the process trees | %.3f× | — | |", median(c.checkCPU)/median(c.planCPU))
+		ratio := stats.Median(c.checkWall) / stats.Median(c.planWall)
+		row("| `check` / `terraform plan`, %s, wall (medians, same rounds) | %.3f× | ≤ 0.2× | %s |", c.title, ratio, stats.Verdict(ratio, 0.2, "×"))
+		row("| the same, CPU of the process trees | %.3f× | — | |", stats.Median(c.checkCPU)/stats.Median(c.planCPU))
 	}
 	return rows
 }
@@ -795,8 +730,8 @@ func syncSection(r *syncResults) string {
 	p("")
 	if len(r.latency) > 0 {
 		p("Detection latency over %d changes, each removing or adding a member (alternately), each after the previous run ended: run started minus the write minus the quiet time %s: median %.3f s, p90 %.3f s, p99 %.3f s, min–max %s s. The settle window opened (run started minus its `settled`) after median %.3f s, p99 %.3f s. Runs no change explains: %d.",
-			len(r.latency), r.quiet, median(r.latency), percentile(r.latency, 90), percentile(r.latency, 99), minMax(r.latency, "%.3f"),
-			median(r.detection), percentile(r.detection, 99), r.extraRuns)
+			len(r.latency), r.quiet, stats.Median(r.latency), stats.Percentile(r.latency, 90), stats.Percentile(r.latency, 99), stats.MinMax(r.latency, "%.3f"),
+			stats.Median(r.detection), stats.Percentile(r.detection, 99), r.extraRuns)
 		p("")
 	}
 	b.WriteString(backendLatencySection(r.backends))
@@ -817,8 +752,8 @@ func syncSection(r *syncResults) string {
 		p("| configuration | check wall, s | check CPU, s | plan wall, s | plan CPU, s | wall ratio | CPU ratio |")
 		p("|---|---:|---:|---:|---:|---:|---:|")
 		for _, c := range r.checks {
-			p("| %s | %.3f (%s) | %.3f | %.3f (%s) | %.3f | %.3f× | %.3f× |", c.title, median(c.checkWall), minMax(c.checkWall, "%.2f"), median(c.checkCPU),
-				median(c.planWall), minMax(c.planWall, "%.2f"), median(c.planCPU), median(c.checkWall)/median(c.planWall), median(c.checkCPU)/median(c.planCPU))
+			p("| %s | %.3f (%s) | %.3f | %.3f (%s) | %.3f | %.3f× | %.3f× |", c.title, stats.Median(c.checkWall), stats.MinMax(c.checkWall, "%.2f"), stats.Median(c.checkCPU),
+				stats.Median(c.planWall), stats.MinMax(c.planWall, "%.2f"), stats.Median(c.planCPU), stats.Median(c.checkWall)/stats.Median(c.planWall), stats.Median(c.checkCPU)/stats.Median(c.planCPU))
 		}
 		p("")
 	}

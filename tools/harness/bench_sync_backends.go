@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The companion's latency with the state in each backend (issue 27): from
@@ -146,11 +147,11 @@ func backendLatencyRows(res *backendLatency) []string {
 	if res == nil || len(res.latency["local"]) == 0 {
 		return nil
 	}
-	local := median(res.latency["local"])
+	local := stats.Median(res.latency["local"])
 	var rows []string
 	for _, name := range stateBackends {
 		rows = append(rows, fmt.Sprintf("| companion pod Ready written → apply's end, state in the %s backend, median of %d | %.3f s (%.2f× local) | — | |",
-			name, len(res.latency[name]), median(res.latency[name]), median(res.latency[name])/local))
+			name, len(res.latency[name]), stats.Median(res.latency[name]), stats.Median(res.latency[name])/local))
 	}
 	return rows
 }
@@ -169,10 +170,10 @@ func backendLatencySection(res *backendLatency) string {
 	}
 	b.WriteString(strings.Join(extra, ", ") + ".\n\n")
 	b.WriteString("| state backend | pod Ready → apply's end, median (min–max), s | ratio to local | the run (plan, show, apply), median, s |\n|---|---:|---:|---:|\n")
-	local := median(res.latency["local"])
+	local := stats.Median(res.latency["local"])
 	for _, name := range stateBackends {
-		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | %.3f |\n", name, median(res.latency[name]), minMax(res.latency[name], "%.2f"),
-			median(res.latency[name])/local, median(res.duration[name]))
+		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | %.3f |\n", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"),
+			stats.Median(res.latency[name])/local, stats.Median(res.duration[name]))
 	}
 	b.WriteString("\n")
 	return b.String()

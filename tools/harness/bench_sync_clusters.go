@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The companion's latency for a pool that spans two clusters (issue 27): the
@@ -176,10 +177,10 @@ func clusterLatencyRows(res *clusterLatency) []string {
 		return nil
 	}
 	var rows []string
-	blue := median(res.latency["blue"])
+	blue := stats.Median(res.latency["blue"])
 	for _, name := range syncClusters {
 		rows = append(rows, fmt.Sprintf("| companion, one pool over two clusters: pod Ready written → apply's end, a change in %s, median of %d | %.3f s (%.2f× blue) | — | |",
-			name, len(res.latency[name]), median(res.latency[name]), median(res.latency[name])/blue))
+			name, len(res.latency[name]), stats.Median(res.latency[name]), stats.Median(res.latency[name])/blue))
 	}
 	one := 0
 	for _, n := range res.bothRuns {
@@ -201,14 +202,14 @@ func clusterLatencySection(res *clusterLatency) string {
 	fmt.Fprintf(&b, "One pool over two clusters, in the same run: the bench's control plane (blue) and a second one (green), one Service of 4 ready pods in each, read through two provider configurations into one `terraform_data`, one companion for both (settle quiet time %s); %d rounds, each a change in blue and one in green (in an order that rotates; a pod made not ready, then ready, alternately), then one in both clusters back to back; from the write of the Ready condition (the first, for both) to the companion's `run ended` line of the applied run. Runs no change explains: %d.\n\n",
 		res.quiet, res.rounds, res.extraRuns)
 	b.WriteString("| change in | pod Ready → apply's end, median (min–max), s | ratio to blue | runs per change |\n|---|---:|---:|---|\n")
-	blue := median(res.latency["blue"])
+	blue := stats.Median(res.latency["blue"])
 	for _, name := range syncClusters {
-		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | 1 |\n", name, median(res.latency[name]), minMax(res.latency[name], "%.2f"), median(res.latency[name])/blue)
+		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | 1 |\n", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"), stats.Median(res.latency[name])/blue)
 	}
 	var runs []string
 	for _, n := range res.bothRuns {
 		runs = append(runs, fmt.Sprint(n))
 	}
-	fmt.Fprintf(&b, "| both, within one window | %.3f (%s) | %.2f× | %s |\n\n", median(res.both), minMax(res.both, "%.2f"), median(res.both)/blue, strings.Join(runs, ", "))
+	fmt.Fprintf(&b, "| both, within one window | %.3f (%s) | %.2f× | %s |\n\n", stats.Median(res.both), stats.MinMax(res.both, "%.2f"), stats.Median(res.both)/blue, strings.Join(runs, ", "))
 	return b.String()
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	"github.com/vigie/terraform-provider-k8s/internal/traffic"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The traffic latency of make bench: from a pod's Ready condition written
@@ -449,7 +450,7 @@ func trafficSection(r *trafficResults) string {
 			continue
 		}
 		p("| %s | %s | %d | %.2f s | %.2f s | %s s | %d |", name, row.reload, len(row.latencies),
-			median(row.latencies), percentile(row.latencies, 99), minMax(row.latencies, "%.2f"), row.runs)
+			stats.Median(row.latencies), stats.Percentile(row.latencies, 99), stats.MinMax(row.latencies, "%.2f"), row.runs)
 	}
 	return b.String()
 }

@@ -260,26 +260,6 @@ func TestParseGoBenchmarksGivesTheMedianOfEachInOrder(t *testing.T) {
 	}
 }
 
-func TestMedianAndVerdict(t *testing.T) {
-	for _, tt := range []struct {
-		values []float64
-		want   float64
-	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := median(tt.values); got != tt.want {
-			t.Errorf("median(%v) = %v, want %v", tt.values, got, tt.want)
-		}
-	}
-	if got := verdict(2, 2, " ms"); got != "**pass** (0 % under)" {
-		t.Errorf("a measure at its bound: %s, want a pass", got)
-	}
-	if got := verdict(3, 2, " ms"); got != "**miss** by 1.00 ms (50 % over)" {
-		t.Errorf("a measure over its bound: %s", got)
-	}
-	if got := minMax(nil, "%.1f"); got != "—" {
-		t.Errorf("minMax of nothing = %q", got)
-	}
-}
-
 // The request table counts what readAudit finds in the audit log: the
 // provider's requests only, from the offset on, by verb, resource and code.
 func TestReadAuditCountsTheProvidersRequestsFromTheOffset(t *testing.T) {
