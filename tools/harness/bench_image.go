@@ -12,20 +12,16 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The companion's image in the bench (issue 26): its size, compressed and by
 // layer (the report of make image), and the cold start of `sync` to its
-// line `watching` against a state of fleetServices pools, in the image's
+// line `watching` against a state of fixture.FleetServices pools, in the image's
 // container (podman, run as internal/imagetest runs it) and as the plain
 // binary, alternately. See bench/README.md.
 
@@ -67,7 +63,7 @@ var imageLayers = []string{"base files (passwd, CA certificates, CLI configurati
 
 func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) (*imageResults, error) {
 	o := b.opts.image
-	r := &imageResults{pools: fleetServices}
+	r := &imageResults{pools: fixture.FleetServices}
 	raw, err := os.ReadFile(filepath.Join(b.root, o.report))
 	if err != nil {
 		return nil, fmt.Errorf("the image's sizes (make image writes %s): %w", o.report, err)
@@ -89,12 +85,12 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 	}
 	image := strings.TrimSpace(out[strings.LastIndex(out, "Loaded image: ")+len("Loaded image: "):])
 
-	b.say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fleetServices, o.rounds)
+	b.say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fixture.FleetServices, o.rounds)
 	s, err := b.newSyncBench(nil, "image")
 	if err != nil {
 		return nil, err
 	}
-	dir, err := b.config("image-each", readyEndpointsEach(fleetServices))
+	dir, err := b.config("image-each", readyEndpointsEach(fixture.FleetServices))
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +157,7 @@ const (
 // blocks, each block starting from a state the other's changes left
 // current.
 func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface, p *benchPodman, image, tofu, kubeconfig string, r *imageResults) error {
-	if err := createLatencyService(ctx, client, imageLatencyNamespace, imageLatencyService, imageLatencyPods, "10.251.0.%d"); err != nil {
+	if err := fixture.CreateLatencyService(ctx, client, imageLatencyNamespace, imageLatencyService, imageLatencyPods, "10.251.0.%d"); err != nil {
 		return err
 	}
 	main := providerBlock + fmt.Sprintf("\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\n"+
@@ -269,11 +265,11 @@ func runArgv(ctx context.Context, argv, env []string) error {
 func readyEndpointsEach(n int) string {
 	names := make([]string, n)
 	for i := range names {
-		names[i] = fmt.Sprintf("%q", serviceName(i))
+		names[i] = fmt.Sprintf("%q", fixture.ServiceName(i))
 	}
 	return providerBlock + fmt.Sprintf(
 		"\nlocals {\n  services = toset([%s])\n}\n\ndata \"k8s_ready_endpoints\" \"svc\" {\n  for_each  = local.services\n  namespace = %q\n  service   = each.key\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_ready_endpoints.svc : length(s.endpoints)])\n}\n",
-		strings.Join(names, ", "), benchNamespace)
+		strings.Join(names, ", "), fixture.Namespace)
 }
 
 func copyReadable(from, to string) error {
@@ -356,42 +352,4 @@ func imageSection(r *imageResults) string {
 		p("")
 	}
 	return b.String()
-}
-
-// createLatencyService makes namespace and a Service of n ready pods (IPs
-// from ipFormat, %d from 1), and waits for their slices.
-func createLatencyService(ctx context.Context, client kubernetes.Interface, namespace, service string, n int, ipFormat string) error {
-	// A namespace that exists holds another Service of the bench.
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	if err := testcluster.WaitForServiceAccount(ctx, client, namespace, time.Minute); err != nil {
-		return err
-	}
-	return createPoolService(ctx, client, namespace, service, n, ipFormat)
-}
-
-// createPoolService makes a Service of n ready pods in namespace (IPs from
-// ipFormat, %d from 1), and waits for their slices.
-func createPoolService(ctx context.Context, client kubernetes.Interface, namespace, service string, n int, ipFormat string) error {
-	labels := map[string]string{"app": service}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: service},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{
-			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
-		}},
-	}
-	if _, err := client.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	for j := range n {
-		if err := testcluster.RunPod(ctx, client, namespace, testcluster.Pod{
-			Name: fmt.Sprintf("%s-%d", service, j), Labels: labels, IPs: []string{fmt.Sprintf(ipFormat, j+1)},
-			Ready: true, Node: benchNode, Ports: map[string]int32{"http": 8080},
-		}); err != nil {
-			return err
-		}
-	}
-	return testcluster.WaitForSlices(ctx, client, namespace, service, 2*time.Minute,
-		testcluster.EndpointCount(discoveryv1.AddressTypeIPv4, n, n))
 }

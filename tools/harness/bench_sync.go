@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/procstat"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
@@ -209,7 +210,7 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 		if i > 0 {
 			service, dirName = syncLatencyService+"-baseline", "sync-latency-baseline"
 		}
-		if err := createLatencyService(ctx, client, syncLatencyNamespace, service, pods, fmt.Sprintf("10.250.%d.%%d", i)); err != nil {
+		if err := fixture.CreateLatencyService(ctx, client, syncLatencyNamespace, service, pods, fmt.Sprintf("10.250.%d.%%d", i)); err != nil {
 			return err
 		}
 		dir, err := s.b.config(dirName, providerBlock+fmt.Sprintf(
@@ -498,8 +499,8 @@ func createSyncFleet(ctx context.Context, client kubernetes.Interface) error {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: syncFleetNamespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	ready, node, zone, port, name := true, benchNode, benchZone, int32(8080), "http"
-	return parallel(ctx, syncFleetServices, func(ctx context.Context, i int) error {
+	ready, node, zone, port, name := true, fixture.Node, fixture.Zone, int32(8080), "http"
+	return fixture.Parallel(ctx, syncFleetServices, func(ctx context.Context, i int) error {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: syncFleetNamespace, Name: syncFleetName(i)},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
@@ -528,7 +529,7 @@ func createSyncFleet(ctx context.Context, client kubernetes.Interface) error {
 	})
 }
 
-// checkVsPlan: the fleet of createFixture read as fleetServices
+// checkVsPlan: the fleet of createFixture read as fixture.FleetServices
 // k8s_ready_endpoints (for_each) and as one k8s_services, with an output that
 // sums the endpoints, applied; then, alternately, `check` and `terraform
 // plan` of each. No resource keeps the pools: with a terraform_data per
@@ -536,10 +537,10 @@ func createSyncFleet(ctx context.Context, client kubernetes.Interface) error {
 // after 5.5 minutes (2.3 min of Terraform's CPU, on a loaded machine).
 func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 	configs := []struct{ name, title, main string }{
-		{"sync-each", fmt.Sprintf("%d `k8s_ready_endpoints` (`for_each`)", fleetServices), readyEndpointsEach(fleetServices)},
-		{"sync-fleet-500", fmt.Sprintf("1 `k8s_services` of %d Services", fleetServices), providerBlock + fmt.Sprintf(
+		{"sync-each", fmt.Sprintf("%d `k8s_ready_endpoints` (`for_each`)", fixture.FleetServices), readyEndpointsEach(fixture.FleetServices)},
+		{"sync-fleet-500", fmt.Sprintf("1 `k8s_services` of %d Services", fixture.FleetServices), providerBlock + fmt.Sprintf(
 			"\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n",
-			benchNamespace)},
+			fixture.Namespace)},
 	}
 	for _, cfg := range configs {
 		dir, err := s.b.config(cfg.name, cfg.main)
@@ -549,7 +550,7 @@ func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 		if err := s.apply(ctx, dir); err != nil {
 			return err
 		}
-		if err := s.wantOutput(ctx, dir, "members", fleetServices*10); err != nil {
+		if err := s.wantOutput(ctx, dir, "members", fixture.FleetServices*10); err != nil {
 			return err
 		}
 		m := &checkVsPlan{title: cfg.title}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
@@ -71,7 +72,7 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 	companions := map[string]*companionProc{}
 	for i, name := range stateBackends {
 		service := "state-" + name
-		if err := createPoolService(ctx, client, syncBackendNamespace, service, 3, fmt.Sprintf("10.251.%d.", i)+"%d"); err != nil {
+		if err := fixture.CreatePoolService(ctx, client, syncBackendNamespace, service, 3, fmt.Sprintf("10.251.%d.", i)+"%d"); err != nil {
 			return err
 		}
 		// init sees the backend block alone: with vigie/k8s required, it

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
@@ -74,13 +75,13 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 	if err != nil {
 		return err
 	}
-	if err := testcluster.EnsureNode(ctx, greenClient, benchNode, benchZone); err != nil {
+	if err := testcluster.EnsureNode(ctx, greenClient, fixture.Node, fixture.Zone); err != nil {
 		return err
 	}
 	clients := map[string]kubernetes.Interface{"blue": s.client, "green": greenClient}
 	kubeconfigs := map[string]string{"blue": s.b.cluster.Kubeconfig(), "green": green.Kubeconfig()}
 	for i, name := range syncClusters {
-		if err := createLatencyService(ctx, clients[name], syncClustersNamespace, "web", 4, fmt.Sprintf("10.252.%d.%%d", i)); err != nil {
+		if err := fixture.CreateLatencyService(ctx, clients[name], syncClustersNamespace, "web", 4, fmt.Sprintf("10.252.%d.%%d", i)); err != nil {
 			return fmt.Errorf("cluster %s: %w", name, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
@@ -154,7 +155,7 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 	p("|---|---:|---:|---|")
 	p("| provider CPU per read, plan of 100 (user + system of all provider processes / 100, median) | %.2f ms | ≤ 2.0 ms | %s |", cpuPerRead, stats.Verdict(cpuPerRead, 2.0, " ms"))
 	p("| plan of 100 reads / plan of 100 trivial data sources (medians, same rounds) | %.2f× | ≤ 1.25× | %s |", floorRatio, stats.Verdict(floorRatio, 1.25, "×"))
-	p("| plan of one read of %d endpoints (median) | %.3f s | ≤ 0.8 s | %s |", bigEndpoints, stats.Median(big.wall), stats.Verdict(stats.Median(big.wall), 0.8, " s"))
+	p("| plan of one read of %d endpoints (median) | %.3f s | ≤ 0.8 s | %s |", fixture.BigEndpoints, stats.Median(big.wall), stats.Verdict(stats.Median(big.wall), 0.8, " s"))
 	p("| provider peak RSS, that read (median) | %.1f MiB | ≤ 60 MiB | %s |", stats.Median(big.rss), stats.Verdict(stats.Median(big.rss), 60, " MiB"))
 	p("| provider peak RSS, plan of 100 (median) | %.1f MiB | ≤ 45 MiB | %s |", stats.Median(plan100.rss), stats.Verdict(stats.Median(plan100.rss), 45, " MiB"))
 	p("| `terraform validate`, 100 data sources (median) | %.3f s | — | |", stats.Median(validate.wall))
@@ -166,10 +167,10 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 		fleetReads += m.fleetReads * runs
 		podLists += m.podLists * runs
 	}
-	// A fleet read lists the Services and the slices of benchNamespace, a
+	// A fleet read lists the Services and the slices of fixture.Namespace, a
 	// page of kube.DefaultOptions().PageSize each: 500 of each, 2 pages.
 	fleetPageSize := int(kube.DefaultOptions().PageSize)
-	pages := (fleetServices + fleetPageSize - 1) / fleetPageSize
+	pages := (fixture.FleetServices + fleetPageSize - 1) / fleetPageSize
 	gets, lists := requests.byKind["get\tservices\t200"], requests.byKind["list\tendpointslices\t200"]
 	serviceLists := requests.byKind["list\tservices\t200"]
 	singleLists := lists - fleetReads*pages
@@ -185,17 +186,17 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 		p("| LISTs of Pods, for `pod_health_checks` | %d | %d (one per read with it; the fleet's in pages) | %s |", pods, podLists, map[bool]string{true: "**pass**", false: "**miss**"}[pods == podLists])
 	}
 	if fleet := b.find("`terraform plan`, 1 `k8s_services`"); fleet != nil && fleetReads > 0 {
-		each := b.find(fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fleetServices))
+		each := b.find(fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fixture.FleetServices))
 		fleetVerdict := "**miss**"
 		if serviceLists == fleetReads*pages {
 			fleetVerdict = "**pass**"
 		}
-		p("| plan of 1 `k8s_services` read of %d Services x 10 pods (median) | %.3f s | ≤ 0.5 s | %s |", fleetServices, stats.Median(fleet.wall), stats.Verdict(stats.Median(fleet.wall), 0.5, " s"))
+		p("| plan of 1 `k8s_services` read of %d Services x 10 pods (median) | %.3f s | ≤ 0.5 s | %s |", fixture.FleetServices, stats.Median(fleet.wall), stats.Verdict(stats.Median(fleet.wall), 0.5, " s"))
 		ratio := stats.Median(fleet.wall) / stats.Median(each.wall)
-		p("| that plan / the plan of %d `k8s_ready_endpoints` over the same Services (same rounds) | %.3f× | ≤ 0.15× | %s |", fleetServices, ratio, stats.Verdict(ratio, 0.15, "×"))
+		p("| that plan / the plan of %d `k8s_ready_endpoints` over the same Services (same rounds) | %.3f× | ≤ 0.15× | %s |", fixture.FleetServices, ratio, stats.Verdict(ratio, 0.15, "×"))
 		p("| provider peak RSS, that fleet read (median) | %.1f MiB | ≤ 80 MiB | %s |", stats.Median(fleet.rss), stats.Verdict(stats.Median(fleet.rss), 80, " MiB"))
 		p("| requests per fleet read (page size %d: %d pages of %d Services and of their %d slices) | %.2f list services + %.2f list endpointslices | %d + %d, nothing per Service | %s |",
-			fleetPageSize, pages, fleetServices, fleetServices, float64(serviceLists)/float64(fleetReads), float64(lists-singleLists)/float64(fleetReads), pages, pages, fleetVerdict)
+			fleetPageSize, pages, fixture.FleetServices, fixture.FleetServices, float64(serviceLists)/float64(fleetReads), float64(lists-singleLists)/float64(fleetReads), pages, pages, fleetVerdict)
 	}
 	if ready10k := findBenchmark(gobench, "BenchmarkPool/endpoints=10000"); ready10k != nil {
 		ms := ready10k.nsPerOp / 1e6
