@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/clis"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
@@ -112,7 +113,7 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		return nil, err
 	}
 	// The same OpenTofu as the image's, for the binary too.
-	tofu, err := clis["tofu"].find(ctx, clis["tofu"].moduleDir(b.root))
+	tofu, err := clis.Find(ctx, "tofu", b.root)
 	if err != nil {
 		return nil, err
 	}
