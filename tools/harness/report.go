@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/binsize"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
@@ -46,7 +47,7 @@ func (b *benchRun) sizes() (sizeReport, error) {
 	}
 	r.trivial = info.Size()
 	var table bytes.Buffer
-	if err := sizes(&table, filepath.Join(b.work, "unstripped")); err != nil {
+	if err := binsize.Print(&table, filepath.Join(b.work, "unstripped")); err != nil {
 		return r, err
 	}
 	r.table = table.String()
