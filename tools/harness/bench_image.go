@@ -343,7 +343,7 @@ func imageSection(r *imageResults) string {
 		p("")
 		return b.String()
 	}
-	p("Cold start of `sync` to its line `watching` (state pulled, %d pools decoded, informers started and listed) against a state of %d `k8s_ready_endpoints` of 10 endpoints each, local backend: in the container (podman with runc and vfs storage, read-only root, as the image test runs it; its time includes creating the container) median %.2f s (min–max %s s), the plain binary with the same OpenTofu median %.2f s (min–max %s s), %d rounds alternating after one untimed.",
+	p("Cold start of `sync` to its event `watching` (state pulled, %d pools decoded, informers started and listed) against a state of %d `k8s_ready_endpoints` of 10 endpoints each, local backend: in the container (podman with runc and vfs storage, read-only root, as the image test runs it; its time includes creating the container) median %.2f s (min–max %s s), the plain binary with the same OpenTofu median %.2f s (min–max %s s), %d rounds alternating after one untimed.",
 		r.pools, r.pools, stats.Median(r.container), stats.MinMax(r.container, "%.2f"), stats.Median(r.binary), stats.MinMax(r.binary, "%.2f"), len(r.binary))
 	p("")
 	if len(r.readyBinary) > 0 {
