@@ -235,6 +235,23 @@ func (c *companion) stop(t *testing.T) {
 	}
 }
 
+// stopDuringTheSleep stops the companion while its run sleeps 30 s, and
+// expects it to exit 0 well before, the run ended by SIGINT.
+func (c *companion) stopDuringTheSleep(t *testing.T) {
+	t.Helper()
+	start := time.Now()
+	c.stop(t)
+	if code := c.ExitCode(); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0:\n%s", code, c.log())
+	}
+	if d := time.Since(start); d > 25*time.Second {
+		t.Errorf("stopping took %s: the sleep of 30 s was not interrupted", d)
+	}
+	if n := c.count("run ended", map[string]string{"error": "stopped by SIGINT"}); n != 1 {
+		t.Errorf("no run ended by SIGINT:\n%s", c.log())
+	}
+}
+
 // metric is the value of a sample of the companion's /metrics (served with
 // -listen 127.0.0.1:0), e.g. `k8s_sync_runs_total{result="failed"}`; -1
 // when absent.
@@ -297,9 +314,7 @@ func TestAccSyncWithTheStateInABackend(t *testing.T) {
 }
 
 func backendOneRun(t *testing.T, b *stateBackend, w *workdir, ns string) {
-	if code, out := check(t, w); code != 0 {
-		t.Fatalf("check after apply exited %d, want 0:\n%s", code, out)
-	}
+	wantCheck(t, w, 0, "after apply", t.Fatalf)
 	c := startSync(t, w)
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
@@ -308,9 +323,7 @@ func backendOneRun(t *testing.T, b *stateBackend, w *workdir, ns string) {
 	if n := c.runs(); n != 1 {
 		t.Errorf("%d runs, want exactly 1:\n%s", n, c.log())
 	}
-	if code, out := check(t, w); code != 0 {
-		t.Errorf("check after the run exited %d, want 0:\n%s", code, out)
-	}
+	wantCheck(t, w, 0, "after the run", t.Errorf)
 	b.wantState(t)
 	c.stop(t)
 }
@@ -403,17 +416,7 @@ func backendSIGTERMReleasesTheLock(t *testing.T, b *stateBackend, w *workdir, ns
 	// A SIGINT that comes before the provisioner starts does not stop it
 	// (the CLI lets the resource it is at finish): wait for the sleep.
 	w.waitForFile(t, "sleeping", 60*time.Second)
-	start := time.Now()
-	c.stop(t)
-	if code := c.ExitCode(); code != 0 {
-		t.Errorf("exit code %d after SIGTERM, want 0:\n%s", code, c.log())
-	}
-	if d := time.Since(start); d > 25*time.Second {
-		t.Errorf("stopping took %s: the sleep of 30 s was not interrupted", d)
-	}
-	if n := c.count("run ended", map[string]string{"error": "stopped by SIGINT"}); n != 1 {
-		t.Errorf("no run ended by SIGINT:\n%s", c.log())
-	}
+	c.stopDuringTheSleep(t)
 	b.wantUnlocked(t)
 	w.setFile(t, "slow-seconds", "0")
 	w.terraform(t, "plan", "-input=false", "-no-color", "-lock-timeout=0s")

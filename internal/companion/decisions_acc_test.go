@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
@@ -99,7 +100,7 @@ func handSlice(t *testing.T, ns, service, name string, mutate func(*discoveryv1.
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			Labels: map[string]string{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: "sync-acc"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
 	}
 	for _, a := range addresses {
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}})
@@ -138,10 +139,7 @@ func selectorless(t *testing.T, ns, name string) {
 // The run is retried although state's pool equals the cluster's, and the
 // retry's plan replaces the tainted resource.
 func TestAccSyncRetriesAFailedApplyThatWroteThePoolIntoState(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 2, "")
 	marker := filepath.Join(w.dir, "fail-once")
 	w.write(t, strings.Replace(poolConfig(ns, ""), `resource "terraform_data" "pool" {
   input = local.members
@@ -185,7 +183,7 @@ func TestAccSyncAChangeNoResourceUsesIsOneRunThatBringsStateCurrent(t *testing.T
 	cli := newCountingCLI(t)
 	c := startSync(t, w, "-terraform", cli.path, "-listen", "127.0.0.1:0")
 	handSlice(t, ns, "web", "web-a", func(s *discoveryv1.EndpointSlice) {
-		s.Endpoints[0].Zone, s.Endpoints[0].Hostname = ptr("zone-b"), ptr("web-1")
+		s.Endpoints[0].Zone, s.Endpoints[0].Hostname = ptr.To("zone-b"), ptr.To("web-1")
 	}, "10.244.0.1", "10.244.0.2")
 	c.waitFor(t, 60*time.Second, "run ended")
 	c.quiet(t, 6*time.Second)
@@ -197,9 +195,7 @@ func TestAccSyncAChangeNoResourceUsesIsOneRunThatBringsStateCurrent(t *testing.T
 		t.Errorf("%d applies, want 1: the saved plan, which writes the data source's result", n)
 	}
 	c.wantMetric(t, `k8s_sync_runs_total{result="no_changes"} 0`)
-	if code, out := check(t, w); code != 0 {
-		t.Errorf("check after the run exited %d, want 0:\n%s", code, out)
-	}
+	wantCheck(t, w, 0, "after the run", t.Errorf)
 	wantMembers(t, w, members(1, 2))
 }
 
@@ -207,10 +203,7 @@ func TestAccSyncAChangeNoResourceUsesIsOneRunThatBringsStateCurrent(t *testing.T
 // pipeline that applies later) runs once per distinct change, not once
 // per settle window.
 func TestAccSyncCommandRunsOncePerDistinctChange(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 2, "")
 	calls := filepath.Join(t.TempDir(), "calls")
 	c := startSync(t, w, "-listen", "127.0.0.1:0", "-command", fmt.Sprintf(`echo "$K8S_SYNC_CHANGES" >> %q`, calls))
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
@@ -416,10 +409,7 @@ func TestAccSyncANewNamespaceItMayNotWatchLeavesTheOthersWatched(t *testing.T) {
 // -command runs stops that command before another replica can take the
 // Lease and start its own: the command is serialised by nothing else.
 func TestAccSyncALeaderThatLosesItsLeaseStopsItsCommandFirst(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 2, "")
 	proxy, err := testcluster.StartProxy(strings.TrimPrefix(acc.cluster.Server, "https://"))
 	if err != nil {
 		t.Fatal(err)

@@ -43,14 +43,7 @@ func startGreen(t *testing.T) (*testcluster.Cluster, kubernetes.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := c.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := c.Client()
 	if err := testcluster.EnsureNode(ctx, client, accNode, accZone); err != nil {
 		t.Fatal(err)
 	}
@@ -226,18 +219,14 @@ func TestAccSyncOneCompanionKeepsThePoolsOfTwoClustersCurrent(t *testing.T) {
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "state_updated"})
 	wantServers(t, w.backend(t), []string{"10.244.0.1", "10.245.0.1", "10.245.0.2"})
 	c.quiet(t, 3*time.Second)
-	if n := c.runs(); n != 1 {
-		t.Errorf("%d runs for a pod Ready in the second cluster, want 1", n)
-	}
+	wantRuns(t, c, 1, " for a pod Ready in the second cluster, want 1")
 
 	// A change in each within one window: one run.
 	addPod(t, acc.client, "10.244.0.2")
 	addPod(t, greenClient, "10.245.0.3")
 	c.waitForCount(t, 60*time.Second, "run ended", 2, map[string]string{"result": "state_updated"})
 	c.quiet(t, 3*time.Second)
-	if n := c.runs(); n != 2 {
-		t.Errorf("%d runs in all, want 2: changes in both clusters within one window are one run", n)
-	}
+	wantRuns(t, c, 2, " in all, want 2: changes in both clusters within one window are one run")
 	wantServers(t, w.backend(t), []string{"10.244.0.1", "10.244.0.2", "10.245.0.1", "10.245.0.2", "10.245.0.3"})
 	// Prometheus's text escapes the quotes of a label's value.
 	c.wantMetric(t, `k8s_sync_cluster_pools_watched{cluster="`+strings.ReplaceAll(greenName(), `"`, `\"`)+`"} 1`)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
@@ -39,6 +39,34 @@ func members(ips ...int) []string {
 	return out
 }
 
+// webPool is a new namespace with web and its pods ready, and a working
+// directory of poolConfig (with extra) applied on them.
+func webPool(t *testing.T, pods int, extra string) (string, *workdir) {
+	t.Helper()
+	needCluster(t)
+	ns := namespace(t)
+	webWithPods(t, ns, pods)
+	return ns, newWorkdir(t, poolConfig(ns, extra))
+}
+
+// wantCheck runs check on w and fails (by fail, t.Fatalf or t.Errorf)
+// unless it exits with code; when says at which point of the test.
+func wantCheck(t *testing.T, w *workdir, code int, when string, fail func(string, ...any)) {
+	t.Helper()
+	if got, out := check(t, w); got != code {
+		fail("check %s exited %d, want %d:\n%s", when, got, code, out)
+	}
+}
+
+// wantRuns fails the test unless the companion ran n times; what says
+// what else is wanted.
+func wantRuns(t *testing.T, c *companion, n int, what string) {
+	t.Helper()
+	if got := c.runs(); got != n {
+		t.Errorf("%d runs%s:\n%s", got, what, c.log())
+	}
+}
+
 func wantMembers(t *testing.T, w *workdir, want []string) {
 	t.Helper()
 	if got := w.members(t); !reflect.DeepEqual(got, want) {
@@ -47,38 +75,24 @@ func wantMembers(t *testing.T, w *workdir, want []string) {
 }
 
 func TestAccSyncAPodThatBecomesReadyIsOneRun(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, ""))
-	if code, out := check(t, w); code != 0 {
-		t.Fatalf("check after apply exited %d, want 0:\n%s", code, out)
-	}
+	ns, w := webPool(t, 2, "")
+	wantCheck(t, w, 0, "after apply", t.Fatalf)
 	c := startSync(t, w)
 
 	runPod(t, ns, "web", "web-3", "10.244.0.3", false)
 	waitForReady(t, ns, "web", 2, 3)
-	if code, out := check(t, w); code != 0 {
-		t.Fatalf("check with a pod not ready yet exited %d, want 0:\n%s", code, out)
-	}
+	wantCheck(t, w, 0, "with a pod not ready yet", t.Fatalf)
 	setReady(t, ns, "web-3", true)
 	waitForReady(t, ns, "web", 3, 3)
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	wantMembers(t, w, members(1, 2, 3))
 	c.quiet(t, 4*time.Second)
-	if n := c.runs(); n != 1 {
-		t.Errorf("%d runs, want exactly 1", n)
-	}
-	if code, out := check(t, w); code != 0 {
-		t.Errorf("check after the run exited %d, want 0:\n%s", code, out)
-	}
+	wantRuns(t, c, 1, ", want exactly 1")
+	wantCheck(t, w, 0, "after the run", t.Errorf)
 }
 
 func TestAccSyncCheckNamesWhatDiffers(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 2, "")
 	deletePod(t, ns, "web-2")
 	runPod(t, ns, "web", "web-4", "10.244.0.4", true)
 	waitForReady(t, ns, "web", 2, 2)
@@ -101,10 +115,7 @@ func TestAccSyncCheckNamesWhatDiffers(t *testing.T) {
 }
 
 func TestAccSyncFiftyUpdatesInASecondAreOneRun(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 5)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 5, "")
 	c := startSync(t, w, "-settle-quiet", "2s", "-settle-max", "10s")
 	start := time.Now()
 	for i := range 50 {
@@ -117,18 +128,13 @@ func TestAccSyncFiftyUpdatesInASecondAreOneRun(t *testing.T) {
 	}
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	c.quiet(t, 5*time.Second)
-	if n := c.runs(); n != 1 {
-		t.Errorf("%d runs for 50 updates in a burst, want 1", n)
-	}
+	wantRuns(t, c, 1, " for 50 updates in a burst, want 1")
 	waitForReady(t, ns, "web", 4, 5)
 	wantMembers(t, w, members(1, 2, 3, 4))
 }
 
 func TestAccSyncUnrelatedChangesStartNothing(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 2, "")
 	c := startSync(t, w)
 	// Another Service with a ready pod, and a pod of web that is not ready.
 	createService(t, ns, "other", corev1.ServiceTypeClusterIP)
@@ -143,10 +149,7 @@ func TestAccSyncUnrelatedChangesStartNothing(t *testing.T) {
 }
 
 func TestAccSyncRefusesAPlanThatChangesMoreThanPools(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 2, "")
 	c := startSync(t, w)
 	// Someone adds an unrelated resource to the configuration, not applied.
 	w.write(t, poolConfig(ns, "resource \"terraform_data\" \"unrelated\" {\n  input = \"x\"\n}\n"))
@@ -167,16 +170,11 @@ func TestAccSyncAChangeDuringARunIsExactlyOneMoreRun(t *testing.T) {
 	c.waitForCount(t, 90*time.Second, "run ended", 2, map[string]string{"result": "applied"})
 	wantMembers(t, w, members(1, 2, 3, 4))
 	c.quiet(t, 4*time.Second)
-	if n := c.runs(); n != 2 {
-		t.Errorf("%d runs, want exactly 2", n)
-	}
+	wantRuns(t, c, 2, ", want exactly 2")
 }
 
 func TestAccSyncRetriesAFailingCommandWithBackoff(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 2, "")
 	// A terraform that fails its first three plans, then works.
 	dir := t.TempDir()
 	wrapper := filepath.Join(dir, "terraform")
@@ -197,9 +195,7 @@ exec %[2]q "$@"
 	if n := c.count("run failed: retrying with backoff", map[string]string{"error": "the backend is down", "failing": "terraform_data.other"}); n != 3 {
 		t.Errorf("%d failed runs naming the failing address, want 3", n)
 	}
-	if n := c.runs(); n != 4 {
-		t.Errorf("%d runs, want 4: one plan per backoff step", n)
-	}
+	wantRuns(t, c, 4, ", want 4: one plan per backoff step")
 	// The waits doubled: 500ms, 1s, 2s.
 	var waits []string
 	for _, e := range c.Events("run failed: retrying with backoff", nil) {
@@ -222,10 +218,7 @@ exec %[2]q "$@"
 }
 
 func TestAccSyncRecoversFromAnAPIServerRestart(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 2, "")
 	c := startSync(t, w)
 	if err := acc.cluster.RestartAPIServer(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -237,10 +230,7 @@ func TestAccSyncRecoversFromAnAPIServerRestart(t *testing.T) {
 }
 
 func TestAccSyncShrinkGuardRefusesAPoolHalvedAtOnce(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 4)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 4, "")
 	// A quiet time that takes the three deletions into one run.
 	c := startSync(t, w, "-settle-quiet", "3s", "-settle-max", "10s")
 	for _, p := range []string{"web-1", "web-2", "web-3"} {
@@ -249,9 +239,7 @@ func TestAccSyncShrinkGuardRefusesAPoolHalvedAtOnce(t *testing.T) {
 	waitForReady(t, ns, "web", 1, 1)
 	c.waitFor(t, 60*time.Second, "run refused by the shrink guard", map[string]string{"reason": "would lose 3 of its 4 members"})
 	c.quiet(t, 3*time.Second)
-	if n := c.runs(); n != 0 {
-		t.Errorf("%d runs, want none", n)
-	}
+	wantRuns(t, c, 0, ", want none")
 	wantMembers(t, w, members(1, 2, 3, 4))
 }
 
@@ -264,24 +252,7 @@ func TestAccSyncSIGTERMDuringARunEndsItCleanly(t *testing.T) {
 	// apply's): Terraform's interrupt stops the operations under way, and
 	// one that starts after it may still run.
 	waitForLines(t, filepath.Join(w.dir, "provisioning"), 2)
-	start := time.Now()
-	if err := c.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-c.Done():
-	case <-time.After(40 * time.Second):
-		t.Fatalf("the companion did not stop within 40 s of SIGTERM:\n%s", c.log())
-	}
-	if code := c.ExitCode(); code != 0 {
-		t.Errorf("exit code %d after SIGTERM, want 0:\n%s", code, c.log())
-	}
-	if d := time.Since(start); d > 25*time.Second {
-		t.Errorf("stopping took %s: the sleep of 30 s was not interrupted", d)
-	}
-	if n := c.count("run ended", map[string]string{"error": "stopped by SIGINT"}); n != 1 {
-		t.Errorf("no run ended by SIGINT:\n%s", c.log())
-	}
+	c.stopDuringTheSleep(t)
 	// The state is not locked: a plan that does not wait for locks works.
 	w.terraform(t, "plan", "-input=false", "-no-color", "-lock-timeout=0s")
 }
@@ -346,10 +317,7 @@ output "members" {
 }
 
 func TestAccSyncTwoReplicasOneLeaderRuns(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	w := newWorkdir(t, poolConfig(ns, ""))
+	ns, w := webPool(t, 2, "")
 	lease := []string{"-leader-elect", "-lease-namespace", ns, "-lease-name", "sync"}
 	a := startSync(t, w, append(lease, "-identity", "a")...)
 	b := startSync(t, w, append(lease, "-identity", "b")...)
@@ -427,7 +395,7 @@ func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%d", i+1),
 				Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "sync-acc"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.244.0.%d", i+1)}}},
 		}
 		if at != "" {
@@ -451,8 +419,6 @@ func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
 	}
 	wantMembers(t, w, members(1))
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // The daemon-free pattern of examples/sync/check-block: a refresh-only plan
 // warns once the pool is stale, and not before.
@@ -651,10 +617,6 @@ func TestAccSyncPodHealthChecksFollowThePods(t *testing.T) {
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	wantMembers(t, w, []string{"10.244.0.1:8080 /ready-1", "10.244.0.2:8080 /ready-2"})
 	c.quiet(t, 4*time.Second)
-	if n := c.runs(); n != 1 {
-		t.Errorf("%d runs, want exactly 1", n)
-	}
-	if code, out := check(t, w); code != 0 {
-		t.Errorf("check after the run exited %d, want 0:\n%s", code, out)
-	}
+	wantRuns(t, c, 1, ", want exactly 1")
+	wantCheck(t, w, 0, "after the run", t.Errorf)
 }

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 const (
@@ -31,7 +32,7 @@ func svcPort(name string, port int32, target intstr.IntOrString) corev1.ServiceP
 }
 
 func slicePort(name string, port int32) discoveryv1.EndpointPort {
-	return discoveryv1.EndpointPort{Name: ptr(name), Port: ptr(port)}
+	return discoveryv1.EndpointPort{Name: ptr.To(name), Port: ptr.To(port)}
 }
 
 type sliceOpt func(*discoveryv1.EndpointSlice)
@@ -72,7 +73,7 @@ type epOpt func(*discoveryv1.Endpoint)
 
 // ep is a ready endpoint of pod "pod-<first address>" unless options say otherwise.
 func ep(addresses ...string) discoveryv1.Endpoint {
-	return discoveryv1.Endpoint{Addresses: addresses, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}
+	return discoveryv1.Endpoint{Addresses: addresses, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
 }
 
 func with(e discoveryv1.Endpoint, opts ...epOpt) discoveryv1.Endpoint {
@@ -86,7 +87,7 @@ func ready(v *bool) epOpt { return func(e *discoveryv1.Endpoint) { e.Conditions.
 
 func terminating() epOpt {
 	return func(e *discoveryv1.Endpoint) {
-		e.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+		e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
 	}
 }
 
@@ -97,10 +98,10 @@ func pod(name string) epOpt {
 }
 
 func onNode(node, zone string) epOpt {
-	return func(e *discoveryv1.Endpoint) { e.NodeName, e.Zone = ptr(node), ptr(zone) }
+	return func(e *discoveryv1.Endpoint) { e.NodeName, e.Zone = ptr.To(node), ptr.To(zone) }
 }
 
-func hostname(h string) epOpt { return func(e *discoveryv1.Endpoint) { e.Hostname = ptr(h) } }
+func hostname(h string) epOpt { return func(e *discoveryv1.Endpoint) { e.Hostname = ptr.To(h) } }
 
 // v4 and v6 (on port 8080) are ready, serving endpoints that name nothing else.
 func v4(addr string, port int32) Endpoint {
@@ -116,8 +117,6 @@ func detailed(e Endpoint, pod, node, zone, host string) Endpoint {
 	e.Pod, e.NodeName, e.Zone, e.Hostname = pod, node, zone, host
 	return e
 }
-
-func ptr[T any](v T) *T { return &v }
 
 var (
 	v4Slice = discoveryv1.AddressTypeIPv4
@@ -152,7 +151,7 @@ func TestPool(t *testing.T) {
 			name:    "an endpoint whose ready condition is false is left out",
 			service: service(http),
 			slices: []discoveryv1.EndpointSlice{slice("a", v4Slice, ports(slicePort("http", 8080)), eps(
-				with(ep("10.0.0.1"), ready(ptr(false))),
+				with(ep("10.0.0.1"), ready(ptr.To(false))),
 				ep("10.0.0.2"),
 			))},
 			query: Query{PortName: "http", DefaultPort: 80},
@@ -172,7 +171,7 @@ func TestPool(t *testing.T) {
 			service: service(http),
 			slices: []discoveryv1.EndpointSlice{slice("a", v4Slice, ports(slicePort("http", 8080)), eps(
 				with(ep("10.0.0.1"), func(e *discoveryv1.Endpoint) {
-					e.Conditions = discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(false), Terminating: ptr(true)}
+					e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(false), Terminating: ptr.To(true)}
 				}),
 			))},
 			query: Query{PortName: "http", DefaultPort: 80},
@@ -298,7 +297,7 @@ func TestPool(t *testing.T) {
 			name:    "an unnamed slice port given without a name pointer matches the unnamed Service port",
 			service: service(svcPort("", 80, intstr.FromInt32(8080))),
 			slices: []discoveryv1.EndpointSlice{slice("a", v4Slice,
-				ports(discoveryv1.EndpointPort{Port: ptr[int32](8080)}), eps(ep("10.0.0.1")))},
+				ports(discoveryv1.EndpointPort{Port: ptr.To[int32](8080)}), eps(ep("10.0.0.1")))},
 			query: Query{DefaultPort: 80},
 			want:  []Endpoint{v4("10.0.0.1", 8080)},
 		},
@@ -328,7 +327,7 @@ func TestPool(t *testing.T) {
 			name:    "a slice port without a number gives default_port",
 			service: service(http),
 			slices: []discoveryv1.EndpointSlice{slice("a", v4Slice,
-				ports(discoveryv1.EndpointPort{Name: ptr("http")}), eps(ep("10.0.0.1")))},
+				ports(discoveryv1.EndpointPort{Name: ptr.To("http")}), eps(ep("10.0.0.1")))},
 			query: Query{PortName: "http", DefaultPort: 81},
 			want:  []Endpoint{v4("10.0.0.1", 81)},
 		},
@@ -395,7 +394,7 @@ func TestPool(t *testing.T) {
 			name:    "a Service with no ready endpoint gives an empty list",
 			service: service(http),
 			slices: []discoveryv1.EndpointSlice{slice("a", v4Slice, ports(slicePort("http", 8080)), eps(
-				with(ep("10.0.0.1"), ready(ptr(false))),
+				with(ep("10.0.0.1"), ready(ptr.To(false))),
 			))},
 			query: Query{PortName: "http", DefaultPort: 80},
 			want:  []Endpoint{},
@@ -415,24 +414,30 @@ func TestPool(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := Pool(tt.service, tt.slices, tt.query)
-			got := res.Endpoints
-			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("error = %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if got == nil {
-				t.Fatal("got a nil list, want an empty or full one")
-			}
-			if !reflect.DeepEqual(got, tt.want) {
+			if got := res.Endpoints; listOrError(t, got, err, tt.wantErr) && !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})
 	}
+}
+
+// listOrError checks a result: the error wantErr, or else no error and a
+// list that is not nil. It reports whether the list is to be compared.
+func listOrError(t *testing.T, got []Endpoint, err error, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || err.Error() != wantErr {
+			t.Fatalf("error = %v, want %q", err, wantErr)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatalf("unexpected error: %v", err)
+	}
+	if got == nil {
+		t.Fatal("got a nil list, want an empty or full one")
+	}
+	return true
 }
 
 func TestPortNotFoundIsATypedError(t *testing.T) {
@@ -454,7 +459,7 @@ func mixedSlices() []discoveryv1.EndpointSlice {
 		slice("a", v4Slice, ports(slicePort("http", 8080)), eps(
 			with(ep("10.0.0.3"), pod("web-3"), onNode("node-a", "zone-a")),
 			ep("10.0.0.1"),
-			with(ep("10.0.0.2"), ready(ptr(false))),
+			with(ep("10.0.0.2"), ready(ptr.To(false))),
 		)),
 		slice("b", v4Slice, ports(slicePort("http", 8080)), eps(
 			with(ep("10.0.0.1"), pod("web-1")),

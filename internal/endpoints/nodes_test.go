@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 // Builders for node pools.
@@ -184,7 +185,7 @@ func TestNodes(t *testing.T) {
 		{
 			name:    "with policy Local a pod that is not ready does not keep its node",
 			service: nodePortService(corev1.ServiceTypeNodePort, local, httpNodePort),
-			slices:  []discoveryv1.EndpointSlice{podsOn("a", podOn("10.244.0.1", "node-a", ready(ptr(false))), podOn("10.244.1.1", "node-b"))},
+			slices:  []discoveryv1.EndpointSlice{podsOn("a", podOn("10.244.0.1", "node-a", ready(ptr.To(false))), podOn("10.244.1.1", "node-b"))},
 			nodes:   twoNodes,
 			want:    []Endpoint{nodeEntry("192.168.0.2", "node-b", 1)},
 		},
@@ -446,19 +447,7 @@ func TestNodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := Nodes(tt.service, tt.slices, tt.nodes, tt.query)
-			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("error = %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if res.Endpoints == nil {
-				t.Fatal("got a nil list, want an empty or full one")
-			}
-			if !reflect.DeepEqual(res.Endpoints, tt.want) {
+			if listOrError(t, res.Endpoints, err, tt.wantErr) && !reflect.DeepEqual(res.Endpoints, tt.want) {
 				t.Errorf("got  %s\nwant %s", describeEntries(res.Endpoints), describeEntries(tt.want))
 			}
 		})

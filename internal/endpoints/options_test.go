@@ -8,6 +8,7 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -18,7 +19,7 @@ func conds(ready, serving, terminating *bool) epOpt {
 	}
 }
 
-func inZone(zone string) epOpt { return func(e *discoveryv1.Endpoint) { e.Zone = ptr(zone) } }
+func inZone(zone string) epOpt { return func(e *discoveryv1.Endpoint) { e.Zone = ptr.To(zone) } }
 
 func annotated(key, value string) sliceOpt {
 	return func(s *discoveryv1.EndpointSlice) {
@@ -47,13 +48,13 @@ func TestPoolOptions(t *testing.T) {
 	// that stopped serving while terminating.
 	rollout := []discoveryv1.EndpointSlice{httpSlice("a", eps(
 		ep("10.0.0.1"),
-		with(ep("10.0.0.2"), conds(ptr(false), ptr(true), ptr(true))),
-		with(ep("10.0.0.3"), conds(ptr(false), ptr(false), ptr(false))),
-		with(ep("10.0.0.4"), conds(ptr(false), ptr(false), ptr(true))),
+		with(ep("10.0.0.2"), conds(ptr.To(false), ptr.To(true), ptr.To(true))),
+		with(ep("10.0.0.3"), conds(ptr.To(false), ptr.To(false), ptr.To(false))),
+		with(ep("10.0.0.4"), conds(ptr.To(false), ptr.To(false), ptr.To(true))),
 	))}
 	onlyDraining := []discoveryv1.EndpointSlice{httpSlice("a", eps(
-		with(ep("10.0.0.2"), conds(ptr(false), ptr(true), ptr(true))),
-		with(ep("10.0.0.3"), conds(ptr(false), ptr(false), ptr(false))),
+		with(ep("10.0.0.2"), conds(ptr.To(false), ptr.To(true), ptr.To(true))),
+		with(ep("10.0.0.3"), conds(ptr.To(false), ptr.To(false), ptr.To(false))),
 	))}
 
 	tests := []struct {
@@ -66,14 +67,14 @@ func TestPoolOptions(t *testing.T) {
 			name: "missing conditions take the API's defaults: ready, serving, not terminating",
 			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
 				with(ep("10.0.0.1"), conds(nil, nil, nil)),
-				with(ep("10.0.0.2"), conds(ptr(true), ptr(false), nil)),
+				with(ep("10.0.0.2"), conds(ptr.To(true), ptr.To(false), nil)),
 			))},
 			want: []Endpoint{v4("10.0.0.1", 8080), {Address: "10.0.0.2", Port: 8080, AddressType: v4Slice, Ready: true}},
 		},
 		{
 			name: "a terminating endpoint that is not ready and gives no serving condition serves, as kube-proxy reads it",
 			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
-				with(ep("10.0.0.1"), conds(ptr(false), nil, ptr(true))),
+				with(ep("10.0.0.1"), conds(ptr.To(false), nil, ptr.To(true))),
 			))},
 			query: Query{Terminating: TerminatingInclude},
 			want:  []Endpoint{draining("10.0.0.1")},
@@ -81,8 +82,8 @@ func TestPoolOptions(t *testing.T) {
 		{
 			name: "fallback gives a terminating endpoint without a serving condition when none is ready",
 			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
-				with(ep("10.0.0.1"), conds(ptr(false), nil, ptr(true))),
-				with(ep("10.0.0.2"), conds(ptr(false), ptr(false), ptr(true))),
+				with(ep("10.0.0.1"), conds(ptr.To(false), nil, ptr.To(true))),
+				with(ep("10.0.0.2"), conds(ptr.To(false), ptr.To(false), ptr.To(true))),
 			))},
 			query: Query{Terminating: TerminatingFallback},
 			want:  []Endpoint{draining("10.0.0.1")},
@@ -90,7 +91,7 @@ func TestPoolOptions(t *testing.T) {
 		{
 			name: "a starting endpoint without a serving condition is still left out: it is not terminating",
 			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
-				with(ep("10.0.0.1"), conds(ptr(false), nil, nil)),
+				with(ep("10.0.0.1"), conds(ptr.To(false), nil, nil)),
 			))},
 			query: Query{Terminating: TerminatingInclude},
 			want:  []Endpoint{},
@@ -133,7 +134,7 @@ func TestPoolOptions(t *testing.T) {
 			name: "fallback looks at the endpoints left by the zone filter",
 			slices: []discoveryv1.EndpointSlice{httpSlice("a", eps(
 				with(ep("10.0.0.1"), inZone("zone-b")),
-				with(ep("10.0.0.2"), inZone("zone-a"), conds(ptr(false), ptr(true), ptr(true))),
+				with(ep("10.0.0.2"), inZone("zone-a"), conds(ptr.To(false), ptr.To(true), ptr.To(true))),
 			))},
 			query: Query{Terminating: TerminatingFallback, Zones: []string{"zone-a"}},
 			want:  []Endpoint{zoned(draining("10.0.0.2"), "zone-a")},
@@ -141,7 +142,7 @@ func TestPoolOptions(t *testing.T) {
 		{
 			name: "with include, a copy of an endpoint still ready in a stale slice wins over a terminating one",
 			slices: []discoveryv1.EndpointSlice{
-				httpSlice("a", eps(with(ep("10.0.0.1"), conds(ptr(false), ptr(true), ptr(true))))),
+				httpSlice("a", eps(with(ep("10.0.0.1"), conds(ptr.To(false), ptr.To(true), ptr.To(true))))),
 				httpSlice("b", eps(ep("10.0.0.1"))),
 			},
 			query: Query{Terminating: TerminatingInclude},
@@ -295,7 +296,7 @@ func TestCountReadyCountsReadyEndpointsOnlyUnderEveryPolicy(t *testing.T) {
 		return []discoveryv1.EndpointSlice{slice("a", v4Slice, ports(slicePort("http", 8080)), eps(e...))}
 	}
 	drainingEp := func(addr string) discoveryv1.Endpoint {
-		return with(ep(addr), conds(ptr(false), ptr(true), ptr(true)))
+		return with(ep(addr), conds(ptr.To(false), ptr.To(true), ptr.To(true)))
 	}
 	oneReadyTwoDraining := httpSlice(ep("10.0.0.1"), drainingEp("10.0.0.2"), drainingEp("10.0.0.3"))
 	twoDraining := httpSlice(drainingEp("10.0.0.2"), drainingEp("10.0.0.3"))

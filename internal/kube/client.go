@@ -59,8 +59,8 @@ type Options struct {
 // read fails in under a minute on a stalled API server. The client-side rate
 // limit lets the two requests of 500 reads go at once, and 250 reads a
 // second after that: a plan is not slowed by it (client-go's default of 5
-// QPS would make 100 reads wait 40 s, and 100 QPS throttled 300 reads to
-// 4.6 s in make bench), while a runaway loop still is. API Priority and
+// QPS would make 100 reads wait 40 s; bench/README.md, "Findings", has what
+// lower limits cost a plan), while a runaway loop still is. API Priority and
 // Fairness protects the server either way.
 func DefaultOptions() Options {
 	return Options{

@@ -50,6 +50,24 @@ func newTestClient(t *testing.T, h func(w http.ResponseWriter, r *http.Request, 
 	return c, &calls
 }
 
+// wantRequests fails the test unless the server got n requests; why says
+// what more requests would mean.
+func wantRequests(t *testing.T, calls *atomic.Int32, n int32, why ...string) {
+	t.Helper()
+	if got := calls.Load(); got != n {
+		t.Errorf("%d requests, want %d %v", got, n, why)
+	}
+}
+
+// sliceList is a LIST answer of EndpointSlices at resourceVersion rv.
+func sliceList(rv string, items ...discoveryv1.EndpointSlice) discoveryv1.EndpointSliceList {
+	return discoveryv1.EndpointSliceList{
+		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: rv},
+		Items:    items,
+	}
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -88,9 +106,7 @@ func TestGetServiceReadsTheServiceAndAsksForProtobuf(t *testing.T) {
 	if svc.Name != "web" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "http" {
 		t.Errorf("service = %+v", svc)
 	}
-	if calls.Load() != 1 {
-		t.Errorf("%d requests, want 1", calls.Load())
-	}
+	wantRequests(t, calls, 1)
 }
 
 func TestErrorsThatARetryCannotCureAreGivenAtOnceAndWrapped(t *testing.T) {
@@ -113,9 +129,7 @@ func TestErrorsThatARetryCannotCureAreGivenAtOnceAndWrapped(t *testing.T) {
 			if !tt.is(err) {
 				t.Errorf("error %v lost its API status through wrapping", err)
 			}
-			if calls.Load() != 1 {
-				t.Errorf("%d requests, want 1: this error must not be retried", calls.Load())
-			}
+			wantRequests(t, calls, 1, "this error must not be retried")
 		})
 	}
 }
@@ -132,9 +146,7 @@ func TestTooManyRequestsIsRetriedAfterTheAskedDelay(t *testing.T) {
 	if _, err := c.GetService(context.Background(), "shop", "web"); err != nil {
 		t.Fatal(err)
 	}
-	if calls.Load() != 2 {
-		t.Errorf("%d requests, want 2", calls.Load())
-	}
+	wantRequests(t, calls, 2)
 }
 
 func TestServerErrorsAreRetriedABoundedNumberOfTimes(t *testing.T) {
@@ -148,9 +160,7 @@ func TestServerErrorsAreRetriedABoundedNumberOfTimes(t *testing.T) {
 	if !apierrors.IsServiceUnavailable(err) {
 		t.Errorf("error %v lost its API status", err)
 	}
-	if calls.Load() != 3 {
-		t.Errorf("%d requests, want 3", calls.Load())
-	}
+	wantRequests(t, calls, 3)
 }
 
 func TestADroppedConnectionIsRetried(t *testing.T) {
@@ -174,9 +184,7 @@ func TestADroppedConnectionIsRetried(t *testing.T) {
 	if _, err := c.GetService(context.Background(), "shop", "web"); err != nil {
 		t.Fatal(err)
 	}
-	if calls.Load() != 2 {
-		t.Errorf("%d requests, want 2", calls.Load())
-	}
+	wantRequests(t, calls, 2)
 }
 
 func TestAStalledServerGivesATimeoutErrorInsteadOfHanging(t *testing.T) {
@@ -196,9 +204,7 @@ func TestAStalledServerGivesATimeoutErrorInsteadOfHanging(t *testing.T) {
 	if !strings.Contains(err.Error(), "did not answer within 300ms") {
 		t.Errorf("error = %v, want the bound in it", err)
 	}
-	if calls.Load() != 3 {
-		t.Errorf("%d requests, want 3", calls.Load())
-	}
+	wantRequests(t, calls, 3)
 }
 
 func TestACancelledReadStopsRetrying(t *testing.T) {
@@ -210,9 +216,7 @@ func TestACancelledReadStopsRetrying(t *testing.T) {
 	if _, err := c.GetService(ctx, "shop", "web"); err == nil {
 		t.Fatal("want an error")
 	}
-	if calls.Load() != 1 {
-		t.Errorf("%d requests, want 1", calls.Load())
-	}
+	wantRequests(t, calls, 1)
 }
 
 // slicePages serves the EndpointSlices named in pages, one page per request,
@@ -297,9 +301,7 @@ func TestListEndpointSlicesReadsEveryPage(t *testing.T) {
 	if list.ResourceVersion != "42" {
 		t.Errorf("resourceVersion = %q, want the list's, 42", list.ResourceVersion)
 	}
-	if calls.Load() != 3 {
-		t.Errorf("%d requests, want 3", calls.Load())
-	}
+	wantRequests(t, calls, 3)
 }
 
 func TestListEndpointSlicesOfAServiceWithoutSlicesIsEmptyNotNil(t *testing.T) {
@@ -321,9 +323,7 @@ func TestAnExpiredContinueTokenStartsTheListOver(t *testing.T) {
 		t.Errorf("slices = %s, want each once: a,b,c,d,e", got)
 	}
 	// pages 0, 1, the expired 2, then 0, 1, 2 again
-	if calls.Load() != 6 {
-		t.Errorf("%d requests, want 6", calls.Load())
-	}
+	wantRequests(t, calls, 6)
 }
 
 func TestAContinueTokenThatAlwaysExpiresStartsTheListOverABoundedNumberOfTimes(t *testing.T) {
@@ -371,9 +371,7 @@ func TestOneClientServesConcurrentReads(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if calls.Load() != 20 {
-		t.Errorf("%d requests, want 20", calls.Load())
-	}
+	wantRequests(t, calls, 20)
 }
 
 func TestTheRateLimitIsTheOneAskedForAndSharedByBothAPIGroups(t *testing.T) {
@@ -406,9 +404,7 @@ func TestABodyCutShortIsRetried(t *testing.T) {
 	if _, err := c.GetService(context.Background(), "shop", "web"); err != nil {
 		t.Fatal(err)
 	}
-	if calls.Load() != 2 {
-		t.Errorf("%d requests, want 2", calls.Load())
-	}
+	wantRequests(t, calls, 2)
 }
 
 func TestListNodesReadsEveryPageClusterWideAndKeepsOnlyWhatPoolsNeed(t *testing.T) {

@@ -42,57 +42,56 @@ func event(kind string, obj any) metav1.WatchEvent {
 	return e
 }
 
-func TestWatchEndpointSlicesFollowsEventsUntilDone(t *testing.T) {
-	var watches, lists atomic.Int32
-	c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
+// watchServer answers a LIST of EndpointSlices and a watch of them, and
+// counts each.
+type watchServer struct{ lists, watches atomic.Int32 }
+
+func (s *watchServer) handler(list discoveryv1.EndpointSliceList, watch func(w http.ResponseWriter, r *http.Request)) func(http.ResponseWriter, *http.Request, int32) {
+	return func(w http.ResponseWriter, r *http.Request, _ int32) {
 		if r.URL.Query().Get("watch") != "true" {
-			lists.Add(1)
-			writeJSON(w, 200, discoveryv1.EndpointSliceList{})
+			s.lists.Add(1)
+			writeJSON(w, 200, list)
 			return
 		}
-		watches.Add(1)
+		s.watches.Add(1)
+		watch(w, r)
+	}
+}
+
+// wantWatch watches web from resourceVersion 10 until there are n slices,
+// and expects them named want after watches watches and lists lists.
+func (s *watchServer) wantWatch(t *testing.T, ctx context.Context, c *Client, n int, want string, watches, lists int32) {
+	t.Helper()
+	var got []discoveryv1.EndpointSlice
+	err := c.WatchEndpointSlices(ctx, "shop", "web", SliceList{ResourceVersion: "10"},
+		func(sl []discoveryv1.EndpointSlice) bool { got = sl; return len(sl) == n })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names(got) != want || s.watches.Load() != watches || s.lists.Load() != lists {
+		t.Errorf("slices %s after %d watches and %d lists, want %s after %d and %d", names(got), s.watches.Load(), s.lists.Load(), want, watches, lists)
+	}
+}
+
+func TestWatchEndpointSlicesFollowsEventsUntilDone(t *testing.T) {
+	var srv watchServer
+	c, _ := newTestClient(t, srv.handler(discoveryv1.EndpointSliceList{}, func(w http.ResponseWriter, r *http.Request) {
 		if got := r.URL.Query().Get("resourceVersion"); got != "10" {
 			t.Errorf("watch from resourceVersion %q, want the list's, 10", got)
 		}
 		watchEvents(w, event("ADDED", readySlice("a", "11")), event("ADDED", readySlice("b", "12")))
-	})
-	var got []discoveryv1.EndpointSlice
-	err := c.WatchEndpointSlices(context.Background(), "shop", "web", SliceList{ResourceVersion: "10"},
-		func(s []discoveryv1.EndpointSlice) bool { got = s; return len(s) == 2 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if names(got) != "a,b" || watches.Load() != 1 || lists.Load() != 0 {
-		t.Errorf("slices %s after %d watches and %d lists, want a,b after 1 watch", names(got), watches.Load(), lists.Load())
-	}
+	}))
+	srv.wantWatch(t, context.Background(), c, 2, "a,b", 1, 0)
 }
 
 func TestWatchEndpointSlicesListsAgainWhenItsVersionIsTooOld(t *testing.T) {
-	var watches, lists atomic.Int32
-	c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
-		if r.URL.Query().Get("watch") != "true" {
-			lists.Add(1)
-			writeJSON(w, 200, discoveryv1.EndpointSliceList{
-				TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
-				ListMeta: metav1.ListMeta{ResourceVersion: "20"},
-				Items:    []discoveryv1.EndpointSlice{readySlice("a", "20")},
-			})
-			return
-		}
-		watches.Add(1)
+	var srv watchServer
+	c, _ := newTestClient(t, srv.handler(sliceList("20", readySlice("a", "20")), func(w http.ResponseWriter, r *http.Request) {
 		expired := apierrors.NewResourceExpired("too old resource version: 10 (15)").Status()
 		expired.APIVersion, expired.Kind = "v1", "Status"
 		watchEvents(w, event("ERROR", expired))
-	})
-	var got []discoveryv1.EndpointSlice
-	err := c.WatchEndpointSlices(context.Background(), "shop", "web", SliceList{ResourceVersion: "10"},
-		func(s []discoveryv1.EndpointSlice) bool { got = s; return len(s) == 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if names(got) != "a" || watches.Load() != 1 || lists.Load() != 1 {
-		t.Errorf("slices %s after %d watches and %d lists, want a after 1 watch and 1 list", names(got), watches.Load(), lists.Load())
-	}
+	}))
+	srv.wantWatch(t, context.Background(), c, 1, "a", 1, 1)
 }
 
 func TestWatchEndpointSlicesStopsWhenTheWaitEnds(t *testing.T) {
@@ -197,29 +196,11 @@ func TestAnErrorEventThatANewWatchWouldNotCureFailsTheWait(t *testing.T) {
 }
 
 func TestAWatchRefusedForATooOldVersionListsAgain(t *testing.T) {
-	var watches, lists atomic.Int32
-	c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
-		if r.URL.Query().Get("watch") != "true" {
-			lists.Add(1)
-			writeJSON(w, 200, discoveryv1.EndpointSliceList{
-				TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
-				ListMeta: metav1.ListMeta{ResourceVersion: "20"},
-				Items:    []discoveryv1.EndpointSlice{readySlice("a", "20")},
-			})
-			return
-		}
-		watches.Add(1)
+	var srv watchServer
+	c, _ := newTestClient(t, srv.handler(sliceList("20", readySlice("a", "20")), func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewResourceExpired("too old resource version: 10 (15)"))
-	})
+	}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var got []discoveryv1.EndpointSlice
-	err := c.WatchEndpointSlices(ctx, "shop", "web", SliceList{ResourceVersion: "10"},
-		func(s []discoveryv1.EndpointSlice) bool { got = s; return len(s) == 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if names(got) != "a" || watches.Load() != 1 || lists.Load() != 1 {
-		t.Errorf("slices %s after %d watches and %d lists, want a after 1 watch and 1 list", names(got), watches.Load(), lists.Load())
-	}
+	srv.wantWatch(t, ctx, c, 1, "a", 1, 1)
 }

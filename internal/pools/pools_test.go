@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
@@ -32,10 +33,10 @@ func slice(service string, addresses ...string) discoveryv1.EndpointSlice {
 			Labels: map[string]string{discoveryv1.LabelServiceName: service},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
 	}
 	for _, a := range addresses {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, NodeName: ptr("node-a")})
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, NodeName: ptr.To("node-a")})
 	}
 	return s
 }
@@ -49,8 +50,6 @@ func node(name, ip string) corev1.Node {
 		},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func addresses(eps []endpoints.Endpoint) []string {
 	out := []string{}

@@ -2,14 +2,19 @@ package provider
 
 import (
 	"fmt"
+	"regexp"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 // The builders of the tests: objects of the cluster, fixtures of the stand-in
@@ -30,7 +35,7 @@ func webSlice(name string, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlic
 	return discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
 		Endpoints:   eps,
 	}
 }
@@ -38,14 +43,12 @@ func webSlice(name string, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlic
 func readyPod(addr, pod, node, zone string) discoveryv1.Endpoint {
 	return discoveryv1.Endpoint{
 		Addresses:  []string{addr},
-		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: pod},
-		NodeName:   ptr(node),
-		Zone:       ptr(zone),
+		NodeName:   ptr.To(node),
+		Zone:       ptr.To(zone),
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 var httpPort = corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}
 
@@ -102,7 +105,7 @@ func manyEndpoints(service string, n int) (corev1.Service, []discoveryv1.Endpoin
 				Labels:    map[string]string{discoveryv1.LabelServiceName: service},
 			},
 			AddressType: family,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8000 + s%3))}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8000 + s%3))}},
 		}
 		switch s % 5 {
 		case 2:
@@ -153,25 +156,25 @@ func manyEndpoint(family discoveryv1.AddressType, i int) discoveryv1.Endpoint {
 	switch i % 6 {
 	case 0: // no conditions at all: ready
 	case 1, 2:
-		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)}
+		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}
 	case 3: // draining
-		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
 	case 4: // gone
-		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(false), Terminating: ptr(true)}
+		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(true)}
 	case 5: // starting
-		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false)}
+		ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false)}
 	}
 	if i%7 != 0 {
 		ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: fmt.Sprintf("pod-%d", i)}
 	}
 	if i%5 != 0 {
-		ep.NodeName = ptr(fmt.Sprintf("node-%d", i%17))
+		ep.NodeName = ptr.To(fmt.Sprintf("node-%d", i%17))
 	}
 	if i%9 != 0 {
-		ep.Zone = ptr("zone-" + string(rune('a'+i%3)))
+		ep.Zone = ptr.To("zone-" + string(rune('a'+i%3)))
 	}
 	if i%4 == 0 {
-		ep.Hostname = ptr(fmt.Sprintf("host-%d", i))
+		ep.Hostname = ptr.To(fmt.Sprintf("host-%d", i))
 	}
 	return ep
 }
@@ -209,7 +212,7 @@ func fleetFixture(t testing.TB) *standInAPIServer {
 		return s
 	}
 	draining := readyPod("10.0.0.9", "web-9", "node-a", "zone-a")
-	draining.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+	draining.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
 	api.addSlices(
 		slice("shop", "web", "web-a", discoveryv1.AddressTypeIPv4,
 			readyPod("10.0.0.2", "web-2", "node-b", "zone-b"), readyPod("10.0.0.1", "web-1", "node-a", "zone-a"), draining),
@@ -341,4 +344,80 @@ func checkedNodeEntry(addr string, port int64, node, zone string, local int64, h
 		"local_endpoints": knownvalue.Int64Exact(local),
 		"health_check":    healthCheck,
 	})
+}
+
+// standInTest plans config (the data sources, after the provider block of
+// a cluster that api serves) once as a unit test, and checks its state.
+func standInTest(t *testing.T, api *standInAPIServer, config string, checks ...statecheck.StateCheck) {
+	t.Helper()
+	unitSteps(t, resource.TestStep{
+		Config:            api.config(t, config),
+		ConfigStateChecks: checks,
+	})
+}
+
+// refusedConfig is a case of a configuration the provider refuses: the
+// lines it differs by, and the error it must get.
+type refusedConfig struct {
+	name string
+	args string
+	want *regexp.Regexp
+}
+
+// expectRefused plans each case's configuration (config of its lines) on a
+// machine without kubeconfig or credentials, and expects its error.
+func expectRefused(t *testing.T, cases []refusedConfig, config func(lines string) string) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			isolateFromMachine(t)
+			resource.UnitTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: testProviderFactories,
+				Steps:                    []resource.TestStep{{Config: config(tt.args), ExpectError: tt.want}},
+			})
+		})
+	}
+}
+
+// unconfiguredProvider is a provider block whose kubeconfig does not exist:
+// an error about it would mean the provider was configured before the
+// arguments were checked.
+const unconfiguredProvider = `provider "k8s" { kubeconfig = "/nonexistent/kubeconfig" }` + "\n"
+
+// parallelSteps runs the steps as an acceptance test, parallel to the
+// others.
+func parallelSteps(t *testing.T, steps ...resource.TestStep) {
+	t.Helper()
+	resource.ParallelTest(t, resource.TestCase{ProtoV6ProviderFactories: testProviderFactories, Steps: steps})
+}
+
+// readsOnePod is the step that reads web in ns (dataSource with args) and
+// finds the one pod, web-1 at ip, of webWithOneReadyPod.
+func (c *testCluster) readsOnePod(ns, args, ip string) resource.TestStep {
+	return resource.TestStep{
+		Config:            c.providerConfig() + dataSource(ns, args),
+		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint(ip, 8080, "IPv4", "web-1"))},
+	}
+}
+
+// oneReadyPod is the acceptance cluster and a new namespace of it with
+// webWithOneReadyPod at ip.
+func oneReadyPod(t *testing.T, ip string) (*testCluster, string) {
+	t.Helper()
+	c := accCluster(t)
+	ns := c.namespace(t)
+	c.webWithOneReadyPod(t, ns, ip)
+	return c, ns
+}
+
+// unitSteps runs the steps as a unit test.
+func unitSteps(t *testing.T, steps ...resource.TestStep) {
+	t.Helper()
+	resource.UnitTest(t, resource.TestCase{ProtoV6ProviderFactories: testProviderFactories, Steps: steps})
+}
+
+// webValue checks the value at the top-level attribute named of
+// data.k8s_ready_endpoints.web.
+func webValue(attribute string, value knownvalue.Check) statecheck.StateCheck {
+	return statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New(attribute), value)
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hashicorp/go-version"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
@@ -166,11 +165,7 @@ data "k8s_ready_endpoints" "nodes" {
 }
 `, ns, r.selector()) + ctsModuleShapes(t, "data.k8s_ready_endpoints.pods", "data.k8s_ready_endpoints.nodes")
 	resource.Test(t, resource.TestCase{
-		// Terraform 1.15.0's init refuses a provider function in a configuration
-		// that calls modules when the provider is not installed by init (here
-		// served by the test, as with dev_overrides): "Unknown provider
-		// function". Seen on 1.15.0 only; 1.11 and OpenTofu 1.12 pass.
-		TerraformVersionChecks: []tfversion.TerraformVersionCheck{skipWithoutFunctions{}, tfversion.SkipAbove(version.Must(version.NewVersion("1.14.99")))},
+		TerraformVersionChecks: []tfversion.TerraformVersionCheck{skipWithoutFunctions{}},
 		Steps: []resource.TestStep{functionStep(t, config, ctsModuleShapeChecks(ns, map[string][]ctsMember{
 			"web":       {{"10.244.9.2", 8080}, {"10.244.9.3", 8080}, {"fd00:10:244:9::2", 8080}, {"fd00:10:244:9::3", 8080}},
 			"web-nodes": {{"172.31.9.1", nodePort}, {"172.31.9.2", nodePort}},

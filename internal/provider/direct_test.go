@@ -298,7 +298,7 @@ func TestTheCLITestsRunBothPaths(t *testing.T) {
 	validations := pathsServed.directValidations.Load()
 	resource.UnitTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviderFactories,
-		Steps:                    []resource.TestStep{{Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + readWeb}},
+		Steps:                    []resource.TestStep{{Config: api.config(t, readWeb)}},
 	})
 	if got := pathsServed.directReads.Load() - reads; got == 0 {
 		t.Error("no read was served directly")

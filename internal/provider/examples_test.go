@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
@@ -63,7 +64,7 @@ var readyProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev
 func (p examplePod) endpoint(addr string) discoveryv1.Endpoint {
 	e := readyPod(addr, p.name, p.node, "zone-a")
 	if !p.ready {
-		e.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+		e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
 	}
 	return e
 }
@@ -90,7 +91,7 @@ func exampleCluster(t *testing.T, pool examplePool) string {
 			slice := discoveryv1.EndpointSlice{
 				ObjectMeta:  metav1.ObjectMeta{Namespace: "shop", Name: name + "-" + strings.ToLower(string(family)), Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 				AddressType: family,
-				Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}},
+				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
 			}
 			for _, p := range examplePods[pool] {
 				addr := p.v4

@@ -20,6 +20,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 )
@@ -124,7 +125,7 @@ func (c *testCluster) manySlices(t *testing.T, ns string, n int) []knownvalue.Ch
 				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "tf-acc-tests",
 			}},
 			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
 		}
 		if _, err := c.client.DiscoveryV1().EndpointSlices(ns).Create(c.ctx(t), s, metav1.CreateOptions{}); err != nil {

@@ -9,12 +9,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
 )
 
 // drainingPod is a pod in its grace period: terminating, not ready, still serving.
 func drainingPod(addr, pod string) discoveryv1.Endpoint {
 	e := readyPod(addr, pod, "node-a", "zone-a")
-	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
 	return e
 }
 
@@ -48,29 +49,26 @@ data "k8s_services" "all" {
 			draining = "The pool also has 2 draining endpoint(s)"
 		}
 		t.Run(policy, func(t *testing.T) {
-			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviderFactories,
-				Steps: []resource.TestStep{
-					{
-						Config: readyEndpoints(1),
-						ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
-							tfjsonpath.New("endpoints"), knownvalue.ListSizeExact(inPool))},
-					},
-					{
-						Config:      readyEndpoints(2),
-						ExpectError: phrase("Too Few Ready Endpoints", "Service default/web has too few ready endpoints: found 1, asked for 2 (min_ready).", draining),
-					},
-					{
-						Config: services(1),
-						ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_services.all",
-							tfjsonpath.New("services").AtMapKey("default/web").AtMapKey("endpoints"), knownvalue.ListSizeExact(inPool))},
-					},
-					{
-						Config:      services(2),
-						ExpectError: phrase("Too Few Ready Endpoints", "1 Service(s) have fewer than min_ready = 2 ready endpoint(s): default/web (1)."),
-					},
+			unitSteps(t,
+				resource.TestStep{
+					Config: readyEndpoints(1),
+					ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
+						tfjsonpath.New("endpoints"), knownvalue.ListSizeExact(inPool))},
 				},
-			})
+				resource.TestStep{
+					Config:      readyEndpoints(2),
+					ExpectError: phrase("Too Few Ready Endpoints", "Service default/web has too few ready endpoints: found 1, asked for 2 (min_ready).", draining),
+				},
+				resource.TestStep{
+					Config: services(1),
+					ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_services.all",
+						tfjsonpath.New("services").AtMapKey("default/web").AtMapKey("endpoints"), knownvalue.ListSizeExact(inPool))},
+				},
+				resource.TestStep{
+					Config:      services(2),
+					ExpectError: phrase("Too Few Ready Endpoints", "1 Service(s) have fewer than min_ready = 2 ready endpoint(s): default/web (1)."),
+				},
+			)
 		})
 	}
 }
@@ -82,27 +80,24 @@ func TestMinReadyRefusesAPoolOfDrainingPodsOnly(t *testing.T) {
 	api.addService(webService("default", httpPort))
 	api.addSlices(webSlice("web-a", drainingPod("10.0.0.2", "web-2"), drainingPod("10.0.0.3", "web-3")))
 	provider := clusterConfig(t, map[string]string{"stand-in": api.URL})
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: provider + `
+	unitSteps(t,
+		resource.TestStep{
+			Config: provider + `
 data "k8s_ready_endpoints" "web" {
   service               = "web"
   terminating_endpoints = "fallback"
 }`,
-				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
-					tfjsonpath.New("endpoints"), knownvalue.ListSizeExact(2))},
-			},
-			{
-				Config: provider + `
+			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
+				tfjsonpath.New("endpoints"), knownvalue.ListSizeExact(2))},
+		},
+		resource.TestStep{
+			Config: provider + `
 data "k8s_ready_endpoints" "web" {
   service               = "web"
   terminating_endpoints = "fallback"
   min_ready             = 1
 }`,
-				ExpectError: phrase("found 0, asked for 1 (min_ready).", "The pool also has 2 draining endpoint(s)"),
-			},
+			ExpectError: phrase("found 0, asked for 1 (min_ready).", "The pool also has 2 draining endpoint(s)"),
 		},
-	})
+	)
 }

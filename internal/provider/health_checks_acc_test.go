@@ -69,54 +69,51 @@ data "k8s_ready_endpoints" "web" {
 		return out
 	}
 	endpoints := tfjsonpath.New("endpoints")
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config:            config(withoutPods, ""),
-				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints.AtSliceIndex(0).AtMapKey("health_check"), knownvalue.Null())},
+	parallelSteps(t,
+		resource.TestStep{
+			Config:            config(withoutPods, ""),
+			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints.AtSliceIndex(0).AtMapKey("health_check"), knownvalue.Null())},
+		},
+		resource.TestStep{
+			PreConfig: func() {
+				if n := proxy.count("LIST pods"); n != 0 {
+					t.Errorf("%d LISTs of pods without pod_health_checks, want none", n)
+				}
 			},
-			{
-				PreConfig: func() {
-					if n := proxy.count("LIST pods"); n != 0 {
-						t.Errorf("%d LISTs of pods without pod_health_checks, want none", n)
-					}
-				},
-				Config: config(withoutPods, "pod_health_checks = true"),
-				ExpectError: phrase("Permission Denied Listing Pods", "`list` on `pods`", "pod_health_checks",
-					"list pods in namespace", "forbidden"),
+			Config: config(withoutPods, "pod_health_checks = true"),
+			ExpectError: phrase("Permission Denied Listing Pods", "`list` on `pods`", "pod_health_checks",
+				"list pods in namespace", "forbidden"),
+		},
+		resource.TestStep{
+			PreConfig:         func() { proxy.reset() },
+			Config:            config(withPods, "pod_health_checks = true"),
+			ConfigStateChecks: expectChecks("data.k8s_ready_endpoints.web", endpoints),
+		},
+		resource.TestStep{
+			// The plan and apply of the step above each read once.
+			PreConfig: func() {
+				reads := proxy.count("GET services")
+				if reads == 0 || proxy.count("LIST endpointslices") != reads || proxy.count("LIST pods") != reads || proxy.total() != 3*reads {
+					t.Errorf("requests %v: want one GET of the Service, one LIST of endpointslices and one of pods per read, nothing else", proxy.snapshot())
+				}
 			},
-			{
-				PreConfig:         func() { proxy.reset() },
-				Config:            config(withPods, "pod_health_checks = true"),
-				ConfigStateChecks: expectChecks("data.k8s_ready_endpoints.web", endpoints),
-			},
-			{
-				// The plan and apply of the step above each read once.
-				PreConfig: func() {
-					reads := proxy.count("GET services")
-					if reads == 0 || proxy.count("LIST endpointslices") != reads || proxy.count("LIST pods") != reads || proxy.total() != 3*reads {
-						t.Errorf("requests %v: want one GET of the Service, one LIST of endpointslices and one of pods per read, nothing else", proxy.snapshot())
-					}
-				},
-				Config:   config(withPods, "pod_health_checks = true"),
-				PlanOnly: true,
-			},
-			{
-				Config: config(withPods, `
+			Config:   config(withPods, "pod_health_checks = true"),
+			PlanOnly: true,
+		},
+		resource.TestStep{
+			Config: config(withPods, `
   target            = "nodes"
   pod_health_checks = true`),
-				ExpectError: phrase("Pod Argument With Node Target", "pod_health_checks", `set target = "pods"`),
-			},
-			{
-				Config: c.providerConfig() + fmt.Sprintf(`
+			ExpectError: phrase("Pod Argument With Node Target", "pod_health_checks", `set target = "pods"`),
+		},
+		resource.TestStep{
+			Config: c.providerConfig() + fmt.Sprintf(`
 data "k8s_services" "f" {
   namespace         = %q
   pod_health_checks = true
 }
 `, ns),
-				ConfigStateChecks: expectChecks("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web").AtMapKey("endpoints")),
-			},
+			ConfigStateChecks: expectChecks("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web").AtMapKey("endpoints")),
 		},
-	})
+	)
 }

@@ -252,85 +252,82 @@ data "k8s_ready_endpoints" "web" {
 `, ns, service, r.selector(), args)
 	}
 	endpoints := tfjsonpath.New("endpoints")
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				// Cluster: every eligible node, each with its pods.
-				Config: read("web", ""),
-				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-					accNodeEntry("172.31.0.1", cluster, a, "tf-acc-z1", 2),
-					accNodeEntry("172.31.0.2", cluster, b, "tf-acc-z2", 1),
-					accNodeEntry("172.31.0.3", cluster, noZone, "", 0),
-					accNodeEntry("172.31.0.4", cluster, keptByFalse, "tf-acc-z1", 0),
-				}))},
-			},
-			{
-				// Local: only the eligible nodes that run a pod.
-				Config: read("web-local", ""),
-				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-					accNodeEntry("172.31.0.1", local, a, "tf-acc-z1", 2),
-					accNodeEntry("172.31.0.2", local, b, "tf-acc-z2", 1),
-				}))},
-			},
-			{
-				// A LoadBalancer Service has node ports too; with Local, its
-				// nodes are checked on the healthCheckNodePort the API server
-				// allocated.
-				Config: read("web-lb", ""),
-				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-					checkedNodeEntry("172.31.0.1", lb, a, "tf-acc-z1", 2, nodeHealthCheck(lbHealth, "healthCheckNodePort")),
-					checkedNodeEntry("172.31.0.2", lb, b, "tf-acc-z2", 1, nodeHealthCheck(lbHealth, "healthCheckNodePort")),
-				}))},
-			},
-			{
-				// kube-proxy's health port elsewhere: the Cluster Service's
-				// nodes are checked there.
-				Config: read("web", "kube_proxy_health_port = 10299"),
-				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints.AtSliceIndex(0).AtMapKey("health_check"),
-					nodeHealthCheck(10299, "kube-proxy"))},
-			},
-			{
-				// With ExternalIP, the nodes that have one: node a, and the
-				// node left out above for having no InternalIP.
-				Config: read("web", `node_address_type = "ExternalIP"`),
-				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-					accNodeEntry("198.51.100.1", cluster, a, "tf-acc-z1", 2),
-					accNodeEntry("198.51.100.16", cluster, noInternalIP, "tf-acc-z1", 0),
-				}))},
-			},
-			{
-				Config: read("internal", ""),
-				ExpectError: phrase("Service Port Without NodePort", fmt.Sprintf(`port "http" of Service %s/internal`, ns), "type ClusterIP",
-					"Make the Service of type NodePort or LoadBalancer"),
-			},
-			{
-				// k8s_services: the same pools from one read, the ClusterIP
-				// Service skipped with the reason.
-				Config: c.providerConfig() + fmt.Sprintf(`
+	parallelSteps(t,
+		resource.TestStep{
+			// Cluster: every eligible node, each with its pods.
+			Config: read("web", ""),
+			ConfigStateChecks: []statecheck.StateCheck{webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
+				accNodeEntry("172.31.0.1", cluster, a, "tf-acc-z1", 2),
+				accNodeEntry("172.31.0.2", cluster, b, "tf-acc-z2", 1),
+				accNodeEntry("172.31.0.3", cluster, noZone, "", 0),
+				accNodeEntry("172.31.0.4", cluster, keptByFalse, "tf-acc-z1", 0),
+			}))},
+		},
+		resource.TestStep{
+			// Local: only the eligible nodes that run a pod.
+			Config: read("web-local", ""),
+			ConfigStateChecks: []statecheck.StateCheck{webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
+				accNodeEntry("172.31.0.1", local, a, "tf-acc-z1", 2),
+				accNodeEntry("172.31.0.2", local, b, "tf-acc-z2", 1),
+			}))},
+		},
+		resource.TestStep{
+			// A LoadBalancer Service has node ports too; with Local, its
+			// nodes are checked on the healthCheckNodePort the API server
+			// allocated.
+			Config: read("web-lb", ""),
+			ConfigStateChecks: []statecheck.StateCheck{webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
+				checkedNodeEntry("172.31.0.1", lb, a, "tf-acc-z1", 2, nodeHealthCheck(lbHealth, "healthCheckNodePort")),
+				checkedNodeEntry("172.31.0.2", lb, b, "tf-acc-z2", 1, nodeHealthCheck(lbHealth, "healthCheckNodePort")),
+			}))},
+		},
+		resource.TestStep{
+			// kube-proxy's health port elsewhere: the Cluster Service's
+			// nodes are checked there.
+			Config: read("web", "kube_proxy_health_port = 10299"),
+			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints.AtSliceIndex(0).AtMapKey("health_check"),
+				nodeHealthCheck(10299, "kube-proxy"))},
+		},
+		resource.TestStep{
+			// With ExternalIP, the nodes that have one: node a, and the
+			// node left out above for having no InternalIP.
+			Config: read("web", `node_address_type = "ExternalIP"`),
+			ConfigStateChecks: []statecheck.StateCheck{webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
+				accNodeEntry("198.51.100.1", cluster, a, "tf-acc-z1", 2),
+				accNodeEntry("198.51.100.16", cluster, noInternalIP, "tf-acc-z1", 0),
+			}))},
+		},
+		resource.TestStep{
+			Config: read("internal", ""),
+			ExpectError: phrase("Service Port Without NodePort", fmt.Sprintf(`port "http" of Service %s/internal`, ns), "type ClusterIP",
+				"Make the Service of type NodePort or LoadBalancer"),
+		},
+		resource.TestStep{
+			// k8s_services: the same pools from one read, the ClusterIP
+			// Service skipped with the reason.
+			Config: c.providerConfig() + fmt.Sprintf(`
 data "k8s_services" "f" {
   namespace     = %q
   target        = "nodes"
   node_selector = %q
 }
 `, ns, r.selector()),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web-local").AtMapKey("endpoints"), knownvalue.ListExact([]knownvalue.Check{
-						accNodeEntry("172.31.0.1", local, a, "tf-acc-z1", 2),
-						accNodeEntry("172.31.0.2", local, b, "tf-acc-z2", 1),
-					})),
-					statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web").AtMapKey("endpoints"), knownvalue.ListSizeExact(4)),
-					statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("skipped"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.ObjectExact(map[string]knownvalue.Check{
-							"namespace": knownvalue.StringExact(ns), "name": knownvalue.StringExact("internal"),
-							"reason": knownvalue.StringExact(fmt.Sprintf("port http of service %s/internal has no nodePort (the Service is of type ClusterIP): "+
-								"a node pool needs a NodePort or LoadBalancer Service that allocates node ports", ns)),
-						}),
-					})),
-				},
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web-local").AtMapKey("endpoints"), knownvalue.ListExact([]knownvalue.Check{
+					accNodeEntry("172.31.0.1", local, a, "tf-acc-z1", 2),
+					accNodeEntry("172.31.0.2", local, b, "tf-acc-z2", 1),
+				})),
+				statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web").AtMapKey("endpoints"), knownvalue.ListSizeExact(4)),
+				statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("skipped"), knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.ObjectExact(map[string]knownvalue.Check{
+						"namespace": knownvalue.StringExact(ns), "name": knownvalue.StringExact("internal"),
+						"reason": knownvalue.StringExact(fmt.Sprintf("port http of service %s/internal has no nodePort (the Service is of type ClusterIP): "+
+							"a node pool needs a NodePort or LoadBalancer Service that allocates node ports", ns)),
+					}),
+				})),
 			},
 		},
-	})
+	)
 }
 
 // A node read is three requests, counted at a proxy: the Service, its
@@ -359,31 +356,28 @@ data "k8s_ready_endpoints" "web" {
 }
 `, ns, r.selector())
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: config(withoutNodes),
-				ExpectError: phrase("Permission Denied Listing Nodes", "`list` on `nodes`", "ClusterRole", "ClusterRoleBinding",
-					"list nodes:", "forbidden"),
-			},
-			{
-				PreConfig: func() { proxy.reset() },
-				Config:    config(withNodes),
-				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"),
-					knownvalue.ListExact([]knownvalue.Check{accNodeEntry("172.31.1.1", port, a, "tf-acc-z1", 1)}))},
-			},
-			{
-				// The plan and apply of the step above each read once.
-				PreConfig: func() {
-					reads := proxy.count("GET services")
-					if reads == 0 || proxy.count("LIST endpointslices") != reads || proxy.count("LIST nodes") != reads || proxy.total() != 3*reads {
-						t.Errorf("requests %v: want one GET of the Service, one LIST of endpointslices and one of nodes per read, nothing else", proxy.snapshot())
-					}
-				},
-				Config:   config(withNodes),
-				PlanOnly: true,
-			},
+	parallelSteps(t,
+		resource.TestStep{
+			Config: config(withoutNodes),
+			ExpectError: phrase("Permission Denied Listing Nodes", "`list` on `nodes`", "ClusterRole", "ClusterRoleBinding",
+				"list nodes:", "forbidden"),
 		},
-	})
+		resource.TestStep{
+			PreConfig: func() { proxy.reset() },
+			Config:    config(withNodes),
+			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"),
+				knownvalue.ListExact([]knownvalue.Check{accNodeEntry("172.31.1.1", port, a, "tf-acc-z1", 1)}))},
+		},
+		resource.TestStep{
+			// The plan and apply of the step above each read once.
+			PreConfig: func() {
+				reads := proxy.count("GET services")
+				if reads == 0 || proxy.count("LIST endpointslices") != reads || proxy.count("LIST nodes") != reads || proxy.total() != 3*reads {
+					t.Errorf("requests %v: want one GET of the Service, one LIST of endpointslices and one of nodes per read, nothing else", proxy.snapshot())
+				}
+			},
+			Config:   config(withNodes),
+			PlanOnly: true,
+		},
+	)
 }

@@ -8,18 +8,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
-	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestNodeArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
-	tests := []struct {
-		name string
-		args string
-		want *regexp.Regexp
-	}{
+	tests := []refusedConfig{
 		{"an unknown target", `target = "vms"`, phrase("Attribute target value must be one of", `"pods"`, `"nodes"`, `"vms"`)},
 		{"an address type that is not a node IP", `
   target            = "nodes"
@@ -45,18 +40,11 @@ func TestNodeArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
 		"k8s_ready_endpoints": `data "k8s_ready_endpoints" "web" {` + "\n  service = \"web\"",
 		"k8s_services":        `data "k8s_services" "all" {`,
 	} {
-		for _, tt := range tests {
-			t.Run(name+" "+tt.name, func(t *testing.T) {
-				isolateFromMachine(t)
-				resource.UnitTest(t, resource.TestCase{
-					ProtoV6ProviderFactories: testProviderFactories,
-					Steps: []resource.TestStep{{
-						Config:      `provider "k8s" { kubeconfig = "/nonexistent/kubeconfig" }` + "\n" + dataSource + "\n  " + tt.args + "\n}\n",
-						ExpectError: tt.want,
-					}},
-				})
+		t.Run(name, func(t *testing.T) {
+			expectRefused(t, tests, func(args string) string {
+				return unconfiguredProvider + dataSource + "\n  " + args + "\n}\n"
 			})
-		}
+		})
 	}
 }
 
@@ -64,58 +52,54 @@ func TestReadyEndpointsGivesNodesWithTheirLocalEndpoints(t *testing.T) {
 	local := nodesFixture(t, corev1.ServiceExternalTrafficPolicyLocal)
 	cluster := nodesFixture(t, corev1.ServiceExternalTrafficPolicyCluster)
 	read := func(api *standInAPIServer, args string) string {
-		return clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+		return api.config(t, `
 data "k8s_ready_endpoints" "web" {
   service = "web"
   target  = "nodes"
-  ` + args + `
+  `) + args + `
 }`
 	}
-	endpoints := tfjsonpath.New("endpoints")
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				// Local: only the nodes that run a pod, each with its count.
-				Config: read(local, ""),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-						nodeValue("192.168.0.1", "node-a", "zone-a", 2),
-						nodeValue("192.168.0.2", "node-b", "zone-b", 1),
-					})),
-				},
-			},
-			{
-				// Cluster: every eligible node; the excluded one is not.
-				Config: read(cluster, ""),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-						nodeValue("192.168.0.1", "node-a", "zone-a", 2),
-						nodeValue("192.168.0.2", "node-b", "zone-b", 1),
-						nodeValue("192.168.0.3", "node-c", "zone-a", 0),
-					})),
-				},
-			},
-			{
-				Config: read(cluster, `node_selector = "pool=batch"`),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-						nodeValue("192.168.0.3", "node-c", "zone-a", 0),
-					})),
-				},
-			},
-			{
-				// node-c has no ExternalIP.
-				Config: read(cluster, `node_address_type = "ExternalIP"`),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", endpoints, knownvalue.ListExact([]knownvalue.Check{
-						nodeValue("203.0.113.1", "node-a", "zone-a", 2),
-						nodeValue("203.0.113.2", "node-b", "zone-b", 1),
-					})),
-				},
+	unitSteps(t,
+		resource.TestStep{
+			// Local: only the nodes that run a pod, each with its count.
+			Config: read(local, ""),
+			ConfigStateChecks: []statecheck.StateCheck{
+				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
+					nodeValue("192.168.0.1", "node-a", "zone-a", 2),
+					nodeValue("192.168.0.2", "node-b", "zone-b", 1),
+				})),
 			},
 		},
-	})
+		resource.TestStep{
+			// Cluster: every eligible node; the excluded one is not.
+			Config: read(cluster, ""),
+			ConfigStateChecks: []statecheck.StateCheck{
+				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
+					nodeValue("192.168.0.1", "node-a", "zone-a", 2),
+					nodeValue("192.168.0.2", "node-b", "zone-b", 1),
+					nodeValue("192.168.0.3", "node-c", "zone-a", 0),
+				})),
+			},
+		},
+		resource.TestStep{
+			Config: read(cluster, `node_selector = "pool=batch"`),
+			ConfigStateChecks: []statecheck.StateCheck{
+				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
+					nodeValue("192.168.0.3", "node-c", "zone-a", 0),
+				})),
+			},
+		},
+		resource.TestStep{
+			// node-c has no ExternalIP.
+			Config: read(cluster, `node_address_type = "ExternalIP"`),
+			ConfigStateChecks: []statecheck.StateCheck{
+				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
+					nodeValue("203.0.113.1", "node-a", "zone-a", 2),
+					nodeValue("203.0.113.2", "node-b", "zone-b", 1),
+				})),
+			},
+		},
+	)
 }
 
 // A read of nodes makes three requests: the Service, its slices, the nodes.

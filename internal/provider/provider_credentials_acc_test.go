@@ -36,10 +36,15 @@ func (c *testCluster) caPEM(t *testing.T) string {
 // webWithOneReadyPod made at 10.244.12.1.
 var readsWeb = []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.12.1", 8080, "IPv4", "web-1"))}
 
+// expectReadsWeb reads web in ns with the provider block given, and
+// expects readsWeb.
+func expectReadsWeb(t *testing.T, ns, provider string) {
+	t.Helper()
+	parallelSteps(t, resource.TestStep{Config: provider + dataSource(ns, ""), ConfigStateChecks: readsWeb})
+}
+
 func TestAccInlineHostTokenAndCA(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.12.1")
+	c, ns := oneReadyPod(t, "10.244.12.1")
 	token := c.identityToken(t, ns, "inline", documentedRole)
 	otherCA, _ := selfSignedPEM(t, "not-this-cluster")
 	inline := func(ca string) string {
@@ -50,17 +55,14 @@ provider "k8s" {
   token                  = %q
 }`, c.rest.Host, ca, token) + dataSource(ns, "")
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{Config: inline(c.caPEM(t)), ConfigStateChecks: readsWeb},
-			{
-				Config: inline(otherCA),
-				ExpectError: phrase("Unable to Read Service", "TLS certificate was not accepted",
-					fmt.Sprintf("get service %s/web:", ns), "certificate signed by unknown authority"),
-			},
+	parallelSteps(t,
+		resource.TestStep{Config: inline(c.caPEM(t)), ConfigStateChecks: readsWeb},
+		resource.TestStep{
+			Config: inline(otherCA),
+			ExpectError: phrase("Unable to Read Service", "TLS certificate was not accepted",
+				fmt.Sprintf("get service %s/web:", ns), "certificate signed by unknown authority"),
 		},
-	})
+	)
 }
 
 func TestAccInlineClientCertificate(t *testing.T) {
@@ -76,25 +78,17 @@ func TestAccInlineClientCertificate(t *testing.T) {
 	ns := c.namespace(t)
 	c.webWithOneReadyPod(t, ns, "10.244.12.1")
 	c.grantDocumentedRole(t, ns, rbacUser("cert-user"))
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: fmt.Sprintf(`
+	expectReadsWeb(t, ns, fmt.Sprintf(`
 provider "k8s" {
   host                   = %q
   cluster_ca_certificate = %q
   client_certificate     = %q
   client_key             = %q
-}`, c.rest.Host, c.caPEM(t), cert, key) + dataSource(ns, ""),
-			ConfigStateChecks: readsWeb,
-		}},
-	})
+}`, c.rest.Host, c.caPEM(t), cert, key))
 }
 
 func TestAccInlineExecPlugin(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.12.1")
+	c, ns := oneReadyPod(t, "10.244.12.1")
 	token := c.identityToken(t, ns, "exec", documentedRole)
 	// A credential plugin as small as they come: it checks its argument and
 	// prints an ExecCredential with the token it is given in its environment.
@@ -106,10 +100,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
 	if err := os.Chmod(plugin, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: fmt.Sprintf(`
+	expectReadsWeb(t, ns, fmt.Sprintf(`
 provider "k8s" {
   host                   = %q
   cluster_ca_certificate = %q
@@ -119,18 +110,13 @@ provider "k8s" {
     args        = ["get-token", "--cluster", "acc"]
     env         = { ACC_TOKEN = %q }
   }
-}`, c.rest.Host, c.caPEM(t), plugin, token) + dataSource(ns, ""),
-			ConfigStateChecks: readsWeb,
-		}},
-	})
+}`, c.rest.Host, c.caPEM(t), plugin, token))
 }
 
 // TestAccHostFromAResourceNotYetCreated is the configuration of a cluster made
 // in the same apply: the provider's host is unknown while planning.
 func TestAccHostFromAResourceNotYetCreated(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.12.1")
+	c, ns := oneReadyPod(t, "10.244.12.1")
 	token := c.identityToken(t, ns, "later", documentedRole)
 	config := func(dataSourceExtra string) string {
 		return fmt.Sprintf(`
@@ -143,22 +129,19 @@ provider "k8s" {
   token                  = %q
 }`, c.rest.Host, c.caPEM(t), token) + dataSource(ns, dataSourceExtra)
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config:      config(""),
-				ExpectError: phrase("Provider Configuration Not Known", "depends_on"),
-			},
-			{
-				Config: config("depends_on = [terraform_data.cluster]"),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectUnknownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints")),
-				}},
-				ConfigStateChecks: readsWeb,
-			},
+	parallelSteps(t,
+		resource.TestStep{
+			Config:      config(""),
+			ExpectError: phrase("Provider Configuration Not Known", "depends_on"),
 		},
-	})
+		resource.TestStep{
+			Config: config("depends_on = [terraform_data.cluster]"),
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectUnknownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints")),
+			}},
+			ConfigStateChecks: readsWeb,
+		},
+	)
 }
 
 // grantDocumentedRole binds the documented Role to subject in namespace.

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -27,11 +26,7 @@ func selfSignedPEM(t *testing.T, name string) (certPEM, keyPEM string) {
 
 func TestProviderArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
 	ca, key := selfSignedPEM(t, "test-ca")
-	tests := []struct {
-		name     string
-		provider string
-		want     *regexp.Regexp
-	}{
+	tests := []refusedConfig{
 		{"host and kubeconfig together", `
   host       = "https://203.0.113.10:6443"
   kubeconfig = "~/.kube/config"`, phrase("These attributes cannot be configured together: [host,kubeconfig]")},
@@ -91,34 +86,22 @@ func TestProviderArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) 
     command     = "get-token"
   }`, phrase("Attribute exec.api_version value must be one of", "client.authentication.k8s.io/v1alpha1")},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			isolateFromMachine(t)
-			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviderFactories,
-				Steps: []resource.TestStep{{
-					Config:      "provider \"k8s\" {" + tt.provider + "\n}\n" + readWeb,
-					ExpectError: tt.want,
-				}},
-			})
-		})
-	}
+	expectRefused(t, tests, func(provider string) string {
+		return "provider \"k8s\" {" + provider + "\n}\n" + readWeb
+	})
 }
 
 func TestInlineHostAndTokenReadWithoutAnyKubeconfig(t *testing.T) {
 	isolateFromMachine(t)
 	api := standInWithOneEndpoint(t, "10.3.0.1")
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: fmt.Sprintf(`
+	unitSteps(t, resource.TestStep{
+		Config: fmt.Sprintf(`
 provider "k8s" {
   host  = %q
   token = "stand-in-token"
 }`, api.URL) + readWeb,
-			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
-				tfjsonpath.New("endpoints").AtSliceIndex(0).AtMapKey("address"), knownvalue.StringExact("10.3.0.1"))},
-		}},
+		ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
+			tfjsonpath.New("endpoints").AtSliceIndex(0).AtMapKey("address"), knownvalue.StringExact("10.3.0.1"))},
 	})
 	if got := api.lastAuthorization(); got != "Bearer stand-in-token" {
 		t.Errorf("Authorization = %q, want the token of the provider block", got)
@@ -146,13 +129,10 @@ data "k8s_ready_endpoints" "web" {
 func TestAProviderConfigurationNotKnownAtPlanContactsNothing(t *testing.T) {
 	isolateFromMachine(t)
 	api := standInWithOneEndpoint(t, "10.4.0.1")
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			// Read while planning, the data source cannot know its cluster.
-			Config:      hostFromResource(api.URL, ""),
-			ExpectError: phrase("Provider Configuration Not Known", "depends_on", "terraform apply -target="),
-		}},
+	unitSteps(t, resource.TestStep{
+		// Read while planning, the data source cannot know its cluster.
+		Config:      hostFromResource(api.URL, ""),
+		ExpectError: phrase("Provider Configuration Not Known", "depends_on", "terraform apply -target="),
 	})
 	if n := api.requests(); n != 0 {
 		t.Errorf("the stand-in API server got %d requests while the host was unknown", n)
@@ -162,16 +142,13 @@ func TestAProviderConfigurationNotKnownAtPlanContactsNothing(t *testing.T) {
 func TestAProviderConfigurationNotKnownAtPlanIsReadDuringApplyWithDependsOn(t *testing.T) {
 	isolateFromMachine(t)
 	api := standInWithOneEndpoint(t, "10.4.0.1")
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: hostFromResource(api.URL, "depends_on = [terraform_data.cluster]"),
-			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-				plancheck.ExpectUnknownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints")),
-			}},
-			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
-				tfjsonpath.New("endpoints").AtSliceIndex(0).AtMapKey("address"), knownvalue.StringExact("10.4.0.1"))},
+	unitSteps(t, resource.TestStep{
+		Config: hostFromResource(api.URL, "depends_on = [terraform_data.cluster]"),
+		ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+			plancheck.ExpectUnknownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints")),
 		}},
+		ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
+			tfjsonpath.New("endpoints").AtSliceIndex(0).AtMapKey("address"), knownvalue.StringExact("10.4.0.1"))},
 	})
 }
 

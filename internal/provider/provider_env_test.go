@@ -106,13 +106,10 @@ func TestKubeHostAndKubeTokenReadWithoutAnyKubeconfig(t *testing.T) {
 	writeKubeconfig(t, home, ".kube/config", map[string]string{"home": "https://127.0.0.1:1"})
 	t.Setenv("KUBE_HOST", api.URL)
 	t.Setenv("KUBE_TOKEN", "variable-token")
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: `provider "k8s" {}` + readWeb,
-			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
-				tfjsonpath.New("endpoints").AtSliceIndex(0).AtMapKey("address"), knownvalue.StringExact("10.5.0.1"))},
-		}},
+	unitSteps(t, resource.TestStep{
+		Config: `provider "k8s" {}` + readWeb,
+		ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
+			tfjsonpath.New("endpoints").AtSliceIndex(0).AtMapKey("address"), knownvalue.StringExact("10.5.0.1"))},
 	})
 	if got := api.lastAuthorization(); got != "Bearer variable-token" {
 		t.Errorf("Authorization = %q, want KUBE_TOKEN's", got)
@@ -125,10 +122,8 @@ func TestAnUnknownProviderConfigurationContactsNothingWhateverTheVariables(t *te
 	t.Setenv("KUBE_HOST", api.URL)
 	t.Setenv("KUBE_TOKEN", "variable-token")
 	t.Setenv("KUBE_CONFIG_PATH", writeKubeconfig(t, home, "config.yaml", map[string]string{"blue": api.URL}))
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: fmt.Sprintf(`
+	unitSteps(t, resource.TestStep{
+		Config: fmt.Sprintf(`
 resource "terraform_data" "cluster" {
   input = "blue"
 }
@@ -136,8 +131,7 @@ provider "k8s" {
   context = terraform_data.cluster.output
 }
 %s`, readWeb),
-			ExpectError: phrase("Provider Configuration Not Known"),
-		}},
+		ExpectError: phrase("Provider Configuration Not Known"),
 	})
 	if n := api.requests(); n != 0 {
 		t.Errorf("the stand-in API server got %d requests while the provider configuration was unknown", n)

@@ -11,12 +11,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
-	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
@@ -74,7 +74,7 @@ func bareIPv4(addr string, port int64) knownvalue.Check {
 }
 
 func expectEndpoints(checks ...knownvalue.Check) statecheck.StateCheck {
-	return statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"), knownvalue.ListExact(checks))
+	return webValue("endpoints", knownvalue.ListExact(checks))
 }
 
 func TestAccReadyNotReadyAndTerminatingPods(t *testing.T) {
@@ -91,19 +91,16 @@ func TestAccReadyNotReadyAndTerminatingPods(t *testing.T) {
 	c.deletePod(t, ns, "web-4", 300)
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 4))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact(ns+"/web")),
-				// The pods' port, not the Service's, in numeric order.
-				expectEndpoints(
-					podEndpoint("10.244.0.2", 8080, "IPv4", "web-2"),
-					podEndpoint("10.244.0.11", 8080, "IPv4", "web-1"),
-				),
-			},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
+		ConfigStateChecks: []statecheck.StateCheck{
+			webValue("id", knownvalue.StringExact(ns+"/web")),
+			// The pods' port, not the Service's, in numeric order.
+			expectEndpoints(
+				podEndpoint("10.244.0.2", 8080, "IPv4", "web-2"),
+				podEndpoint("10.244.0.11", 8080, "IPv4", "web-1"),
+			),
+		},
 	})
 }
 
@@ -116,42 +113,31 @@ func TestAccDualStackServiceGivesEachPodOncePerFamily(t *testing.T) {
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv6, 2, 2))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, ""),
-			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-				podEndpoint("10.244.1.1", 8080, "IPv4", "web-b"),
-				podEndpoint("10.244.1.2", 8080, "IPv4", "web-a"),
-				podEndpoint("fd00:10:244::1", 8080, "IPv6", "web-b"),
-				podEndpoint("fd00:10:244::2", 8080, "IPv6", "web-a"),
-			)},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, ""),
+		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+			podEndpoint("10.244.1.1", 8080, "IPv4", "web-b"),
+			podEndpoint("10.244.1.2", 8080, "IPv4", "web-a"),
+			podEndpoint("fd00:10:244::1", 8080, "IPv6", "web-b"),
+			podEndpoint("fd00:10:244::2", 8080, "IPv6", "web-a"),
+		)},
 	})
 }
 
 func TestAccScaledToZeroIsAnEmptyList(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.3.1")
+	c, ns := oneReadyPod(t, "10.244.3.1")
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config:            c.providerConfig() + dataSource(ns, ""),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.3.1", 8080, "IPv4", "web-1"))},
+	parallelSteps(t,
+		c.readsOnePod(ns, "", "10.244.3.1"),
+		resource.TestStep{
+			PreConfig: func() {
+				c.deletePod(t, ns, "web-1", 0)
+				c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 0, 0))
 			},
-			{
-				PreConfig: func() {
-					c.deletePod(t, ns, "web-1", 0)
-					c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 0, 0))
-				},
-				Config:            c.providerConfig() + dataSource(ns, ""),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()},
-			},
+			Config:            c.providerConfig() + dataSource(ns, ""),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()},
 		},
-	})
+	)
 }
 
 func TestAccNamedTargetPortResolvesPerPod(t *testing.T) {
@@ -167,37 +153,34 @@ func TestAccNamedTargetPortResolvesPerPod(t *testing.T) {
 	c.runPod(t, ns, podSpec{name: "web-new", labels: webLabels, ips: []string{"10.244.4.2"}, ready: true, ports: map[string]int32{"web": 8081}})
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-					podEndpoint("10.244.4.1", 8080, "IPv4", "web-old"),
-					podEndpoint("10.244.4.2", 8081, "IPv4", "web-new"),
-				)},
-			},
-			{
-				Config: c.providerConfig() + dataSource(ns, `port_name = "metrics"`),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-					podEndpoint("10.244.4.1", 9100, "IPv4", "web-old"),
-					podEndpoint("10.244.4.2", 9100, "IPv4", "web-new"),
-				)},
-			},
-			{
-				// Several ports and no port_name: default_port.
-				Config: c.providerConfig() + dataSource(ns, `default_port = 7000`),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-					podEndpoint("10.244.4.1", 7000, "IPv4", "web-old"),
-					podEndpoint("10.244.4.2", 7000, "IPv4", "web-new"),
-				)},
-			},
-			{
-				Config:      c.providerConfig() + dataSource(ns, `port_name = "grpc"`),
-				ExpectError: phrase("Port Not Found", `ports named "http", "metrics"`, fmt.Sprintf("port grpc not found in service %s/web", ns)),
-			},
+	parallelSteps(t,
+		resource.TestStep{
+			Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				podEndpoint("10.244.4.1", 8080, "IPv4", "web-old"),
+				podEndpoint("10.244.4.2", 8081, "IPv4", "web-new"),
+			)},
 		},
-	})
+		resource.TestStep{
+			Config: c.providerConfig() + dataSource(ns, `port_name = "metrics"`),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				podEndpoint("10.244.4.1", 9100, "IPv4", "web-old"),
+				podEndpoint("10.244.4.2", 9100, "IPv4", "web-new"),
+			)},
+		},
+		resource.TestStep{
+			// Several ports and no port_name: default_port.
+			Config: c.providerConfig() + dataSource(ns, `default_port = 7000`),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				podEndpoint("10.244.4.1", 7000, "IPv4", "web-old"),
+				podEndpoint("10.244.4.2", 7000, "IPv4", "web-new"),
+			)},
+		},
+		resource.TestStep{
+			Config:      c.providerConfig() + dataSource(ns, `port_name = "grpc"`),
+			ExpectError: phrase("Port Not Found", `ports named "http", "metrics"`, fmt.Sprintf("port grpc not found in service %s/web", ns)),
+		},
+	)
 }
 
 func TestAccPublishNotReadyAddressesGivesEveryPod(t *testing.T) {
@@ -209,13 +192,10 @@ func TestAccPublishNotReadyAddressesGivesEveryPod(t *testing.T) {
 	c.runPod(t, ns, podSpec{name: "web-starting", labels: webLabels, ips: []string{"10.244.5.1"}, ready: false})
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, ""),
-			// Ready because the Service asks for it, though the pod does not serve yet.
-			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpointWith("10.244.5.1", 8080, "IPv4", "web-starting", true, false, false))},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, ""),
+		// Ready because the Service asks for it, though the pod does not serve yet.
+		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpointWith("10.244.5.1", 8080, "IPv4", "web-starting", true, false, false))},
 	})
 }
 
@@ -236,15 +216,12 @@ func TestAccSelectorlessServiceMirroredFromEndpoints(t *testing.T) {
 	}
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 3))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
-			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-				bareIPv4("192.0.2.10", 9090),
-				bareIPv4("192.0.2.11", 9090),
-			)},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, `port_name = "http"`),
+		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+			bareIPv4("192.0.2.10", 9090),
+			bareIPv4("192.0.2.11", 9090),
+		)},
 	})
 }
 
@@ -252,7 +229,7 @@ func TestAccHandWrittenSlices(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
 	c.createService(t, selectorlessWebService(ns, 8080))
-	httpPort := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}}
+	httpPort := []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}}
 	slice := func(name, service string, family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) {
 		s := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
@@ -271,35 +248,32 @@ func TestAccHandWrittenSlices(t *testing.T) {
 		return discoveryv1.Endpoint{Addresses: addrs, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
 	}
 	slice("web-a", "web", discoveryv1.AddressTypeIPv4, httpPort,
-		ep(nil, "10.0.9.1"),                    // no ready condition: ready
-		ep(ptr(true), "10.0.9.2"),              // also in web-b
-		ep(ptr(true), "10.0.9.3", "10.0.9.30"), // several addresses: the first
+		ep(nil, "10.0.9.1"),                       // no ready condition: ready
+		ep(ptr.To(true), "10.0.9.2"),              // also in web-b
+		ep(ptr.To(true), "10.0.9.3", "10.0.9.30"), // several addresses: the first
 	)
 	slice("web-b", "web", discoveryv1.AddressTypeIPv4, httpPort,
-		ep(ptr(true), "10.0.9.2"),
-		ep(ptr(false), "10.0.9.4"),
+		ep(ptr.To(true), "10.0.9.2"),
+		ep(ptr.To(false), "10.0.9.4"),
 	)
-	slice("web-fqdn", "web", discoveryv1.AddressTypeFQDN, httpPort, ep(ptr(true), "db.example.com"))
-	slice("api-a", "api", discoveryv1.AddressTypeIPv4, httpPort, ep(ptr(true), "10.0.9.5"))
-	slice("web-no-ports", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{}, ep(ptr(true), "10.0.9.6"))
-	slice("web-no-number", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr("http")}}, ep(ptr(true), "10.0.9.7"))
-	slice("web-other-port", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr("admin"), Port: ptr[int32](9000)}}, ep(ptr(true), "10.0.9.8"))
+	slice("web-fqdn", "web", discoveryv1.AddressTypeFQDN, httpPort, ep(ptr.To(true), "db.example.com"))
+	slice("api-a", "api", discoveryv1.AddressTypeIPv4, httpPort, ep(ptr.To(true), "10.0.9.5"))
+	slice("web-no-ports", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{}, ep(ptr.To(true), "10.0.9.6"))
+	slice("web-no-number", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr.To("http")}}, ep(ptr.To(true), "10.0.9.7"))
+	slice("web-other-port", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{{Name: ptr.To("admin"), Port: ptr.To[int32](9000)}}, ep(ptr.To(true), "10.0.9.8"))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, "port_name = \"http\"\n  default_port = 8000"),
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("last_change_trigger_time"), knownvalue.Null()),
-				expectEndpoints(
-					bareIPv4("10.0.9.1", 8080),
-					bareIPv4("10.0.9.2", 8080),
-					bareIPv4("10.0.9.3", 8080),
-					bareIPv4("10.0.9.6", 8000),
-					bareIPv4("10.0.9.7", 8000),
-				),
-			},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, "port_name = \"http\"\n  default_port = 8000"),
+		ConfigStateChecks: []statecheck.StateCheck{
+			webValue("last_change_trigger_time", knownvalue.Null()),
+			expectEndpoints(
+				bareIPv4("10.0.9.1", 8080),
+				bareIPv4("10.0.9.2", 8080),
+				bareIPv4("10.0.9.3", 8080),
+				bareIPv4("10.0.9.6", 8000),
+				bareIPv4("10.0.9.7", 8000),
+			),
+		},
 	})
 }
 
@@ -315,31 +289,23 @@ func TestAccManySlicesAreReadWhole(t *testing.T) {
 	}
 	want := c.manySlices(t, ns, slices)
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config:            c.providerConfig() + dataSource(ns, ""),
-			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(want...)},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config:            c.providerConfig() + dataSource(ns, ""),
+		ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(want...)},
 	})
 }
 
 func TestAccMissingServiceIsAnError(t *testing.T) {
 	c := accCluster(t)
 	ns := c.namespace(t)
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config:      c.providerConfig() + dataSource(ns, ""),
-			ExpectError: phrase("Service Not Found", "The Service doesn't exist", fmt.Sprintf(`get service %s/web: services "web" not found`, ns)),
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config:      c.providerConfig() + dataSource(ns, ""),
+		ExpectError: phrase("Service Not Found", "The Service doesn't exist", fmt.Sprintf(`get service %s/web: services "web" not found`, ns)),
 	})
 }
 
 func TestAccRBAC(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.6.1")
+	c, ns := oneReadyPod(t, "10.244.6.1")
 
 	documented := c.identity(t, ns, "documented-role", documentedRole)
 	noList := c.identity(t, ns, "no-list", documentedRole[:1])
@@ -347,25 +313,22 @@ func TestAccRBAC(t *testing.T) {
 	as := func(kubeconfig string) string {
 		return kubeconfigProvider(kubeconfig) + dataSource(ns, "")
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config:            as(documented),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.6.1", 8080, "IPv4", "web-1"))},
-			},
-			{
-				Config: as(noList),
-				ExpectError: phrase("Permission Denied Listing EndpointSlices", "the second rule of the Role",
-					fmt.Sprintf("list endpointslices of service %s/web:", ns), "forbidden"),
-			},
-			{
-				Config: as(noGet),
-				ExpectError: phrase("Permission Denied Reading Service",
-					fmt.Sprintf("get service %s/web:", ns), "forbidden"),
-			},
+	parallelSteps(t,
+		resource.TestStep{
+			Config:            as(documented),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.6.1", 8080, "IPv4", "web-1"))},
 		},
-	})
+		resource.TestStep{
+			Config: as(noList),
+			ExpectError: phrase("Permission Denied Listing EndpointSlices", "the second rule of the Role",
+				fmt.Sprintf("list endpointslices of service %s/web:", ns), "forbidden"),
+		},
+		resource.TestStep{
+			Config: as(noGet),
+			ExpectError: phrase("Permission Denied Reading Service",
+				fmt.Sprintf("get service %s/web:", ns), "forbidden"),
+		},
+	)
 }
 
 // TestAccAPIServerGoneFailsWithinItsBound reads through a TCP proxy in front
@@ -381,17 +344,14 @@ func TestAccAPIServerGoneFailsWithinItsBound(t *testing.T) {
 	viaProxy := c.writeKubeconfig(t, "reader", &clientcmdapi.AuthInfo{Token: token}, "https://"+proxy.addr())
 	config := kubeconfigProvider(viaProxy) + dataSource(ns, "")
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{Config: config, ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()}},
-			{
-				PreConfig:   proxy.stop,
-				Config:      config,
-				ExpectError: phrase("Unable to Read Service", "could not be reached", fmt.Sprintf("get service %s/web: gave up after 3 attempts", ns), "connection refused"),
-			},
+	parallelSteps(t,
+		resource.TestStep{Config: config, ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()}},
+		resource.TestStep{
+			PreConfig:   proxy.stop,
+			Config:      config,
+			ExpectError: phrase("Unable to Read Service", "could not be reached", fmt.Sprintf("get service %s/web: gave up after 3 attempts", ns), "connection refused"),
 		},
-	})
+	)
 }
 
 // tcpProxy forwards connections to the API server until it is stopped.

@@ -13,14 +13,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 func TestReadyEndpointsArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
-	tests := []struct {
-		name string
-		args string
-		want *regexp.Regexp
-	}{
+	tests := []refusedConfig{
 		{"an empty service", `service = ""`, phrase("Attribute service must be a DNS-1123 label", "it is empty")},
 		{"a service with capitals", `service = "Web"`, phrase("Attribute service must be a DNS-1123 label", `"Web"`)},
 		{"a service longer than 63 characters", fmt.Sprintf("service = %q", "a123456789b123456789c123456789d123456789e123456789f123456789g1234"),
@@ -64,30 +61,16 @@ func TestReadyEndpointsArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testi
     read = "soon"
   }`, phrase("Invalid Attribute Value Time Duration", `"soon" must be a string containing a sequence of decimal numbers`)},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			isolateFromMachine(t)
-			// The kubeconfig does not exist: an error about it would mean
-			// the provider was configured before the arguments were checked.
-			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviderFactories,
-				Steps: []resource.TestStep{{
-					Config: `provider "k8s" { kubeconfig = "/nonexistent/kubeconfig" }
-data "k8s_ready_endpoints" "web" {
-  ` + tt.args + `
-}`,
-					ExpectError: tt.want,
-				}},
-			})
-		})
-	}
+	expectRefused(t, tests, func(args string) string {
+		return unconfiguredProvider + "data \"k8s_ready_endpoints\" \"web\" {\n  " + args + "\n}"
+	})
 }
 
 func TestReadyEndpointsReadsTheServiceThroughTheAPI(t *testing.T) {
 	api := newStandInAPIServer(t)
 	api.addService(webService("default", httpPort))
 	notReady := readyPod("10.0.0.3", "web-3", "node-a", "zone-a")
-	notReady.Conditions.Ready = ptr(false)
+	notReady.Conditions.Ready = ptr.To(false)
 	api.addSlices(
 		webSlice("web-b",
 			readyPod("10.0.0.10", "web-10", "node-b", "zone-b"), notReady),
@@ -95,25 +78,19 @@ func TestReadyEndpointsReadsTheServiceThroughTheAPI(t *testing.T) {
 			readyPod("10.0.0.9", "web-9", "node-a", "zone-a"),
 			discoveryv1.Endpoint{Addresses: []string{"10.0.0.10"}}), // a copy with less detail
 	)
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+	standInTest(t, api, `
 data "k8s_ready_endpoints" "web" {
   service   = "web"
   port_name = "http"
 }`,
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact("default/web")),
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("namespace"), knownvalue.StringExact("default")),
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("default_port"), knownvalue.Int64Exact(80)),
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"), knownvalue.ListExact([]knownvalue.Check{
-					endpointValue("10.0.0.9", 8080, "IPv4", knownvalue.StringExact("web-9"), knownvalue.StringExact("node-a"), knownvalue.StringExact("zone-a"), knownvalue.Null()),
-					endpointValue("10.0.0.10", 8080, "IPv4", knownvalue.StringExact("web-10"), knownvalue.StringExact("node-b"), knownvalue.StringExact("zone-b"), knownvalue.Null()),
-				})),
-			},
-		}},
-	})
+		webValue("id", knownvalue.StringExact("default/web")),
+		webValue("namespace", knownvalue.StringExact("default")),
+		webValue("default_port", knownvalue.Int64Exact(80)),
+		webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
+			endpointValue("10.0.0.9", 8080, "IPv4", knownvalue.StringExact("web-9"), knownvalue.StringExact("node-a"), knownvalue.StringExact("zone-a"), knownvalue.Null()),
+			endpointValue("10.0.0.10", 8080, "IPv4", knownvalue.StringExact("web-10"), knownvalue.StringExact("node-b"), knownvalue.StringExact("zone-b"), knownvalue.Null()),
+		})),
+	)
 }
 
 func TestReadyEndpointsPodHealthChecksAreTheirReadinessProbes(t *testing.T) {
@@ -137,43 +114,31 @@ func TestReadyEndpointsPodHealthChecksAreTheirReadinessProbes(t *testing.T) {
 	at := func(i int) tfjsonpath.Path {
 		return tfjsonpath.New("endpoints").AtSliceIndex(i).AtMapKey("health_check")
 	}
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+	standInTest(t, api, `
 data "k8s_ready_endpoints" "web" {
   service           = "web"
   port_name         = "http"
   pod_health_checks = true
 }`,
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", at(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
-					"type": knownvalue.StringExact("https"), "port": knownvalue.Int64Exact(8080),
-					"path": knownvalue.StringExact("/ready"), "source": knownvalue.StringExact("readinessProbe"),
-				})),
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", at(1), knownvalue.Null()),
-			},
-		}},
-	})
+		statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", at(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
+			"type": knownvalue.StringExact("https"), "port": knownvalue.Int64Exact(8080),
+			"path": knownvalue.StringExact("/ready"), "source": knownvalue.StringExact("readinessProbe"),
+		})),
+		statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", at(1), knownvalue.Null()),
+	)
 }
 
 func TestReadyEndpointsWithNothingReadyIsAnEmptyListNotNull(t *testing.T) {
 	api := newStandInAPIServer(t)
 	api.addService(webService("shop", httpPort))
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+	standInTest(t, api, `
 data "k8s_ready_endpoints" "web" {
   namespace = "shop"
   service   = "web"
 }`,
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("id"), knownvalue.StringExact("shop/web")),
-				statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("endpoints"), knownvalue.ListExact([]knownvalue.Check{})),
-			},
-		}},
-	})
+		webValue("id", knownvalue.StringExact("shop/web")),
+		webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{})),
+	)
 }
 
 func TestReadyEndpointsErrorsCarryTheDocumentedTexts(t *testing.T) {
@@ -200,17 +165,14 @@ func TestReadyEndpointsErrorsCarryTheDocumentedTexts(t *testing.T) {
 				api.addService(webService("shop", httpPort))
 			}
 			api.forbidden = tt.forbidden
-			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviderFactories,
-				Steps: []resource.TestStep{{
-					Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+			unitSteps(t, resource.TestStep{
+				Config: api.config(t, `
 data "k8s_ready_endpoints" "web" {
   namespace = "shop"
   service   = "web"
-  ` + tt.args + `
+  `) + tt.args + `
 }`,
-					ExpectError: tt.want,
-				}},
+				ExpectError: tt.want,
 			})
 		})
 	}

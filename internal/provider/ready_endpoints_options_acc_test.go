@@ -35,29 +35,26 @@ func TestAccTerminatingEndpointsPolicies(t *testing.T) {
 	with := func(policy string) string {
 		return c.providerConfig() + dataSource(ns, fmt.Sprintf("terminating_endpoints = %q", policy))
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: c.providerConfig() + dataSource(ns, ""),
-				ConfigStateChecks: []statecheck.StateCheck{
-					expectEndpoints(ready1),
-					statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", tfjsonpath.New("terminating_endpoints"), knownvalue.StringExact("exclude")),
-				},
+	parallelSteps(t,
+		resource.TestStep{
+			Config: c.providerConfig() + dataSource(ns, ""),
+			ConfigStateChecks: []statecheck.StateCheck{
+				expectEndpoints(ready1),
+				webValue("terminating_endpoints", knownvalue.StringExact("exclude")),
 			},
-			{Config: with("include"), ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(ready1, draining2)}},
-			{Config: with("fallback"), ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(ready1)}},
-			{
-				PreConfig: func() {
-					c.deletePod(t, ns, "web-1", 0)
-					c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 0, 2))
-				},
-				Config:            with("fallback"),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(draining2)},
-			},
-			{Config: with("exclude"), ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()}},
 		},
-	})
+		resource.TestStep{Config: with("include"), ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(ready1, draining2)}},
+		resource.TestStep{Config: with("fallback"), ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(ready1)}},
+		resource.TestStep{
+			PreConfig: func() {
+				c.deletePod(t, ns, "web-1", 0)
+				c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 0, 2))
+			},
+			Config:            with("fallback"),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(draining2)},
+		},
+		resource.TestStep{Config: with("exclude"), ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()}},
+	)
 }
 
 func TestAccAddressFamilyAndZoneFilters(t *testing.T) {
@@ -73,57 +70,44 @@ func TestAccAddressFamilyAndZoneFilters(t *testing.T) {
 		return endpointValue(addr, 8080, family, knownvalue.StringExact("web-b"), knownvalue.StringExact(accNodeB),
 			knownvalue.StringExact(accZoneB), knownvalue.Null())
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: c.providerConfig() + dataSource(ns, `address_type = "IPv6"`),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-					podEndpoint("fd00:10:244::8:1", 8080, "IPv6", "web-a"),
-					inZoneB("fd00:10:244::8:2", "IPv6"),
-				)},
-			},
-			{
-				Config:            c.providerConfig() + dataSource(ns, fmt.Sprintf("zones = [%q]", accZoneB)),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(inZoneB("10.244.8.2", "IPv4"), inZoneB("fd00:10:244::8:2", "IPv6"))},
-			},
-			{
-				Config:            c.providerConfig() + dataSource(ns, fmt.Sprintf("address_type = \"IPv4\"\n  zones = [%q, \"elsewhere\"]", accZoneB)),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(inZoneB("10.244.8.2", "IPv4"))},
-			},
-			{
-				Config:            c.providerConfig() + dataSource(ns, `zones = ["elsewhere"]`),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()},
-			},
+	parallelSteps(t,
+		resource.TestStep{
+			Config: c.providerConfig() + dataSource(ns, `address_type = "IPv6"`),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				podEndpoint("fd00:10:244::8:1", 8080, "IPv6", "web-a"),
+				inZoneB("fd00:10:244::8:2", "IPv6"),
+			)},
 		},
-	})
+		resource.TestStep{
+			Config:            c.providerConfig() + dataSource(ns, fmt.Sprintf("zones = [%q]", accZoneB)),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(inZoneB("10.244.8.2", "IPv4"), inZoneB("fd00:10:244::8:2", "IPv6"))},
+		},
+		resource.TestStep{
+			Config:            c.providerConfig() + dataSource(ns, fmt.Sprintf("address_type = \"IPv4\"\n  zones = [%q, \"elsewhere\"]", accZoneB)),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(inZoneB("10.244.8.2", "IPv4"))},
+		},
+		resource.TestStep{
+			Config:            c.providerConfig() + dataSource(ns, `zones = ["elsewhere"]`),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()},
+		},
+	)
 }
 
 func TestAccMinReadyStopsTheReadWithoutWaiting(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.9.1")
+	c, ns := oneReadyPod(t, "10.244.9.1")
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config:            c.providerConfig() + dataSource(ns, "min_ready = 1"),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(podEndpoint("10.244.9.1", 8080, "IPv4", "web-1"))},
-			},
-			{
-				Config: c.providerConfig() + dataSource(ns, "min_ready = 2"),
-				ExpectError: phrase("Too Few Ready Endpoints", fmt.Sprintf("Service %s/web has too few ready endpoints", ns),
-					"found 1, asked for 2 (min_ready)", "does not wait"),
-			},
+	parallelSteps(t,
+		c.readsOnePod(ns, "min_ready = 1", "10.244.9.1"),
+		resource.TestStep{
+			Config: c.providerConfig() + dataSource(ns, "min_ready = 2"),
+			ExpectError: phrase("Too Few Ready Endpoints", fmt.Sprintf("Service %s/web has too few ready endpoints", ns),
+				"found 1, asked for 2 (min_ready)", "does not wait"),
 		},
-	})
+	)
 }
 
 func TestAccMinReadyWaitsForTheRolloutWithAWatch(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.10.1")
+	c, ns := oneReadyPod(t, "10.244.10.1")
 	// The documented Role, plus watch, through a proxy that counts requests.
 	watchRole := slices.Clone(documentedRole)
 	watchRole[1].Verbs = []string{"list", "watch"}
@@ -135,41 +119,38 @@ func TestAccMinReadyWaitsForTheRolloutWithAWatch(t *testing.T) {
 	// Without watch on endpointslices, waiting fails with the rule to add.
 	noWatch := kubeconfigProvider(c.identity(t, ns, "no-watch", documentedRole))
 
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				// The second pod becomes ready while the read waits.
-				PreConfig: func() {
-					go func() {
-						time.Sleep(2 * time.Second)
-						c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.10.2"}, ready: true})
-					}()
-				},
-				Config: withTimeout(withWatch, 2, "2m"),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
-					podEndpoint("10.244.10.1", 8080, "IPv4", "web-1"),
-					podEndpoint("10.244.10.2", 8080, "IPv4", "web-2"),
-				)},
+	parallelSteps(t,
+		resource.TestStep{
+			// The second pod becomes ready while the read waits.
+			PreConfig: func() {
+				go func() {
+					time.Sleep(2 * time.Second)
+					c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.10.2"}, ready: true})
+				}()
 			},
-			{
-				PreConfig: func() {
-					// Only the first read had to wait, and it waited on one WATCH.
-					if got := proxy.count("WATCH endpointslices"); got != 1 {
-						t.Errorf("%d WATCH requests while waiting, want 1", got)
-					}
-				},
-				Config: withTimeout(withWatch, 3, "3s"),
-				ExpectError: phrase("Too Few Ready Endpoints", "found 2, asked for 3 (min_ready)",
-					"waited 3s (timeouts.read)"),
-			},
-			{
-				Config: withTimeout(noWatch, 3, "30s"),
-				ExpectError: phrase("Unable to Watch EndpointSlices", "Waiting needs `watch` on `endpointslices`",
-					fmt.Sprintf("watch endpointslices of service %s/web:", ns), "forbidden"),
-			},
+			Config: withTimeout(withWatch, 2, "2m"),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(
+				podEndpoint("10.244.10.1", 8080, "IPv4", "web-1"),
+				podEndpoint("10.244.10.2", 8080, "IPv4", "web-2"),
+			)},
 		},
-	})
+		resource.TestStep{
+			PreConfig: func() {
+				// Only the first read had to wait, and it waited on one WATCH.
+				if got := proxy.count("WATCH endpointslices"); got != 1 {
+					t.Errorf("%d WATCH requests while waiting, want 1", got)
+				}
+			},
+			Config: withTimeout(withWatch, 3, "3s"),
+			ExpectError: phrase("Too Few Ready Endpoints", "found 2, asked for 3 (min_ready)",
+				"waited 3s (timeouts.read)"),
+		},
+		resource.TestStep{
+			Config: withTimeout(noWatch, 3, "30s"),
+			ExpectError: phrase("Unable to Watch EndpointSlices", "Waiting needs `watch` on `endpointslices`",
+				fmt.Sprintf("watch endpointslices of service %s/web:", ns), "forbidden"),
+		},
+	)
 }
 
 func TestAccExpiryAnnotationOnMirroredEndpoints(t *testing.T) {
@@ -208,33 +189,30 @@ func TestAccExpiryAnnotationOnMirroredEndpoints(t *testing.T) {
 		})
 	}
 	config := c.providerConfig() + dataSource(ns, fmt.Sprintf("expiry_annotation = %q", annotation))
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				PreConfig:         func() { setEndpoints(time.Now().Add(time.Hour).UTC().Format(time.RFC3339)) },
-				Config:            config,
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(bareIPv4("192.0.2.20", 9090))},
-			},
-			{
-				// The registrar stopped heartbeating an hour ago.
-				PreConfig:         func() { setEndpoints(fmt.Sprint(time.Now().Add(-time.Hour).Unix())) },
-				Config:            config,
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()},
-			},
-			{
-				// Without expiry_annotation the stale endpoint is still given.
-				Config:            c.providerConfig() + dataSource(ns, ""),
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(bareIPv4("192.0.2.20", 9090))},
-			},
-			{
-				// An unreadable time keeps the endpoint (and warns).
-				PreConfig:         func() { setEndpoints("whenever") },
-				Config:            config,
-				ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(bareIPv4("192.0.2.20", 9090))},
-			},
+	parallelSteps(t,
+		resource.TestStep{
+			PreConfig:         func() { setEndpoints(time.Now().Add(time.Hour).UTC().Format(time.RFC3339)) },
+			Config:            config,
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(bareIPv4("192.0.2.20", 9090))},
 		},
-	})
+		resource.TestStep{
+			// The registrar stopped heartbeating an hour ago.
+			PreConfig:         func() { setEndpoints(fmt.Sprint(time.Now().Add(-time.Hour).Unix())) },
+			Config:            config,
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints()},
+		},
+		resource.TestStep{
+			// Without expiry_annotation the stale endpoint is still given.
+			Config:            c.providerConfig() + dataSource(ns, ""),
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(bareIPv4("192.0.2.20", 9090))},
+		},
+		resource.TestStep{
+			// An unreadable time keeps the endpoint (and warns).
+			PreConfig:         func() { setEndpoints("whenever") },
+			Config:            config,
+			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(bareIPv4("192.0.2.20", 9090))},
+		},
+	)
 }
 
 func TestAccLastChangeTriggerTime(t *testing.T) {
@@ -257,12 +235,9 @@ func TestAccLastChangeTriggerTime(t *testing.T) {
 	if latest.IsZero() {
 		t.Fatal("the EndpointSlice controller wrote no last-change-trigger-time")
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: c.providerConfig() + dataSource(ns, ""),
-			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
-				tfjsonpath.New("last_change_trigger_time"), knownvalue.StringExact(latest.UTC().Format(time.RFC3339Nano)))},
-		}},
+	parallelSteps(t, resource.TestStep{
+		Config: c.providerConfig() + dataSource(ns, ""),
+		ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web",
+			tfjsonpath.New("last_change_trigger_time"), knownvalue.StringExact(latest.UTC().Format(time.RFC3339Nano)))},
 	})
 }

@@ -15,9 +15,7 @@ import (
 // a kubeconfig, and with a client key where the cluster has one, then looks
 // for each secret in everything Terraform and the provider logged.
 func TestAccSecretsStayOutOfTraceLogs(t *testing.T) {
-	c := accCluster(t)
-	ns := c.namespace(t)
-	c.webWithOneReadyPod(t, ns, "10.244.12.1")
+	c, ns := oneReadyPod(t, "10.244.12.1")
 	token := c.identityToken(t, ns, "traced", documentedRole)
 	kubeconfig := c.writeKubeconfig(t, "traced", &clientcmdapi.AuthInfo{Token: token}, c.rest.Host)
 	kubeconfigContent, err := os.ReadFile(kubeconfig)

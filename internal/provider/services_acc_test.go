@@ -122,73 +122,70 @@ func TestAccServicesFleet(t *testing.T) {
 	both := fmt.Sprintf("namespaces = [%q, %q]", shop, blog)
 	key := func(ns, name string) string { return ns + "/" + name }
 	services := tfjsonpath.New("services")
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: fleet(both + "\n  label_selector = \"lb=yes\""),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.f", services, fleetKeys(key(shop, "web"), key(shop, "api"), key(blog, "web"))),
-					statecheck.ExpectKnownValue("data.k8s_services.f", services.AtMapKey(key(shop, "web")).AtMapKey("endpoints"), knownvalue.ListExact([]knownvalue.Check{
-						podEndpoint("10.244.20.1", 8080, "IPv4", "web-2"),
-						podEndpoint("10.244.20.2", 8080, "IPv4", "web-1"),
-					})),
-					statecheck.ExpectKnownValue("data.k8s_services.f", services.AtMapKey(key(blog, "web")).AtMapKey("ports").AtSliceIndex(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
-						"name": knownvalue.StringExact("http"), "port": knownvalue.Int64Exact(80), "target_port": knownvalue.StringExact("8080"),
-						"node_port": knownvalue.Null(), "protocol": knownvalue.StringExact("TCP"),
-					})),
-					statecheck.ExpectKnownValue("data.k8s_services.f", services.AtMapKey(key(blog, "web")).AtMapKey("type"), knownvalue.StringExact("ClusterIP")),
-					statecheck.ExpectKnownValue("data.k8s_services.f", services.AtMapKey(key(blog, "web")).AtMapKey("cluster_ips"), knownvalue.ListSizeExact(1)),
-					statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("skipped"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.ObjectExact(map[string]knownvalue.Check{
-							"namespace": knownvalue.StringExact(shop), "name": knownvalue.StringExact("exporter"),
-							"reason": knownvalue.StringExact(fmt.Sprintf("port http not found in service %s/exporter", shop)),
-						}),
-					})),
-				},
-			},
-			{
-				// A selector that matches nothing is an empty map, not an error.
-				Config: fleet(both + "\n  label_selector = \"lb=nope\""),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.f", services, knownvalue.MapExact(map[string]knownvalue.Check{})),
-				},
-			},
-			{
-				// No selector: every Service of the namespace.
-				Config: fleet(fmt.Sprintf("namespace = %q", shop)),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.f", services, fleetKeys(key(shop, "web"), key(shop, "api"), key(shop, "other"))),
-				},
-			},
-			{
-				// A Service labelled between two plans is one new key.
-				PreConfig: func() {
-					c.serviceWithPods(t, fleetService(shop, "new", lb), []string{"10.244.25.1"}, 1)
-				},
-				Config: fleet(both + "\n  label_selector = \"lb=yes\""),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.f", services, fleetKeys(key(shop, "web"), key(shop, "api"), key(shop, "new"), key(blog, "web"))),
-				},
-			},
-			{
-				Config:      fleet(both + "\n  label_selector = \"lb=yes\"\n  min_services = 5"),
-				ExpectError: phrase("Too Few Services", "4 Service(s) with a pool, fewer than min_services = 5"),
-			},
-			{
-				Config: fleet(both + "\n  label_selector = \"lb=yes\"\n  min_ready = 2"),
-				ExpectError: phrase("Too Few Ready Endpoints", "3 Service(s) have fewer than min_ready = 2",
-					strings.Join(slices.Sorted(slices.Values([]string{key(blog, "web") + " (1)", key(shop, "api") + " (1)", key(shop, "new") + " (1)"})), ", ")),
-			},
-			{
-				// A namespace that does not exist lists nothing.
-				Config: fleet("namespace = \"acc-no-such-namespace\""),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.f", services, knownvalue.MapExact(map[string]knownvalue.Check{})),
-				},
+	parallelSteps(t,
+		resource.TestStep{
+			Config: fleet(both + "\n  label_selector = \"lb=yes\""),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.f", services, fleetKeys(key(shop, "web"), key(shop, "api"), key(blog, "web"))),
+				statecheck.ExpectKnownValue("data.k8s_services.f", services.AtMapKey(key(shop, "web")).AtMapKey("endpoints"), knownvalue.ListExact([]knownvalue.Check{
+					podEndpoint("10.244.20.1", 8080, "IPv4", "web-2"),
+					podEndpoint("10.244.20.2", 8080, "IPv4", "web-1"),
+				})),
+				statecheck.ExpectKnownValue("data.k8s_services.f", services.AtMapKey(key(blog, "web")).AtMapKey("ports").AtSliceIndex(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
+					"name": knownvalue.StringExact("http"), "port": knownvalue.Int64Exact(80), "target_port": knownvalue.StringExact("8080"),
+					"node_port": knownvalue.Null(), "protocol": knownvalue.StringExact("TCP"),
+				})),
+				statecheck.ExpectKnownValue("data.k8s_services.f", services.AtMapKey(key(blog, "web")).AtMapKey("type"), knownvalue.StringExact("ClusterIP")),
+				statecheck.ExpectKnownValue("data.k8s_services.f", services.AtMapKey(key(blog, "web")).AtMapKey("cluster_ips"), knownvalue.ListSizeExact(1)),
+				statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("skipped"), knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.ObjectExact(map[string]knownvalue.Check{
+						"namespace": knownvalue.StringExact(shop), "name": knownvalue.StringExact("exporter"),
+						"reason": knownvalue.StringExact(fmt.Sprintf("port http not found in service %s/exporter", shop)),
+					}),
+				})),
 			},
 		},
-	})
+		resource.TestStep{
+			// A selector that matches nothing is an empty map, not an error.
+			Config: fleet(both + "\n  label_selector = \"lb=nope\""),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.f", services, knownvalue.MapExact(map[string]knownvalue.Check{})),
+			},
+		},
+		resource.TestStep{
+			// No selector: every Service of the namespace.
+			Config: fleet(fmt.Sprintf("namespace = %q", shop)),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.f", services, fleetKeys(key(shop, "web"), key(shop, "api"), key(shop, "other"))),
+			},
+		},
+		resource.TestStep{
+			// A Service labelled between two plans is one new key.
+			PreConfig: func() {
+				c.serviceWithPods(t, fleetService(shop, "new", lb), []string{"10.244.25.1"}, 1)
+			},
+			Config: fleet(both + "\n  label_selector = \"lb=yes\""),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.f", services, fleetKeys(key(shop, "web"), key(shop, "api"), key(shop, "new"), key(blog, "web"))),
+			},
+		},
+		resource.TestStep{
+			Config:      fleet(both + "\n  label_selector = \"lb=yes\"\n  min_services = 5"),
+			ExpectError: phrase("Too Few Services", "4 Service(s) with a pool, fewer than min_services = 5"),
+		},
+		resource.TestStep{
+			Config: fleet(both + "\n  label_selector = \"lb=yes\"\n  min_ready = 2"),
+			ExpectError: phrase("Too Few Ready Endpoints", "3 Service(s) have fewer than min_ready = 2",
+				strings.Join(slices.Sorted(slices.Values([]string{key(blog, "web") + " (1)", key(shop, "api") + " (1)", key(shop, "new") + " (1)"})), ", ")),
+		},
+		resource.TestStep{
+			// A namespace that does not exist lists nothing.
+			Config: fleet("namespace = \"acc-no-such-namespace\""),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.f", services, knownvalue.MapExact(map[string]knownvalue.Check{})),
+			},
+		},
+	)
 }
 
 // Over the same cluster state, with the same pool arguments, every Service
@@ -255,32 +252,29 @@ func TestAccServicesCostTwoRequests(t *testing.T) {
 	c.serviceWithPods(t, fleetService(ns, "web", nil), []string{"10.244.28.1"}, 1)
 	proxy := c.startFaultProxy(t, nil)
 	via := proxy.providerVia(c.identityToken(t, ns, "fleet", fleetRole), "15s")
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				PreConfig: func() { proxy.reset() },
-				Config:    via + fmt.Sprintf("data \"k8s_services\" \"f\" {\n  namespace = %q\n}\n", ns),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services"), knownvalue.MapSizeExact(51)),
-					statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web").AtMapKey("endpoints"),
-						knownvalue.ListExact([]knownvalue.Check{podEndpoint("10.244.28.1", 8080, "IPv4", "web-1")})),
-				},
-			},
-			{
-				// The plan and apply of the step above each read once: two
-				// LISTs a read, nothing per Service.
-				PreConfig: func() {
-					reads := proxy.count("LIST services")
-					if reads == 0 || proxy.count("LIST endpointslices") != reads || proxy.total() != 2*reads {
-						t.Errorf("requests %v: want one LIST of services and one of endpointslices per read, nothing else", proxy.snapshot())
-					}
-				},
-				Config:   via + fmt.Sprintf("data \"k8s_services\" \"f\" {\n  namespace = %q\n}\n", ns),
-				PlanOnly: true,
+	parallelSteps(t,
+		resource.TestStep{
+			PreConfig: func() { proxy.reset() },
+			Config:    via + fmt.Sprintf("data \"k8s_services\" \"f\" {\n  namespace = %q\n}\n", ns),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services"), knownvalue.MapSizeExact(51)),
+				statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web").AtMapKey("endpoints"),
+					knownvalue.ListExact([]knownvalue.Check{podEndpoint("10.244.28.1", 8080, "IPv4", "web-1")})),
 			},
 		},
-	})
+		resource.TestStep{
+			// The plan and apply of the step above each read once: two
+			// LISTs a read, nothing per Service.
+			PreConfig: func() {
+				reads := proxy.count("LIST services")
+				if reads == 0 || proxy.count("LIST endpointslices") != reads || proxy.total() != 2*reads {
+					t.Errorf("requests %v: want one LIST of services and one of endpointslices per read, nothing else", proxy.snapshot())
+				}
+			},
+			Config:   via + fmt.Sprintf("data \"k8s_services\" \"f\" {\n  namespace = %q\n}\n", ns),
+			PlanOnly: true,
+		},
+	)
 }
 
 func TestAccServicesRBAC(t *testing.T) {
@@ -290,34 +284,31 @@ func TestAccServicesRBAC(t *testing.T) {
 	as := func(rules []rbacv1.PolicyRule, name string) string {
 		return kubeconfigProvider(c.identity(t, ns, name, rules)) + fmt.Sprintf("data \"k8s_services\" \"f\" {\n  namespace = %q\n}\n", ns)
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: as(fleetRole, "fleet-role"),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web").AtMapKey("endpoints"),
-						knownvalue.ListExact([]knownvalue.Check{podEndpoint("10.244.29.1", 8080, "IPv4", "web-1")})),
-				},
-			},
-			{
-				// The single-Service Role is not enough: it gets, it does not list.
-				Config: as(documentedRole, "single-role"),
-				ExpectError: phrase("Permission Denied Listing Services", "`list` on `services` is missing",
-					fmt.Sprintf("list services in namespace %s:", ns), "forbidden"),
-			},
-			{
-				Config: as(fleetRole[:1], "no-slices"),
-				ExpectError: phrase("Permission Denied Listing EndpointSlices", "`list` on `endpointslices`",
-					fmt.Sprintf("list endpointslices in namespace %s:", ns), "forbidden"),
-			},
-			{
-				Config: kubeconfigProvider(c.identity(t, ns, "namespaced", fleetRole)) + "data \"k8s_services\" \"f\" {\n  all_namespaces = true\n}\n",
-				ExpectError: phrase("Permission Denied Listing Services", "ClusterRole",
-					"list services in all namespaces:", "forbidden"),
+	parallelSteps(t,
+		resource.TestStep{
+			Config: as(fleetRole, "fleet-role"),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web").AtMapKey("endpoints"),
+					knownvalue.ListExact([]knownvalue.Check{podEndpoint("10.244.29.1", 8080, "IPv4", "web-1")})),
 			},
 		},
-	})
+		resource.TestStep{
+			// The single-Service Role is not enough: it gets, it does not list.
+			Config: as(documentedRole, "single-role"),
+			ExpectError: phrase("Permission Denied Listing Services", "`list` on `services` is missing",
+				fmt.Sprintf("list services in namespace %s:", ns), "forbidden"),
+		},
+		resource.TestStep{
+			Config: as(fleetRole[:1], "no-slices"),
+			ExpectError: phrase("Permission Denied Listing EndpointSlices", "`list` on `endpointslices`",
+				fmt.Sprintf("list endpointslices in namespace %s:", ns), "forbidden"),
+		},
+		resource.TestStep{
+			Config: kubeconfigProvider(c.identity(t, ns, "namespaced", fleetRole)) + "data \"k8s_services\" \"f\" {\n  all_namespaces = true\n}\n",
+			ExpectError: phrase("Permission Denied Listing Services", "ClusterRole",
+				"list services in all namespaces:", "forbidden"),
+		},
+	)
 }
 
 func TestAccServicesWaitForTheirGuardsWithAWatch(t *testing.T) {
@@ -331,38 +322,35 @@ func TestAccServicesWaitForTheirGuardsWithAWatch(t *testing.T) {
 	fleet := func(guards string) string {
 		return via + fmt.Sprintf("data \"k8s_services\" \"f\" {\n  namespace = %q\n  %s\n  timeouts {\n    read = \"2m\"\n  }\n}\n", ns, guards)
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				// The second pod becomes ready while the read waits.
-				PreConfig: func() {
-					go func() {
-						time.Sleep(2 * time.Second)
-						c.runPod(t, ns, podSpec{name: "web-2", labels: map[string]string{"app": "web"}, ips: []string{"10.244.30.2"}, ready: true})
-					}()
-				},
-				Config: fleet("min_ready = 2"),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web").AtMapKey("endpoints"), knownvalue.ListSizeExact(2)),
-				},
+	parallelSteps(t,
+		resource.TestStep{
+			// The second pod becomes ready while the read waits.
+			PreConfig: func() {
+				go func() {
+					time.Sleep(2 * time.Second)
+					c.runPod(t, ns, podSpec{name: "web-2", labels: map[string]string{"app": "web"}, ips: []string{"10.244.30.2"}, ready: true})
+				}()
 			},
-			{
-				// A second Service appears while the read waits for it.
-				PreConfig: func() {
-					if got := proxy.count("WATCH endpointslices"); got != 1 {
-						t.Errorf("%d WATCH requests while waiting, want 1", got)
-					}
-					go func() {
-						time.Sleep(2 * time.Second)
-						c.createService(t, fleetService(ns, "api", nil))
-					}()
-				},
-				Config: fleet("min_services = 2"),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services"), fleetKeys(ns+"/web", ns+"/api")),
-				},
+			Config: fleet("min_ready = 2"),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services").AtMapKey(ns+"/web").AtMapKey("endpoints"), knownvalue.ListSizeExact(2)),
 			},
 		},
-	})
+		resource.TestStep{
+			// A second Service appears while the read waits for it.
+			PreConfig: func() {
+				if got := proxy.count("WATCH endpointslices"); got != 1 {
+					t.Errorf("%d WATCH requests while waiting, want 1", got)
+				}
+				go func() {
+					time.Sleep(2 * time.Second)
+					c.createService(t, fleetService(ns, "api", nil))
+				}()
+			},
+			Config: fleet("min_services = 2"),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.f", tfjsonpath.New("services"), fleetKeys(ns+"/web", ns+"/api")),
+			},
+		},
+	)
 }

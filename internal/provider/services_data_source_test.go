@@ -12,11 +12,7 @@ import (
 )
 
 func TestServicesArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
-	tests := []struct {
-		name string
-		args string
-		want *regexp.Regexp
-	}{
+	tests := []refusedConfig{
 		{"a selector that does not parse", `label_selector = "app in (web"`, phrase("Attribute label_selector must be a Kubernetes label selector")},
 		{"a selector with a bad operator", `label_selector = "app=>web"`, phrase("Attribute label_selector must be a Kubernetes label selector")},
 		{"an empty name", `names = [""]`, phrase("names", "must be a DNS-1123 label", "it is empty")},
@@ -32,18 +28,9 @@ func TestServicesArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) 
 		{"a negative min_services", `min_services = -1`, phrase("Attribute min_services value must be at least 0, got: -1")},
 		{"an unknown terminating policy", `terminating_endpoints = "drain"`, phrase("Attribute terminating_endpoints value must be one of")},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			isolateFromMachine(t)
-			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviderFactories,
-				Steps: []resource.TestStep{{
-					Config:      `provider "k8s" { kubeconfig = "/nonexistent/kubeconfig" }` + "\ndata \"k8s_services\" \"all\" {\n  " + tt.args + "\n}\n",
-					ExpectError: tt.want,
-				}},
-			})
-		})
-	}
+	expectRefused(t, tests, func(args string) string {
+		return unconfiguredProvider + "data \"k8s_services\" \"all\" {\n  " + args + "\n}\n"
+	})
 }
 
 // The fleet gives each Service the list k8s_ready_endpoints gives for it,
@@ -108,93 +95,90 @@ func cut(key string) (string, string, bool) {
 func TestServicesReadThroughTheCLI(t *testing.T) {
 	isolateFromMachine(t)
 	api := fleetFixture(t)
-	resource.UnitTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: testProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+	unitSteps(t,
+		resource.TestStep{
+			Config: api.config(t, `
 data "k8s_services" "shop" {
   namespace = "shop"
   port_name = "http"
 }
 output "pools" {
   value = { for k, s in data.k8s_services.shop.services : k => [for e in s.endpoints : "${e.address}:${e.port}"] }
-}`,
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownOutputValue("pools", knownvalue.MapExact(map[string]knownvalue.Check{
-						"shop/web": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("10.0.0.1:8080"), knownvalue.StringExact("10.0.0.2:8080")}),
-						"shop/api": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("10.0.1.1:8080")}),
-					})),
-					statecheck.ExpectKnownValue("data.k8s_services.shop", tfjsonpath.New("skipped"), knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.ObjectExact(map[string]knownvalue.Check{
-							"namespace": knownvalue.StringExact("shop"),
-							"name":      knownvalue.StringExact("exporter"),
-							"reason":    knownvalue.StringExact("port http not found in service shop/exporter"),
-						}),
-					})),
-					statecheck.ExpectKnownValue("data.k8s_services.shop", tfjsonpath.New("namespace"), knownvalue.StringExact("shop")),
-					statecheck.ExpectKnownValue("data.k8s_services.shop", tfjsonpath.New("id"), knownvalue.StringExact("shop")),
-					statecheck.ExpectKnownValue("data.k8s_services.shop", tfjsonpath.New("services").AtMapKey("shop/web"), knownvalue.ObjectPartial(map[string]knownvalue.Check{
-						"namespace":   knownvalue.StringExact("shop"),
-						"name":        knownvalue.StringExact("web"),
-						"type":        knownvalue.StringExact("ClusterIP"),
-						"labels":      knownvalue.MapExact(map[string]knownvalue.Check{"tier": knownvalue.StringExact("front")}),
-						"annotations": knownvalue.MapExact(map[string]knownvalue.Check{"team": knownvalue.StringExact("payments")}),
-						"cluster_ips": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("10.96.0.10")}),
-						"ports": knownvalue.ListExact([]knownvalue.Check{knownvalue.ObjectExact(map[string]knownvalue.Check{
-							"name": knownvalue.StringExact("http"), "port": knownvalue.Int64Exact(80), "target_port": knownvalue.StringExact("8080"),
-							"node_port": knownvalue.Null(), "protocol": knownvalue.Null(),
-						})}),
-						"external_traffic_policy":  knownvalue.Null(),
-						"load_balancer_ingress":    knownvalue.ListExact([]knownvalue.Check{}),
-						"last_change_trigger_time": knownvalue.Null(),
-					})),
-				},
+}`),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownOutputValue("pools", knownvalue.MapExact(map[string]knownvalue.Check{
+					"shop/web": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("10.0.0.1:8080"), knownvalue.StringExact("10.0.0.2:8080")}),
+					"shop/api": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("10.0.1.1:8080")}),
+				})),
+				statecheck.ExpectKnownValue("data.k8s_services.shop", tfjsonpath.New("skipped"), knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.ObjectExact(map[string]knownvalue.Check{
+						"namespace": knownvalue.StringExact("shop"),
+						"name":      knownvalue.StringExact("exporter"),
+						"reason":    knownvalue.StringExact("port http not found in service shop/exporter"),
+					}),
+				})),
+				statecheck.ExpectKnownValue("data.k8s_services.shop", tfjsonpath.New("namespace"), knownvalue.StringExact("shop")),
+				statecheck.ExpectKnownValue("data.k8s_services.shop", tfjsonpath.New("id"), knownvalue.StringExact("shop")),
+				statecheck.ExpectKnownValue("data.k8s_services.shop", tfjsonpath.New("services").AtMapKey("shop/web"), knownvalue.ObjectPartial(map[string]knownvalue.Check{
+					"namespace":   knownvalue.StringExact("shop"),
+					"name":        knownvalue.StringExact("web"),
+					"type":        knownvalue.StringExact("ClusterIP"),
+					"labels":      knownvalue.MapExact(map[string]knownvalue.Check{"tier": knownvalue.StringExact("front")}),
+					"annotations": knownvalue.MapExact(map[string]knownvalue.Check{"team": knownvalue.StringExact("payments")}),
+					"cluster_ips": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("10.96.0.10")}),
+					"ports": knownvalue.ListExact([]knownvalue.Check{knownvalue.ObjectExact(map[string]knownvalue.Check{
+						"name": knownvalue.StringExact("http"), "port": knownvalue.Int64Exact(80), "target_port": knownvalue.StringExact("8080"),
+						"node_port": knownvalue.Null(), "protocol": knownvalue.Null(),
+					})}),
+					"external_traffic_policy":  knownvalue.Null(),
+					"load_balancer_ingress":    knownvalue.ListExact([]knownvalue.Check{}),
+					"last_change_trigger_time": knownvalue.Null(),
+				})),
 			},
-			{
-				Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+		},
+		resource.TestStep{
+			Config: api.config(t, `
 data "k8s_services" "front" {
   all_namespaces = true
   label_selector = "tier=front"
   names          = ["web"]
-}`,
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.front", tfjsonpath.New("id"), knownvalue.StringExact("*")),
-					statecheck.ExpectKnownValue("data.k8s_services.front", tfjsonpath.New("namespace"), knownvalue.Null()),
-					statecheck.ExpectKnownValue("data.k8s_services.front", tfjsonpath.New("services"), knownvalue.MapSizeExact(1)),
-					statecheck.ExpectKnownValue("data.k8s_services.front", tfjsonpath.New("services").AtMapKey("shop/web").AtMapKey("endpoints"), knownvalue.ListSizeExact(2)),
-				},
+}`),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.front", tfjsonpath.New("id"), knownvalue.StringExact("*")),
+				statecheck.ExpectKnownValue("data.k8s_services.front", tfjsonpath.New("namespace"), knownvalue.Null()),
+				statecheck.ExpectKnownValue("data.k8s_services.front", tfjsonpath.New("services"), knownvalue.MapSizeExact(1)),
+				statecheck.ExpectKnownValue("data.k8s_services.front", tfjsonpath.New("services").AtMapKey("shop/web").AtMapKey("endpoints"), knownvalue.ListSizeExact(2)),
 			},
-			{
-				Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+		},
+		resource.TestStep{
+			Config: api.config(t, `
 data "k8s_services" "none" {
   namespace      = "nowhere"
-}`,
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("data.k8s_services.none", tfjsonpath.New("services"), knownvalue.MapExact(map[string]knownvalue.Check{})),
-					statecheck.ExpectKnownValue("data.k8s_services.none", tfjsonpath.New("skipped"), knownvalue.ListExact([]knownvalue.Check{})),
-				},
+}`),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.k8s_services.none", tfjsonpath.New("services"), knownvalue.MapExact(map[string]knownvalue.Check{})),
+				statecheck.ExpectKnownValue("data.k8s_services.none", tfjsonpath.New("skipped"), knownvalue.ListExact([]knownvalue.Check{})),
 			},
-			{
-				Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+		},
+		resource.TestStep{
+			Config: api.config(t, `
 data "k8s_services" "guarded" {
   namespaces   = ["shop", "blog"]
   port_name    = "http"
   min_services = 4
-}`,
-				ExpectError: phrase("Too Few Services", "3 Service(s) with a pool, fewer than min_services = 4", "does not wait"),
-			},
-			{
-				Config: clusterConfig(t, map[string]string{"stand-in": api.URL}) + `
+}`),
+			ExpectError: phrase("Too Few Services", "3 Service(s) with a pool, fewer than min_services = 4", "does not wait"),
+		},
+		resource.TestStep{
+			Config: api.config(t, `
 data "k8s_services" "guarded" {
   namespaces = ["shop", "blog"]
   port_name  = "http"
   min_ready  = 2
-}`,
-				ExpectError: phrase("Too Few Ready Endpoints", "2 Service(s) have fewer than min_ready = 2", "blog/web (1), shop/api (1)"),
-			},
+}`),
+			ExpectError: phrase("Too Few Ready Endpoints", "2 Service(s) have fewer than min_ready = 2", "blog/web (1), shop/api (1)"),
 		},
-	})
+	)
 }
 
 func TestServicesReadErrors(t *testing.T) {
@@ -211,12 +195,9 @@ func TestServicesReadErrors(t *testing.T) {
 			isolateFromMachine(t)
 			api := fleetFixture(t)
 			api.forbidden = tt.forbidden
-			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: testProviderFactories,
-				Steps: []resource.TestStep{{
-					Config:      clusterConfig(t, map[string]string{"stand-in": api.URL}) + "data \"k8s_services\" \"shop\" {\n  namespace = \"shop\"\n}\n",
-					ExpectError: tt.want,
-				}},
+			unitSteps(t, resource.TestStep{
+				Config:      api.config(t, "data \"k8s_services\" \"shop\" {\n  namespace = \"shop\"\n}\n"),
+				ExpectError: tt.want,
 			})
 		})
 	}

@@ -56,6 +56,13 @@ func newStandInAPIServer(t testing.TB) *standInAPIServer {
 	return s
 }
 
+// config is a provider block of the cluster this server stands in for (the
+// context stand-in), then the data sources given.
+func (s *standInAPIServer) config(t *testing.T, dataSources string) string {
+	t.Helper()
+	return clusterConfig(t, map[string]string{"stand-in": s.URL}) + dataSources
+}
+
 func (s *standInAPIServer) addService(svc corev1.Service) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -130,26 +137,28 @@ func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", errTesterMayNot))
 			return
 		}
-		list := discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"}}
-		for _, sl := range s.slices {
-			if (len(parts) == 4 || sl.Namespace == parts[4]) && selector.Matches(labels.Set(sl.Labels)) {
-				list.Items = append(list.Items, sl)
-			}
+		ns := ""
+		if len(parts) == 6 {
+			ns = parts[4]
 		}
-		writeJSON(w, list)
+		writeJSON(w, discoveryv1.EndpointSliceList{
+			TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
+			Items:    selected(s.slices, ns, selector, func(sl discoveryv1.EndpointSlice) metav1.ObjectMeta { return sl.ObjectMeta }),
+		})
 	// /api/v1/namespaces/NS/pods or /api/v1/pods
 	case parts[0] == "api" && (len(parts) == 5 && parts[4] == "pods" || len(parts) == 3 && parts[2] == "pods"):
 		if s.forbidden == "pods" {
 			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errTesterMayNot))
 			return
 		}
-		list := corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}
-		for _, p := range s.pods {
-			if (len(parts) == 3 || p.Namespace == parts[3]) && selector.Matches(labels.Set(p.Labels)) {
-				list.Items = append(list.Items, p)
-			}
+		ns := ""
+		if len(parts) == 5 {
+			ns = parts[3]
 		}
-		writeJSON(w, list)
+		writeJSON(w, corev1.PodList{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},
+			Items:    selected(s.pods, ns, selector, func(p corev1.Pod) metav1.ObjectMeta { return p.ObjectMeta }),
+		})
 	// /api/v1/nodes
 	case len(parts) == 3 && parts[0] == "api" && parts[2] == "nodes":
 		if s.forbidden == "nodes" {
@@ -200,4 +209,16 @@ func writeStatus(w http.ResponseWriter, err *apierrors.StatusError) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(int(st.Code))
 	_ = json.NewEncoder(w).Encode(st)
+}
+
+// selected are the items in namespace ns ("" for all) whose labels
+// selector matches, in their order.
+func selected[T any](items []T, ns string, selector labels.Selector, meta func(T) metav1.ObjectMeta) []T {
+	var out []T
+	for _, item := range items {
+		if m := meta(item); (ns == "" || m.Namespace == ns) && selector.Matches(labels.Set(m.Labels)) {
+			out = append(out, item)
+		}
+	}
+	return out
 }

@@ -103,7 +103,7 @@ func (p *Process) read(r io.Reader, out io.Writer) {
 		}
 		p.mu.Lock()
 		p.raw = append(p.raw, line)
-		if e, ok := parse(line); ok {
+		if e, ok := Parse(line); ok {
 			p.log = append(p.log, e)
 		}
 		close(p.more)
@@ -117,9 +117,9 @@ func (p *Process) read(r io.Reader, out io.Writer) {
 	close(p.done)
 }
 
-// parse reads a line of slog's JSON handler: time, level, msg, then the
+// Parse reads a line of slog's JSON handler: time, level, msg, then the
 // attributes.
-func parse(line string) (Event, bool) {
+func Parse(line string) (Event, bool) {
 	var fields map[string]any
 	if json.Unmarshal([]byte(line), &fields) != nil {
 		return Event{}, false

@@ -97,6 +97,10 @@ type Cluster struct {
 // Kubeconfig is the path of the admin kubeconfig.
 func (c *Cluster) Kubeconfig() string { return filepath.Join(c.Dir, KubeconfigFile) }
 
+// Client is a clientset of the cluster's admin, with client-go's default
+// rate limits.
+func (c *Cluster) Client() kubernetes.Interface { return c.client }
+
 // RESTConfig is a client configuration as admin.
 func (c *Cluster) RESTConfig() (*rest.Config, error) {
 	return clientcmd.BuildConfigFromFlags("", c.Kubeconfig())

@@ -37,15 +37,7 @@ func start(t *testing.T) *Cluster {
 
 func clientOf(t *testing.T, c *Cluster) kubernetes.Interface {
 	t.Helper()
-	cfg, err := c.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
+	return c.Client()
 }
 
 // alive reports whether pid is a live process (not gone, not a zombie).

@@ -9,8 +9,8 @@ import (
 )
 
 // Helm finds or builds helm from its build-only module, tools/helm of the
-// repository at root (a cold build takes ~2 min on 2 idle cores), and gives
-// its path: the chart's lint and rendering, in tests and `make docs`.
+// repository at root (built once, then cached), and gives its path: the
+// chart's lint and rendering, in tests and `make docs`.
 func Helm(ctx context.Context, root string, log io.Writer) (string, error) {
 	bin, err := toolbuild.Build(ctx, toolbuild.Spec{
 		Name:     "helm",

@@ -164,11 +164,7 @@ func (n *Network) startKeeper() error {
 	cmd := exec.Command(n.server, "keep", "-owner", strconv.Itoa(n.owner), "-network", strconv.Itoa(n.number), "-dir", n.dir)
 	// Its own process group: a Ctrl-C of the test run does not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	out, err := cmd.StdoutPipe()
+	in, out, err := pipes(cmd)
 	if err != nil {
 		return err
 	}
@@ -183,6 +179,16 @@ func (n *Network) startKeeper() error {
 	}
 	n.keeper, n.keeperIn = cmd, in
 	return nil
+}
+
+// pipes are the standard input and output of a command not started yet.
+func pipes(cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser, error) {
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	return in, out, err
 }
 
 // freeBlock picks a /24 of 10.244.100-249.0 that no route of the host
@@ -297,11 +303,7 @@ func (p *NetPod) startServer() error {
 		args = append(args, "-port", strconv.Itoa(int(port)))
 	}
 	cmd := exec.Command("ip", args...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	out, err := cmd.StdoutPipe()
+	in, out, err := pipes(cmd)
 	if err != nil {
 		return err
 	}

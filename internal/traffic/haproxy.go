@@ -9,15 +9,12 @@ package traffic
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -30,13 +27,7 @@ import (
 
 // HAProxyPath is the haproxy binary on PATH, or an error that names what is
 // missing and how to get it.
-func HAProxyPath() (string, error) {
-	path, err := exec.LookPath("haproxy")
-	if err != nil {
-		return "", errors.New("no haproxy on PATH (Debian: apt-get install haproxy)")
-	}
-	return path, nil
-}
+func HAProxyPath() (string, error) { return lookPath("haproxy", "apt-get install haproxy") }
 
 // HAProxyOptions say what to run.
 type HAProxyOptions struct {
@@ -48,9 +39,9 @@ type HAProxyOptions struct {
 	// its servers, as examples/pools/haproxy renders it). HAProxy reads it
 	// anew on each reload: rewrite it, then Reload.
 	Backend string
-	// Port of the frontend on 127.0.0.1 and [::1]; 0 picks a free one.
-	Port int
-	// Bound of each start, reload and stop; 0 is 20 s.
+	// Port of the frontend on 127.0.0.1 and [::1] and Bound of each start,
+	// reload and stop: as NginxOptions'.
+	Port  int
 	Bound time.Duration
 	// Defaults are extra lines of the defaults section, e.g.
 	// "default-server inter 500ms fall 2 rise 1" for faster health checks.
@@ -61,15 +52,10 @@ type HAProxyOptions struct {
 // workers on the sockets the master holds, and the old workers finish the
 // connections they have, so a reload drops nothing.
 type HAProxy struct {
+	*lbProcess
 	opts        HAProxyOptions
-	bin         string
-	config      string
 	socket      string
-	socketDir   string
-	log         string
 	backendName string
-	cmd         *exec.Cmd
-	done        chan struct{}
 }
 
 // StartHAProxy writes DIR/haproxy.cfg (global settings, defaults and a
@@ -78,23 +64,8 @@ type HAProxy struct {
 // `haproxy -W -db -S master.sock -f DIR/haproxy.cfg -f BACKEND`. It
 // returns once a worker serves. HAProxy dies with the calling process.
 func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
-	bin, err := HAProxyPath()
+	bin, name, err := prepareStart(HAProxyPath, &opts.Dir, &opts.Port, &opts.Bound, &opts.Backend, backendLine, "backend section", "")
 	if err != nil {
-		return nil, err
-	}
-	if opts.Bound == 0 {
-		opts.Bound = 20 * time.Second
-	}
-	name, err := backendName(opts.Backend)
-	if err != nil {
-		return nil, err
-	}
-	if opts.Port == 0 {
-		if opts.Port, err = freePort(); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	// HAProxy takes a master socket path of at most 97 bytes (a unix
@@ -106,67 +77,33 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 			return nil, err
 		}
 	}
+	log := filepath.Join(opts.Dir, "haproxy.log")
 	h := &HAProxy{
-		opts: opts, bin: bin, backendName: name, socketDir: socketDir,
-		config: filepath.Join(opts.Dir, "haproxy.cfg"),
+		opts: opts, backendName: name,
 		socket: filepath.Join(cmp.Or(socketDir, opts.Dir), "master.sock"),
-		log:    filepath.Join(opts.Dir, "haproxy.log"),
 	}
-	started := false
-	defer func() {
-		if !started && socketDir != "" {
-			_ = os.RemoveAll(socketDir)
-		}
-	}()
-	if err := os.WriteFile(h.config, []byte(h.frontendConfig()), 0o600); err != nil {
-		return nil, err
+	h.lbProcess = &lbProcess{
+		name: "haproxy", bin: bin, dir: opts.Dir, port: opts.Port, bound: opts.Bound,
+		config: filepath.Join(opts.Dir, "haproxy.cfg"), logs: []string{log}, kind: h,
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.Bound)
-	defer cancel()
-	if err := h.Check(ctx); err != nil {
-		return nil, err
-	}
-	log, err := os.OpenFile(h.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "-W", "-db", "-S", h.socket, "-f", h.config, "-f", opts.Backend)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := tied.Start(cmd); err != nil {
-		_ = log.Close()
-		return nil, fmt.Errorf("start haproxy: %w", err)
-	}
-	h.cmd, h.done = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = log.Close()
+	removeSocketDir := func() {
 		if socketDir != "" {
 			_ = os.RemoveAll(socketDir)
 		}
-		close(h.done)
-	}()
+	}
 	// For a reload command run by someone else (a provisioner, a companion):
 	// kill -USR2 "$(cat DIR/haproxy.pid)".
-	if err := os.WriteFile(filepath.Join(opts.Dir, "haproxy.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
-		tied.KillGroup(cmd, syscall.SIGKILL)
-		<-h.done
+	writePID := func() error {
+		return os.WriteFile(h.PIDFile(), []byte(strconv.Itoa(h.PID())+"\n"), 0o600)
+	}
+	args := []string{"-W", "-db", "-S", h.socket, "-f", h.config, "-f", opts.Backend}
+	if err := h.start(ctx, h.frontendConfig(), args, log, false, writePID, removeSocketDir); err != nil {
+		if h.cmd == nil {
+			removeSocketDir()
+		}
 		return nil, err
 	}
-	for {
-		procs, err := h.processes(ctx)
-		if err == nil && len(procs.workers) > 0 {
-			started = true
-			return h, nil
-		}
-		select {
-		case <-h.done:
-			return nil, fmt.Errorf("haproxy exited at start: %s", h.LogTail())
-		case <-ctx.Done():
-			h.Stop()
-			return nil, fmt.Errorf("haproxy has no worker after %s (%w): %s", opts.Bound, errors.Join(err, ctx.Err()), h.LogTail())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return h, nil
 }
 
 func (h *HAProxy) frontendConfig() string {
@@ -202,58 +139,11 @@ frontend traffic
 
 var backendLine = regexp.MustCompile(`(?m)^backend[ \t]+(\S+)`)
 
-// backendName is the name of the first backend section of a file.
-func backendName(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	m := backendLine.FindSubmatch(data)
-	if m == nil {
-		return "", fmt.Errorf("%s has no backend section", path)
-	}
-	return string(m[1]), nil
-}
-
-// freePort is a port free on both 127.0.0.1 and [::1].
-func freePort() (int, error) {
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		addr, ok := l.Addr().(*net.TCPAddr)
-		if !ok {
-			_ = l.Close()
-			return 0, fmt.Errorf("listener address %v is not TCP", l.Addr())
-		}
-		port := addr.Port
-		l6, err6 := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(port)))
-		_ = l.Close()
-		if err6 == nil {
-			_ = l6.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("no port free on both 127.0.0.1 and [::1]")
-}
-
-// Port is the frontend's port.
-func (h *HAProxy) Port() int { return h.opts.Port }
-
-// URL is the frontend's address over IPv4 (127.0.0.1) or IPv6 ([::1]).
-func (h *HAProxy) URL(ipv6 bool) string { return loopbackURL(ipv6, h.opts.Port) }
-
-func loopbackURL(ipv6 bool, port int) string {
-	host := "127.0.0.1"
-	if ipv6 {
-		host = "::1"
-	}
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/"
-}
-
 // PID is the master's pid.
 func (h *HAProxy) PID() int { return h.cmd.Process.Pid }
+
+// PIDFile is the file that holds the master's pid.
+func (h *HAProxy) PIDFile() string { return filepath.Join(h.dir, "haproxy.pid") }
 
 // ReloadCommand is a shell command that reloads this HAProxy (what a
 // companion or a local-exec provisioner runs after rewriting the backend):
@@ -264,101 +154,47 @@ func (h *HAProxy) ReloadCommand() string {
 	return fmt.Sprintf("%s -c -q -f %s -f %s && kill -USR2 %d", h.bin, h.config, h.opts.Backend, h.PID())
 }
 
-// Check runs haproxy -c on the configuration and the backend file as they
-// are now.
-func (h *HAProxy) Check(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, h.bin, "-c", "-f", h.config, "-f", h.opts.Backend).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("haproxy -c: %w\n%s", err, bytes.TrimSpace(out))
-	}
-	return nil
+func (h *HAProxy) checkArgs() []string {
+	return []string{"-c", "-f", h.config, "-f", h.opts.Backend}
 }
 
-// Reload checks the files, signals the master, and waits until the old
-// workers are gone from its list of current workers and a new one is there:
-// from then on every new connection gets the new backend. A configuration
-// that does not check is an error, and the running workers go on as they
-// were.
-func (h *HAProxy) Reload(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, h.opts.Bound)
-	defer cancel()
-	if err := h.Check(ctx); err != nil {
-		return err
+func (h *HAProxy) signalReload() error { return syscall.Kill(h.PID(), syscall.SIGUSR2) }
+
+// reloaded: the master counts one reload more, none failed, and its current
+// workers are all new.
+func (h *HAProxy) reloaded(before, now lbState) (bool, error) {
+	if now.failedReloads > before.failedReloads {
+		return false, refusedError{"haproxy refused the reload: " + h.LogTail()}
 	}
-	// While another reload is under way (a provisioner's ReloadCommand), the
-	// master re-executes and its socket refuses connections for a moment.
-	before, err := h.processes(ctx)
-	for err != nil {
-		select {
-		case <-h.done:
-			return fmt.Errorf("haproxy exited: %s", h.LogTail())
-		case <-ctx.Done():
-			return fmt.Errorf("haproxy master not answering after %s (%w): %s", h.opts.Bound, errors.Join(err, ctx.Err()), h.LogTail())
-		case <-time.After(20 * time.Millisecond):
-		}
-		before, err = h.processes(ctx)
-	}
-	if err := syscall.Kill(h.PID(), syscall.SIGUSR2); err != nil {
-		return fmt.Errorf("signal the haproxy master: %w", err)
-	}
-	for {
-		now, err := h.processes(ctx)
-		if err == nil {
-			if now.failedReloads > before.failedReloads {
-				return fmt.Errorf("haproxy refused the reload: %s", h.LogTail())
-			}
-			if now.reloads > before.reloads && len(now.workers) > 0 && !overlap(now.workers, before.workers) {
-				return nil
-			}
-		}
-		select {
-		case <-h.done:
-			return fmt.Errorf("haproxy exited during a reload: %s", h.LogTail())
-		case <-ctx.Done():
-			return fmt.Errorf("haproxy reload not done after %s (%w): %s", h.opts.Bound, errors.Join(err, ctx.Err()), h.LogTail())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return now.reloads > before.reloads && len(now.workers) > 0 && !overlap(now.workers, before.workers), nil
 }
 
-func overlap(a, b []int) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if x == y {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-type processList struct {
-	reloads, failedReloads int
-	workers, oldWorkers    []int
-}
+func (h *HAProxy) stop() { tied.KillGroup(h.cmd, syscall.SIGTERM) }
 
 var masterLine = regexp.MustCompile(`^\d+\s+master\s+(\d+)\s+\[failed:\s*(\d+)\]`)
 
-// processes asks the master CLI (`show proc`) for the workers.
-func (h *HAProxy) processes(ctx context.Context) (processList, error) {
+// state asks the master CLI (`show proc`) for the workers. While a reload
+// is under way, the master re-executes and its socket refuses connections
+// for a moment.
+func (h *HAProxy) state(ctx context.Context) (lbState, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", h.socket)
 	if err != nil {
-		return processList{}, err
+		return lbState{}, err
 	}
 	defer conn.Close()
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)
 	// The master answers once the client has said all it will say.
 	if _, err := io.WriteString(conn, "show proc\n"); err != nil {
-		return processList{}, err
+		return lbState{}, err
 	}
 	if unix, ok := conn.(*net.UnixConn); ok {
 		if err := unix.CloseWrite(); err != nil {
-			return processList{}, err
+			return lbState{}, err
 		}
 	}
-	var list processList
+	var list lbState
 	section := ""
 	lines := bufio.NewScanner(conn)
 	for lines.Scan() {
@@ -380,54 +216,12 @@ func (h *HAProxy) processes(ctx context.Context) (processList, error) {
 		if err != nil {
 			continue
 		}
-		switch section {
-		case "workers":
+		if section == "workers" {
 			list.workers = append(list.workers, pid)
-		case "old workers":
-			list.oldWorkers = append(list.oldWorkers, pid)
 		}
 	}
 	if err := lines.Err(); err != nil {
-		return processList{}, err
+		return lbState{}, err
 	}
 	return list, nil
-}
-
-// Workers are the pids of the current and the old workers.
-func (h *HAProxy) Workers(ctx context.Context) (current, old []int, err error) {
-	list, err := h.processes(ctx)
-	return list.workers, list.oldWorkers, err
-}
-
-// Stop stops HAProxy (SIGTERM to its process group, SIGKILL after the
-// bound) and returns once the master has exited; its workers exit with it.
-func (h *HAProxy) Stop() {
-	if h == nil || h.cmd == nil {
-		return
-	}
-	select {
-	case <-h.done:
-		return
-	default:
-	}
-	tied.KillGroup(h.cmd, syscall.SIGTERM)
-	select {
-	case <-h.done:
-	case <-time.After(h.opts.Bound):
-		tied.KillGroup(h.cmd, syscall.SIGKILL)
-		<-h.done
-	}
-}
-
-// LogTail is the end of HAProxy's log.
-func (h *HAProxy) LogTail() string {
-	data, err := os.ReadFile(h.log)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > 15 {
-		lines = lines[len(lines)-15:]
-	}
-	return strings.Join(lines, "\n")
 }

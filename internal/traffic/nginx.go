@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -20,11 +19,7 @@ import (
 // NginxPath is the nginx binary on PATH, or an error that names what is
 // missing and how to get it.
 func NginxPath() (string, error) {
-	path, err := exec.LookPath("nginx")
-	if err != nil {
-		return "", errors.New("no nginx on PATH (Debian: apt-get install nginx, which installs /usr/sbin/nginx)")
-	}
-	return path, nil
+	return lookPath("nginx", "apt-get install nginx, which installs /usr/sbin/nginx")
 }
 
 // NginxOptions say what to run.
@@ -48,14 +43,10 @@ type NginxOptions struct {
 // new worker on the sockets the master holds and asks the old one to
 // finish the connections it has, so a reload drops nothing.
 type Nginx struct {
+	*lbProcess
 	opts         NginxOptions
-	bin          string
-	config       string
-	log          string
 	upstreamName string
 	master       int
-	cmd          *exec.Cmd // the guard of the process group (tied.StartTree)
-	done         chan struct{}
 }
 
 // StartNginx writes DIR/nginx.conf (a master in the foreground with one
@@ -65,94 +56,45 @@ type Nginx struct {
 // `nginx -p DIR/ -e DIR/error.log -c DIR/nginx.conf`. It returns once a
 // worker runs. nginx, its worker included, dies with the calling process.
 func StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, error) {
-	bin, err := NginxPath()
+	bin, name, err := prepareStart(NginxPath, &opts.Dir, &opts.Port, &opts.Bound, &opts.Upstream, upstreamLine, "upstream block", "temp")
 	if err != nil {
 		return nil, err
 	}
-	if opts.Bound == 0 {
-		opts.Bound = 20 * time.Second
-	}
-	name, err := upstreamName(opts.Upstream)
-	if err != nil {
-		return nil, err
-	}
-	if opts.Port == 0 {
-		if opts.Port, err = freePort(); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
-		return nil, err
-	}
-	if opts.Upstream, err = filepath.Abs(opts.Upstream); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Join(opts.Dir, "temp"), 0o755); err != nil {
-		return nil, err
-	}
-	n := &Nginx{
-		opts: opts, bin: bin, upstreamName: name,
-		config: filepath.Join(opts.Dir, "nginx.conf"),
-		log:    filepath.Join(opts.Dir, "error.log"),
-	}
-	if err := os.WriteFile(n.config, []byte(n.mainConfig()), 0o600); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, opts.Bound)
-	defer cancel()
-	if err := n.Check(ctx); err != nil {
-		return nil, err
-	}
-	// A pid file of an nginx gone: the wait below must not take it for the
-	// master of this one.
+	n := newNginx(bin, opts)
+	n.upstreamName = name
+	// A pid file of an nginx gone: the wait for the master must not take
+	// it for the master of this one.
 	_ = os.Remove(n.PIDFile())
-	cmd := exec.Command(bin, n.flags()...)
-	// The master logs to the error log; its standard streams take what it
-	// says before it has opened it.
-	out, err := os.OpenFile(filepath.Join(opts.Dir, "nginx.out"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
+	// The master logs to the error log; its standard streams (nginx.out)
+	// take what it says before it has opened it. nginx's workers outlive a
+	// master killed with SIGKILL, and the master's parent-death signal does
+	// not reach them: the whole process group goes with the calling process
+	// (tied.StartTree).
+	if err := n.start(ctx, n.mainConfig(), n.flags(), n.logs[0], true, nil, nil); err != nil {
 		return nil, err
 	}
-	cmd.Stdout, cmd.Stderr = out, out
-	// nginx's workers outlive a master killed with SIGKILL, and the master's
-	// parent-death signal does not reach them: the whole process group goes
-	// with the calling process.
-	if err := tied.StartTree(cmd); err != nil {
-		_ = out.Close()
-		return nil, fmt.Errorf("start nginx: %w", err)
+	return n, nil
+}
+
+func newNginx(bin string, opts NginxOptions) *Nginx {
+	n := &Nginx{opts: opts}
+	n.lbProcess = &lbProcess{
+		name: "nginx", bin: bin, dir: opts.Dir, port: opts.Port, bound: opts.Bound,
+		config: filepath.Join(opts.Dir, "nginx.conf"),
+		logs:   []string{filepath.Join(opts.Dir, "nginx.out"), filepath.Join(opts.Dir, "error.log")},
+		kind:   n,
 	}
-	n.cmd, n.done = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = out.Close()
-		close(n.done)
-	}()
-	for {
-		if n.master == 0 {
-			n.master = n.readMaster()
-		}
-		if n.master != 0 {
-			if workers, _ := n.Workers(); len(workers) > 0 {
-				return n, nil
-			}
-		}
-		select {
-		case <-n.done:
-			return nil, fmt.Errorf("nginx exited at start: %s", n.LogTail())
-		case <-ctx.Done():
-			n.Stop()
-			return nil, fmt.Errorf("nginx has no worker after %s (%w): %s", opts.Bound, ctx.Err(), n.LogTail())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return n
 }
 
 // flags are the command-line flags of every nginx command on this
 // configuration: the prefix and the error log in Dir (nginx opens its error
 // log before it reads the configuration, by default one of the machine's).
 func (n *Nginx) flags(extra ...string) []string {
-	return append(extra, "-p", n.opts.Dir+"/", "-e", n.log, "-c", n.config)
+	return append(extra, "-p", n.opts.Dir+"/", "-e", n.errorLog(), "-c", n.config)
 }
+
+func (n *Nginx) errorLog() string { return n.logs[1] }
 
 func (n *Nginx) mainConfig() string {
 	// As root, the master would start its workers as nobody, who may not
@@ -203,19 +145,6 @@ http {
 
 var upstreamLine = regexp.MustCompile(`(?m)^\s*upstream[ \t]+([^\s{]+)`)
 
-// upstreamName is the name of the first upstream block of a file.
-func upstreamName(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	m := upstreamLine.FindSubmatch(data)
-	if m == nil {
-		return "", fmt.Errorf("%s has no upstream block", path)
-	}
-	return string(m[1]), nil
-}
-
 // readMaster is the pid nginx wrote to its pid file once it is the master
 // of this Nginx (a child of the guard), else 0.
 func (n *Nginx) readMaster() int {
@@ -228,14 +157,6 @@ func (n *Nginx) readMaster() int {
 		return 0
 	}
 	return pid
-}
-
-// Port is the server's port.
-func (n *Nginx) Port() int { return n.opts.Port }
-
-// URL is the server's address over IPv4 (127.0.0.1) or IPv6 ([::1]).
-func (n *Nginx) URL(ipv6 bool) string {
-	return loopbackURL(ipv6, n.opts.Port)
 }
 
 // PID is the master's pid.
@@ -257,7 +178,7 @@ func (n *Nginx) ReloadCommand() string {
 // master named in the pid file. It returns before the new worker serves;
 // nothing is dropped meanwhile.
 func NginxReloadCommand(bin, dir string) string {
-	n := &Nginx{opts: NginxOptions{Dir: dir}, config: filepath.Join(dir, "nginx.conf"), log: filepath.Join(dir, "error.log")}
+	n := newNginx(bin, NginxOptions{Dir: dir})
 	return shellWords(append([]string{bin}, n.flags("-t", "-q")...)) + " && " + shellWords(append([]string{bin}, n.flags("-s", "reload")...))
 }
 
@@ -274,62 +195,46 @@ func shellWords(words []string) string {
 	return strings.Join(quoted, " ")
 }
 
-// Check runs nginx -t on the configuration and the upstream file as they are
-// now.
-func (n *Nginx) Check(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, n.bin, n.flags("-t", "-q")...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("nginx -t: %w\n%s", err, bytes.TrimSpace(out))
+func (n *Nginx) checkArgs() []string { return n.flags("-t", "-q") }
+
+// signalReload sends SIGHUP to the master, what nginx -s reload does.
+func (n *Nginx) signalReload() error { return syscall.Kill(n.master, syscall.SIGHUP) }
+
+// reloaded: the workers from before are gone from the current ones
+// (shutting down or exited) and a new one runs. A configuration that
+// checked may still fail to load (a port taken meanwhile): the master says
+// so in its error log and keeps its workers.
+func (n *Nginx) reloaded(before, now lbState) (bool, error) {
+	if tail := readFrom(n.errorLog(), before.logSize); strings.Contains(tail, "[emerg]") {
+		return false, refusedError{"nginx refused the reload: " + strings.TrimSpace(tail)}
 	}
-	return nil
+	return len(now.workers) > 0 && !overlap(now.workers, before.workers), nil
 }
 
-// Reload checks the files, sends SIGHUP to the master (what nginx -s reload
-// does), and waits until the workers from before are gone from the current
-// ones (shutting down or exited) and a new one runs: from then on every new
-// connection gets the new upstream. A configuration that does not check is
-// an error, and the running worker goes on as it was.
-func (n *Nginx) Reload(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, n.opts.Bound)
-	defer cancel()
-	if err := n.Check(ctx); err != nil {
-		return err
-	}
-	before, err := n.Workers()
-	if err != nil {
-		return err
-	}
-	logFrom := fileSize(n.log)
-	if err := syscall.Kill(n.master, syscall.SIGHUP); err != nil {
-		return fmt.Errorf("signal the nginx master: %w", err)
-	}
-	for {
-		now, err := n.Workers()
-		if err == nil && len(now) > 0 && !overlap(now, before) {
-			return nil
-		}
-		// A configuration that checked may still fail to load (a port
-		// taken meanwhile): the master says so and keeps its workers.
-		if tail := readFrom(n.log, logFrom); strings.Contains(tail, "[emerg]") {
-			return fmt.Errorf("nginx refused the reload: %s", strings.TrimSpace(tail))
-		}
-		select {
-		case <-n.done:
-			return fmt.Errorf("nginx exited during a reload: %s", n.LogTail())
-		case <-ctx.Done():
-			return fmt.Errorf("nginx reload not done after %s (%w): %s", n.opts.Bound, errors.Join(err, ctx.Err()), n.LogTail())
-		case <-time.After(20 * time.Millisecond):
-		}
+// stop sends SIGTERM to the master (nginx's fast shutdown), or SIGKILL to
+// the process group before the master is known.
+func (n *Nginx) stop() {
+	if n.master != 0 {
+		_ = syscall.Kill(n.master, syscall.SIGTERM)
+	} else {
+		tied.KillGroup(n.cmd, syscall.SIGKILL)
 	}
 }
 
-// Workers are the pids of the master's current workers: its children named
-// "nginx: worker process", without those that a reload or a stop told to
-// finish ("... is shutting down").
-func (n *Nginx) Workers() ([]int, error) {
+// state is the master's current workers: its children named "nginx: worker
+// process", without those that a reload or a stop told to finish ("... is
+// shutting down"); an error until the master has written its pid file.
+func (n *Nginx) state(context.Context) (lbState, error) {
+	if n.master == 0 {
+		n.master = n.readMaster()
+	}
+	if n.master == 0 {
+		return lbState{}, errors.New("no nginx master in " + n.PIDFile() + " yet")
+	}
+	logSize := fileSize(n.errorLog())
 	children, err := childrenOf(n.master)
 	if err != nil {
-		return nil, err
+		return lbState{}, err
 	}
 	var workers []int
 	for _, pid := range children {
@@ -342,54 +247,12 @@ func (n *Nginx) Workers() ([]int, error) {
 			workers = append(workers, pid)
 		}
 	}
-	return workers, nil
-}
-
-// Stop stops nginx (SIGTERM to the master, nginx's fast shutdown; SIGKILL to
-// the process group after the bound) and returns once the master has exited;
-// its workers exit before it, and the guard ends any that would not.
-func (n *Nginx) Stop() {
-	if n == nil || n.cmd == nil {
-		return
-	}
-	select {
-	case <-n.done:
-		return
-	default:
-	}
-	if n.master != 0 {
-		_ = syscall.Kill(n.master, syscall.SIGTERM)
-	} else {
-		tied.KillGroup(n.cmd, syscall.SIGKILL)
-	}
-	select {
-	case <-n.done:
-	case <-time.After(n.opts.Bound):
-		tied.KillGroup(n.cmd, syscall.SIGKILL)
-		<-n.done
-	}
+	return lbState{workers: workers, logSize: logSize}, nil
 }
 
 // GuardPID is the pid of the shell that guards nginx's process group
 // (tied.StartTree).
 func (n *Nginx) GuardPID() int { return n.cmd.Process.Pid }
-
-// LogTail is the end of nginx's error log, and what it printed before
-// opening it.
-func (n *Nginx) LogTail() string {
-	var all []byte
-	for _, name := range []string{"nginx.out", "error.log"} {
-		data, err := os.ReadFile(filepath.Join(n.opts.Dir, name))
-		if err == nil {
-			all = append(all, data...)
-		}
-	}
-	lines := strings.Split(strings.TrimRight(string(all), "\n"), "\n")
-	if len(lines) > 15 {
-		lines = lines[len(lines)-15:]
-	}
-	return strings.Join(lines, "\n")
-}
 
 func fileSize(path string) int64 {
 	info, err := os.Stat(path)

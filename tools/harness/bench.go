@@ -23,6 +23,7 @@ import (
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 )
 
 // make bench: the provider against its targets, by measurement and not by
@@ -232,20 +233,20 @@ func (b *benchRun) run(ctx context.Context) error {
 	if b.opts.only == "traffic" {
 		// Its own Service in its own namespace: no fixture.
 		b.env = cliEnv("", b.cluster.Kubeconfig())
-		return b.runTrafficOnly(ctx, client)
+		return runPart(ctx, b, client, b.trafficLatency, trafficSection, "bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)")
 	}
-	b.say("fixture: %d Services x 10 ready pods, and a Service with %d endpoints", fleetServices, bigEndpoints)
-	if err := createFixture(ctx, client, fleetServices, 10); err != nil {
+	b.say("fixture: %d Services x 10 ready pods, and a Service with %d endpoints", fixture.FleetServices, fixture.BigEndpoints)
+	if err := fixture.Create(ctx, client, fixture.FleetServices, 10, logw); err != nil {
 		return err
 	}
 	if err := b.prepare(ctx, client); err != nil {
 		return err
 	}
-	if b.opts.only == "sync" {
-		return b.runSyncOnly(ctx, client)
-	}
-	if b.opts.only == "image" {
-		return b.runImageOnly(ctx, client)
+	switch b.opts.only {
+	case "sync":
+		return runPart(ctx, b, client, b.benchSync, syncSection, "make bench-sync", "`make bench-sync` (tools/harness bench -only sync)")
+	case "image":
+		return runPart(ctx, b, client, b.benchImage, imageSection, "make bench-image", "`make bench-image` (tools/harness bench -only image)")
 	}
 
 	b.say("warm-up: one untimed run of each command")
@@ -314,19 +315,7 @@ func (b *benchRun) run(ctx context.Context) error {
 		}
 	}
 	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + syncSection(syncRes) + "\n" + imageSection(imageRes) + "\n" + trafficSection(trafficRes)
-	out := b.opts.out
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(b.root, out)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
-		return err
-	}
-	b.say("results (also in %s)", b.opts.out)
-	fmt.Print(report)
-	return nil
+	return b.writeReport(report)
 }
 
 // buildBaseline builds the provider at opts.baseline as run builds the
@@ -420,7 +409,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 
 	plan := []string{"plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color"}
 	for _, n := range b.opts.sizes {
-		dir, err := b.config(fmt.Sprintf("k8s-%d", n), k8sConfig(benchNamespace, n, nil))
+		dir, err := b.config(fmt.Sprintf("k8s-%d", n), k8sConfig(fixture.Namespace, n, nil))
 		if err != nil {
 			return err
 		}
@@ -430,7 +419,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	// The same 100 reads with pod_health_checks: one more LIST each, of the
 	// Service's Pods (which declare a readinessProbe); the output counts the
 	// endpoints that got a check.
-	dir, err := b.config("k8s-100-checks", k8sCheckedConfig(benchNamespace, 100))
+	dir, err := b.config("k8s-100-checks", k8sCheckedConfig(fixture.Namespace, 100))
 	if err != nil {
 		return err
 	}
@@ -441,31 +430,31 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform plan`, 100 `trivial_constant` (Terraform's floor)", dir: dir, args: plan,
 		want: "constants = 100", perRead: 100, rusage: trivialLog})
-	fleet := make([]string, fleetServices)
+	fleet := make([]string, fixture.FleetServices)
 	for i := range fleet {
-		fleet[i] = serviceName(i)
+		fleet[i] = fixture.ServiceName(i)
 	}
-	if dir, err = b.config(fmt.Sprintf("k8s-each-%d", fleetServices), k8sConfig(benchNamespace, fleetServices, fleet)); err != nil {
+	if dir, err = b.config(fmt.Sprintf("k8s-each-%d", fixture.FleetServices), k8sConfig(fixture.Namespace, fixture.FleetServices, fleet)); err != nil {
 		return err
 	}
-	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fleetServices), dir: dir, args: plan,
-		want: fmt.Sprintf("ready_endpoints = %d", fleetServices*10), reads: fleetServices, perRead: fleetServices, rusage: k8sLog})
+	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fixture.FleetServices), dir: dir, args: plan,
+		want: fmt.Sprintf("ready_endpoints = %d", fixture.FleetServices*10), reads: fixture.FleetServices, perRead: fixture.FleetServices, rusage: k8sLog})
 	if dir, err = b.config("fleet", fleetConfig()); err != nil {
 		return err
 	}
-	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fleetServices), dir: dir, args: plan,
-		want: fmt.Sprintf("fleet_endpoints = %d", fleetServices*10), fleetReads: 1, perRead: 1, rusage: k8sLog})
+	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fixture.FleetServices), dir: dir, args: plan,
+		want: fmt.Sprintf("fleet_endpoints = %d", fixture.FleetServices*10), fleetReads: 1, perRead: 1, rusage: k8sLog})
 	if dir, err = b.config("fleet-checks", fleetCheckedConfig()); err != nil {
 		return err
 	}
-	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services with `pod_health_checks`", fleetServices), dir: dir, args: plan,
-		want: fmt.Sprintf("checked_endpoints = %d", fleetServices*10), fleetReads: 1, podLists: fleetPodPages(), perRead: 1, rusage: k8sLog})
-	dir, err = b.config("big", k8sConfig(bigNamespace, 1, []string{bigService}))
+	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services with `pod_health_checks`", fixture.FleetServices), dir: dir, args: plan,
+		want: fmt.Sprintf("checked_endpoints = %d", fixture.FleetServices*10), fleetReads: 1, podLists: fleetPodPages(), perRead: 1, rusage: k8sLog})
+	dir, err = b.config("big", k8sConfig(fixture.BigNamespace, 1, []string{fixture.BigService}))
 	if err != nil {
 		return err
 	}
-	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_ready_endpoints` of a Service with %d endpoints", bigEndpoints), dir: dir, args: plan,
-		want: fmt.Sprintf("ready_endpoints = %d", bigEndpoints), reads: 1, perRead: 1, rusage: k8sLog})
+	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_ready_endpoints` of a Service with %d endpoints", fixture.BigEndpoints), dir: dir, args: plan,
+		want: fmt.Sprintf("ready_endpoints = %d", fixture.BigEndpoints), reads: 1, perRead: 1, rusage: k8sLog})
 	if b.opts.incumbent != "" {
 		sliceNames, err := firstSlices(ctx, client, 100)
 		if err != nil {
@@ -495,7 +484,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 
 // baselineCompared are the measurements repeated with the baseline's
 // provider (prefixes of their titles): the plan of 100 reads, the fleet read
-// and the read of bigEndpoints endpoints.
+// and the read of fixture.BigEndpoints endpoints.
 var baselineCompared = []string{
 	"`terraform plan`, 100 `k8s_ready_endpoints`",
 	"`terraform plan`, 1 `k8s_services`",
@@ -582,7 +571,7 @@ func k8sConfig(namespace string, n int, services []string) string {
 	c.WriteString("terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n")
 	var sum []string
 	for i := range n {
-		svc := serviceName(i % 100)
+		svc := fixture.ServiceName(i % 100)
 		if services != nil {
 			svc = services[i%len(services)]
 		}
@@ -602,7 +591,7 @@ func k8sCheckedConfig(namespace string, n int) string {
 	var sum []string
 	for i := range n {
 		fmt.Fprintf(&c, "\ndata \"k8s_ready_endpoints\" \"r_%04d\" {\n  namespace         = %q\n  service           = %q\n  port_name         = \"http\"\n  pod_health_checks = true\n}\n",
-			i, namespace, serviceName(i%100))
+			i, namespace, fixture.ServiceName(i%100))
 		sum = append(sum, fmt.Sprintf("    length([for e in data.k8s_ready_endpoints.r_%04d.endpoints : e if e.health_check != null]),\n", i))
 	}
 	fmt.Fprintf(&c, "\noutput \"checked_endpoints\" {\n  value = sum([\n%s  ])\n}\n", strings.Join(sum, ""))
@@ -613,21 +602,21 @@ func k8sCheckedConfig(namespace string, n int) string {
 // output that sums the endpoints read.
 func fleetConfig() string {
 	return "terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n" +
-		fmt.Sprintf("\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n", benchNamespace) +
+		fmt.Sprintf("\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n", fixture.Namespace) +
 		"\noutput \"fleet_endpoints\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n"
 }
 
 // fleetPodPages is how many pages a LIST of the fleet's Pods takes.
 func fleetPodPages() int {
 	size := int(kube.DefaultOptions().PageSize)
-	return (fleetServices*10 + size - 1) / size
+	return (fixture.FleetServices*10 + size - 1) / size
 }
 
 // fleetCheckedConfig is fleetConfig with pod_health_checks, its output
 // counting the endpoints that have a health check.
 func fleetCheckedConfig() string {
 	return "terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n" +
-		fmt.Sprintf("\ndata \"k8s_services\" \"fleet\" {\n  namespace         = %q\n  port_name         = \"http\"\n  pod_health_checks = true\n}\n", benchNamespace) +
+		fmt.Sprintf("\ndata \"k8s_services\" \"fleet\" {\n  namespace         = %q\n  port_name         = \"http\"\n  pod_health_checks = true\n}\n", fixture.Namespace) +
 		"\noutput \"checked_endpoints\" {\n  value = sum([for s in data.k8s_services.fleet.services : length([for e in s.endpoints : e if e.health_check != null])])\n}\n"
 }
 
@@ -636,7 +625,7 @@ func trivialConfig(n int) string {
 	c.WriteString("terraform {\n  required_providers {\n    trivial = { source = \"vigie/trivial\" }\n  }\n}\n")
 	var all []string
 	for i := range n {
-		fmt.Fprintf(&c, "\ndata \"trivial_constant\" \"c_%04d\" {\n  name = %q\n}\n", i, serviceName(i%100))
+		fmt.Fprintf(&c, "\ndata \"trivial_constant\" \"c_%04d\" {\n  name = %q\n}\n", i, fixture.ServiceName(i%100))
 		all = append(all, fmt.Sprintf("data.trivial_constant.c_%04d.value", i))
 	}
 	fmt.Fprintf(&c, "\noutput \"constants\" {\n  value = length([%s])\n}\n", strings.Join(all, ", "))
@@ -650,11 +639,11 @@ func incumbentConfig(kind, kubeconfig string, sliceNames []string) string {
 	var c strings.Builder
 	fmt.Fprintf(&c, "terraform {\n  required_providers {\n    kubernetes = { source = \"hashicorp/kubernetes\" }\n  }\n}\n\nprovider \"kubernetes\" {\n  config_path = %q\n}\n", kubeconfig)
 	for i := range 100 {
-		name := serviceName(i)
+		name := fixture.ServiceName(i)
 		if kind == "kubernetes_endpoint_slice_v1" {
 			name = sliceNames[i]
 		}
-		fmt.Fprintf(&c, "\ndata %q \"r_%04d\" {\n  metadata {\n    name      = %q\n    namespace = %q\n  }\n}\n", kind, i, name, benchNamespace)
+		fmt.Fprintf(&c, "\ndata %q \"r_%04d\" {\n  metadata {\n    name      = %q\n    namespace = %q\n  }\n}\n", kind, i, name, fixture.Namespace)
 	}
 	return c.String()
 }
@@ -662,12 +651,12 @@ func incumbentConfig(kind, kubeconfig string, sliceNames []string) string {
 func firstSlices(ctx context.Context, client kubernetes.Interface, services int) ([]string, error) {
 	names := make([]string, services)
 	for i := range services {
-		list, err := client.DiscoveryV1().EndpointSlices(benchNamespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + serviceName(i)})
+		list, err := client.DiscoveryV1().EndpointSlices(fixture.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + fixture.ServiceName(i)})
 		if err != nil {
 			return nil, err
 		}
 		if len(list.Items) == 0 {
-			return nil, fmt.Errorf("service %s has no EndpointSlice", serviceName(i))
+			return nil, fmt.Errorf("service %s has no EndpointSlice", fixture.ServiceName(i))
 		}
 		names[i] = list.Items[0].Name
 	}
@@ -929,4 +918,22 @@ func machine() string {
 		mem = fmt.Sprintf("%.1f GiB", float64(kib)/1048576)
 	}
 	return fmt.Sprintf("%d cores (%s), %s memory", runtime.NumCPU(), model, mem)
+}
+
+// writeReport writes the report to -out (relative to the repository) and
+// prints it.
+func (b *benchRun) writeReport(report string) error {
+	out := b.opts.out
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(b.root, out)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+		return err
+	}
+	b.say("results (also in %s)", b.opts.out)
+	fmt.Print(report)
+	return nil
 }

@@ -1,34 +1,28 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/clis"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The companion's image in the bench (issue 26): its size, compressed and by
 // layer (the report of make image), and the cold start of `sync` to its
-// line `watching` against a state of fleetServices pools, in the image's
+// line `watching` against a state of fixture.FleetServices pools, in the image's
 // container (podman, run as internal/imagetest runs it) and as the plain
 // binary, alternately. See bench/README.md.
 
@@ -70,7 +64,7 @@ var imageLayers = []string{"base files (passwd, CA certificates, CLI configurati
 
 func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) (*imageResults, error) {
 	o := b.opts.image
-	r := &imageResults{pools: fleetServices}
+	r := &imageResults{pools: fixture.FleetServices}
 	raw, err := os.ReadFile(filepath.Join(b.root, o.report))
 	if err != nil {
 		return nil, fmt.Errorf("the image's sizes (make image writes %s): %w", o.report, err)
@@ -92,18 +86,12 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 	}
 	image := strings.TrimSpace(out[strings.LastIndex(out, "Loaded image: ")+len("Loaded image: "):])
 
-	b.say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fleetServices, o.rounds)
-	terraform, err := exec.LookPath("terraform")
+	b.say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fixture.FleetServices, o.rounds)
+	s, err := b.newSyncBench(nil, "image")
 	if err != nil {
 		return nil, err
 	}
-	rc := filepath.Join(b.work, "terraformrc-image")
-	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "bin"}); err != nil {
-		return nil, err
-	}
-	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
-	s := &syncBench{b: b, terraform: terraform, env: env}
-	dir, err := b.config("image-each", readyEndpointsEach(fleetServices))
+	dir, err := b.config("image-each", readyEndpointsEach(fixture.FleetServices))
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +113,7 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		return nil, err
 	}
 	// The same OpenTofu as the image's, for the binary too.
-	tofu, err := clis["tofu"].find(ctx, clis["tofu"].moduleDir(b.root))
+	tofu, err := clis.Find(ctx, "tofu", b.root)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +125,7 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		if err != nil {
 			return nil, fmt.Errorf("the container's cold start: %w", err)
 		}
-		bw, err := coldStart(ctx, binary, env)
+		bw, err := coldStart(ctx, binary, s.env)
 		if err != nil {
 			return nil, fmt.Errorf("the binary's cold start: %w", err)
 		}
@@ -170,7 +158,7 @@ const (
 // blocks, each block starting from a state the other's changes left
 // current.
 func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface, p *benchPodman, image, tofu, kubeconfig string, r *imageResults) error {
-	if err := createLatencyService(ctx, client, imageLatencyNamespace, imageLatencyService, imageLatencyPods, "10.251.0.%d"); err != nil {
+	if err := fixture.CreateLatencyService(ctx, client, imageLatencyNamespace, imageLatencyService, imageLatencyPods, "10.251.0.%d"); err != nil {
 		return err
 	}
 	main := providerBlock + fmt.Sprintf("\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\n"+
@@ -251,11 +239,11 @@ func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface
 					proc.stop()
 					return fmt.Errorf("%s: %w", c.name, err)
 				}
-				if res, _ := ended.fields["result"].(string); res != "applied" {
+				if res, _ := ended.Fields["result"].(string); res != "applied" {
 					proc.stop()
-					return fmt.Errorf("%s, change %d: the run ended %q, not applied:\n%s", c.name, i+1, res, proc.text())
+					return fmt.Errorf("%s, change %d: the run ended %q, not applied:\n%s", c.name, i+1, res, proc.Log())
 				}
-				lat := ended.time.Sub(written).Seconds()
+				lat := ended.Time.Sub(written).Seconds()
 				*c.samples = append(*c.samples, lat)
 				fmt.Fprintf(logw, "  block %d, %s: Ready=%v to the apply's end %.2fs\n", block+1, c.name, ready, lat)
 				time.Sleep(time.Second) // its state read after the run
@@ -278,11 +266,11 @@ func runArgv(ctx context.Context, argv, env []string) error {
 func readyEndpointsEach(n int) string {
 	names := make([]string, n)
 	for i := range names {
-		names[i] = fmt.Sprintf("%q", serviceName(i))
+		names[i] = fmt.Sprintf("%q", fixture.ServiceName(i))
 	}
 	return providerBlock + fmt.Sprintf(
 		"\nlocals {\n  services = toset([%s])\n}\n\ndata \"k8s_ready_endpoints\" \"svc\" {\n  for_each  = local.services\n  namespace = %q\n  service   = each.key\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_ready_endpoints.svc : length(s.endpoints)])\n}\n",
-		strings.Join(names, ", "), benchNamespace)
+		strings.Join(names, ", "), fixture.Namespace)
 }
 
 func copyReadable(from, to string) error {
@@ -293,45 +281,20 @@ func copyReadable(from, to string) error {
 	return os.WriteFile(to, content, 0o644)
 }
 
-// coldStart runs argv until its log says `watching`, then stops it with
-// SIGTERM, and gives the time from its start to that line, s.
+// coldStart runs argv, a companion (or podman running one, its flags
+// last), until it logs the event `watching`, then stops it with SIGTERM,
+// and gives the time from its start to that event, s.
 func coldStart(ctx context.Context, argv, env []string) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = time.Minute
-	stderr, err := cmd.StderrPipe()
+	start := time.Now()
+	c, err := startCompanionProc(ctx, argv, env)
 	if err != nil {
 		return 0, err
 	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return 0, err
+	defer c.stop()
+	if _, err := c.waitNth(ctx, "watching", 1, 5*time.Minute); err != nil {
+		return 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 	}
-	var seen time.Duration
-	var lines []string
-	scanner := bufio.NewScanner(stderr)
-	for scanner.Scan() {
-		line := scanner.Text()
-		lines = append(lines, line)
-		if strings.Contains(line, "msg=watching") || strings.Contains(line, `"msg":"watching"`) {
-			seen = time.Since(start)
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			break
-		}
-	}
-	_, _ = io.Copy(io.Discard, stderr)
-	err = cmd.Wait()
-	if seen == 0 {
-		return 0, fmt.Errorf("%s: no line watching (%w):\n%s", strings.Join(argv, " "), err, strings.Join(lines, "\n"))
-	}
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		return 0, err
-	}
-	return seen.Seconds(), nil
+	return time.Since(start).Seconds(), nil
 }
 
 // benchPodman is podman with storage and configuration of its own
@@ -362,10 +325,8 @@ func imageSection(r *imageResults) string {
 	if r == nil {
 		return ""
 	}
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("## The companion's image (`make image`)")
-	p("")
+	b := newSection("The companion's image (`make image`)")
+	p := b.line
 	p("| layer | compressed | uncompressed |")
 	p("|---|---:|---:|")
 	for i, l := range r.report.Layers {
@@ -382,56 +343,14 @@ func imageSection(r *imageResults) string {
 		p("")
 		return b.String()
 	}
-	p("Cold start of `sync` to its line `watching` (state pulled, %d pools decoded, informers started and listed) against a state of %d `k8s_ready_endpoints` of 10 endpoints each, local backend: in the container (podman with runc and vfs storage, read-only root, as the image test runs it; its time includes creating the container) median %.2f s (min–max %s s), the plain binary with the same OpenTofu median %.2f s (min–max %s s), %d rounds alternating after one untimed.",
-		r.pools, r.pools, median(r.container), minMax(r.container, "%.2f"), median(r.binary), minMax(r.binary, "%.2f"), len(r.binary))
+	p("Cold start of `sync` to its event `watching` (state pulled, %d pools decoded, informers started and listed) against a state of %d `k8s_ready_endpoints` of 10 endpoints each, local backend: in the container (podman with runc and vfs storage, read-only root, as the image test runs it; its time includes creating the container) median %.2f s (min–max %s s), the plain binary with the same OpenTofu median %.2f s (min–max %s s), %d rounds alternating after one untimed.",
+		r.pools, r.pools, stats.Median(r.container), stats.MinMax(r.container, "%.2f"), stats.Median(r.binary), stats.MinMax(r.binary, "%.2f"), len(r.binary))
 	p("")
 	if len(r.readyBinary) > 0 {
 		p("A pod's Ready to the end of the apply (the write of its Ready condition to the companion's `run ended`, result applied: settle quiet time 200 ms, plan, apply of a `terraform_data` pool), both with OpenTofu, %d changes each in blocks taking turns: in the container median %.2f s, p90 %.2f s (min–max %s s); the plain binary median %.2f s, p90 %.2f s (min–max %s s).",
-			len(r.readyBinary), median(r.readyContainer), percentile(r.readyContainer, 90), minMax(r.readyContainer, "%.2f"),
-			median(r.readyBinary), percentile(r.readyBinary, 90), minMax(r.readyBinary, "%.2f"))
+			len(r.readyBinary), stats.Median(r.readyContainer), stats.Percentile(r.readyContainer, 90), stats.MinMax(r.readyContainer, "%.2f"),
+			stats.Median(r.readyBinary), stats.Percentile(r.readyBinary, 90), stats.MinMax(r.readyBinary, "%.2f"))
 		p("")
 	}
 	return b.String()
-}
-
-// runImageOnly is `bench -only image`: the image's part alone, its report
-// written to -out.
-func (b *benchRun) runImageOnly(ctx context.Context, client kubernetes.Interface) error {
-	r, err := b.benchImage(ctx, client)
-	if err != nil {
-		return err
-	}
-	return b.writePart("make bench-image", "`make bench-image` (tools/harness bench -only image)", imageSection(r))
-}
-
-// createLatencyService makes namespace and a Service of n ready pods (IPs
-// from ipFormat, %d from 1), and waits for their slices.
-func createLatencyService(ctx context.Context, client kubernetes.Interface, namespace, service string, n int, ipFormat string) error {
-	// A namespace that exists holds another Service of the bench.
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	if err := testcluster.WaitForServiceAccount(ctx, client, namespace, time.Minute); err != nil {
-		return err
-	}
-	labels := map[string]string{"app": service}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: service},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{
-			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
-		}},
-	}
-	if _, err := client.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	for j := range n {
-		if err := testcluster.RunPod(ctx, client, namespace, testcluster.Pod{
-			Name: fmt.Sprintf("%s-%d", service, j), Labels: labels, IPs: []string{fmt.Sprintf(ipFormat, j+1)},
-			Ready: true, Node: benchNode, Ports: map[string]int32{"http": 8080},
-		}); err != nil {
-			return err
-		}
-	}
-	return testcluster.WaitForSlices(ctx, client, namespace, service, 2*time.Minute,
-		testcluster.EndpointCount(discoveryv1.AddressTypeIPv4, n, n))
 }

@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -23,6 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/procstat"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The sync companion's part of the bench (issue 19, item 8): how soon a
@@ -103,23 +105,31 @@ type checkVsPlan struct {
 	checkWall, checkCPU, planWall, planCPU []float64
 }
 
+// newSyncBench drives the companion and the terraform on PATH with a CLI
+// configuration of their own (terraformrc-NAME): the release build
+// directly, without the rusage wrapper of the plans.
+func (b *benchRun) newSyncBench(client kubernetes.Interface, name string) (*syncBench, error) {
+	terraform, err := exec.LookPath("terraform")
+	if err != nil {
+		return nil, err
+	}
+	rc := filepath.Join(b.work, "terraformrc-"+name)
+	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "bin"}); err != nil {
+		return nil, err
+	}
+	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
+	return &syncBench{b: b, client: client, terraform: terraform, env: env}, nil
+}
+
 // benchSync runs the companion's part on the running cluster, with the
 // fleet fixture of createFixture already there.
 func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (*syncResults, error) {
 	o := b.opts.sync
 	r := &syncResults{quiet: o.quiet}
-	terraform, err := exec.LookPath("terraform")
+	s, err := b.newSyncBench(client, "sync")
 	if err != nil {
 		return nil, err
 	}
-	// The companion and the CLIs it runs use the release build directly,
-	// without the rusage wrapper of the plans.
-	rc := filepath.Join(b.work, "terraformrc-sync")
-	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "bin"}); err != nil {
-		return nil, err
-	}
-	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
-	s := &syncBench{b: b, client: client, terraform: terraform, env: env}
 	if err := s.prepareBaseline(r); err != nil {
 		return nil, err
 	}
@@ -200,7 +210,7 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 		if i > 0 {
 			service, dirName = syncLatencyService+"-baseline", "sync-latency-baseline"
 		}
-		if err := createLatencyService(ctx, client, syncLatencyNamespace, service, pods, fmt.Sprintf("10.250.%d.%%d", i)); err != nil {
+		if err := fixture.CreateLatencyService(ctx, client, syncLatencyNamespace, service, pods, fmt.Sprintf("10.250.%d.%%d", i)); err != nil {
 			return err
 		}
 		dir, err := s.b.config(dirName, providerBlock+fmt.Sprintf(
@@ -233,7 +243,7 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 	time.Sleep(2 * time.Second)
 	for _, m := range each {
 		if n := m.c.count("run started"); n != 0 {
-			return fmt.Errorf("%d run(s) started before any change:\n%s", n, m.c.text())
+			return fmt.Errorf("%d run(s) started before any change:\n%s", n, m.c.Log())
 		}
 	}
 	for i := range o.changes {
@@ -256,8 +266,8 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 			}
 			// A -command's run is "delivered" since the companion tells it
 			// from an apply of its own (issue 24); "applied" before.
-			if res, _ := ended.fields["result"].(string); res != "applied" && res != "delivered" {
-				return fmt.Errorf("change %d: the run ended %q, not delivered:\n%s", i+1, res, c.text())
+			if res, _ := ended.Fields["result"].(string); res != "applied" && res != "delivered" {
+				return fmt.Errorf("change %d: the run ended %q, not delivered:\n%s", i+1, res, c.Log())
 			}
 			lat, det, err := changeLatency(written, started, o.quiet)
 			if err != nil {
@@ -281,13 +291,13 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 
 // changeLatency is the run's start minus the write minus the quiet time,
 // and the opening of the settle window minus the write, s.
-func changeLatency(written time.Time, started logEntry, quiet time.Duration) (latency, detection float64, err error) {
-	settledText, _ := started.fields["settled"].(string)
+func changeLatency(written time.Time, started syncproc.Event, quiet time.Duration) (latency, detection float64, err error) {
+	settledText, _ := started.Fields["settled"].(string)
 	settled, err := time.ParseDuration(settledText)
 	if err != nil {
-		return 0, 0, fmt.Errorf("run started line without a settled duration: %v", started.fields)
+		return 0, 0, fmt.Errorf("run started line without a settled duration: %v", started.Fields)
 	}
-	run := started.time.Sub(written)
+	run := started.Time.Sub(written)
 	return (run - quiet).Seconds(), (run - settled).Seconds(), nil
 }
 
@@ -392,16 +402,16 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 	if err != nil {
 		return err
 	}
-	r.watching = watching.time.Sub(started).Seconds()
+	r.watching = watching.Time.Sub(started).Seconds()
 	// After its "watching" line the companion compares every pool with
 	// state once: part of the initial sync, which ends when its CPU stops
 	// growing (at most 1 tick, 10 ms, in 2 s).
-	before, settled, err := settleCPU(ctx, c.pid(), 2*time.Second, 1, 3*time.Minute)
+	before, settled, err := settleCPU(ctx, c.Pid(), 2*time.Second, 1, 3*time.Minute)
 	if err != nil {
 		return err
 	}
 	r.syncWall = settled.Sub(started).Seconds()
-	r.syncCPU, r.syncChildCPU = before.self(), before.children()
+	r.syncCPU, r.syncChildCPU = before.Self(), before.Children()
 	fmt.Fprintf(logw, "  watching after %.1f s, CPU quiet after %.1f s; CPU %.2f s, its commands %.2f s; now idle for %s\n", r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, o.idle)
 	idleStart, gcBefore, forcedBefore := time.Now(), c.countPrefix("gc "), c.countForcedGC()
 	eventsBefore := c.count("run started") + c.count("pool differs from state")
@@ -413,22 +423,22 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		now, err := readProcStat(c.pid())
+		now, err := procstat.Read(c.Pid())
 		if err != nil {
 			return err
 		}
-		r.idleSlices = append(r.idleSlices, float64(now.total()-last.total())/clockTicks)
+		r.idleSlices = append(r.idleSlices, float64(now.Total()-last.Total())/procstat.ClockTicks)
 		last = now
 	}
 	after := last
 	r.idle = time.Since(idleStart).Seconds()
 	r.idleGC, r.idleForcedGC = c.countPrefix("gc ")-gcBefore, c.countForcedGC()-forcedBefore
-	r.idleCPU = float64(after.total()-before.total()) / clockTicks
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid()))
+	r.idleCPU = float64(after.Total()-before.Total()) / procstat.ClockTicks
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid()))
 	if err != nil {
 		return err
 	}
-	hwm, err := parseVmHWM(status)
+	hwm, err := procstat.ParseVmHWM(status)
 	if err != nil {
 		return err
 	}
@@ -441,27 +451,27 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 // settleCPU waits until the process's CPU (own and its waited-for
 // children's) grows by at most ticks clock ticks over window, and gives it
 // then, with the time.
-func settleCPU(ctx context.Context, pid int, window time.Duration, ticks int64, timeout time.Duration) (procStat, time.Time, error) {
+func settleCPU(ctx context.Context, pid int, window time.Duration, ticks int64, timeout time.Duration) (procstat.Stat, time.Time, error) {
 	deadline := time.Now().Add(timeout)
-	prev, err := readProcStat(pid)
+	prev, err := procstat.Read(pid)
 	if err != nil {
-		return procStat{}, time.Time{}, err
+		return procstat.Stat{}, time.Time{}, err
 	}
 	for {
 		select {
 		case <-time.After(window):
 		case <-ctx.Done():
-			return procStat{}, time.Time{}, ctx.Err()
+			return procstat.Stat{}, time.Time{}, ctx.Err()
 		}
-		now, err := readProcStat(pid)
+		now, err := procstat.Read(pid)
 		if err != nil {
-			return procStat{}, time.Time{}, err
+			return procstat.Stat{}, time.Time{}, err
 		}
-		if now.total()-prev.total() <= ticks {
+		if now.Total()-prev.Total() <= ticks {
 			return now, time.Now(), nil
 		}
 		if time.Now().After(deadline) {
-			return procStat{}, time.Time{}, fmt.Errorf("the companion's CPU did not settle within %s", timeout)
+			return procstat.Stat{}, time.Time{}, fmt.Errorf("the companion's CPU did not settle within %s", timeout)
 		}
 		prev = now
 	}
@@ -489,8 +499,8 @@ func createSyncFleet(ctx context.Context, client kubernetes.Interface) error {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: syncFleetNamespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	ready, node, zone, port, name := true, benchNode, benchZone, int32(8080), "http"
-	return parallel(ctx, syncFleetServices, func(ctx context.Context, i int) error {
+	ready, node, zone, port, name := true, fixture.Node, fixture.Zone, int32(8080), "http"
+	return fixture.Parallel(ctx, syncFleetServices, func(ctx context.Context, i int) error {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: syncFleetNamespace, Name: syncFleetName(i)},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
@@ -519,7 +529,7 @@ func createSyncFleet(ctx context.Context, client kubernetes.Interface) error {
 	})
 }
 
-// checkVsPlan: the fleet of createFixture read as fleetServices
+// checkVsPlan: the fleet of createFixture read as fixture.FleetServices
 // k8s_ready_endpoints (for_each) and as one k8s_services, with an output that
 // sums the endpoints, applied; then, alternately, `check` and `terraform
 // plan` of each. No resource keeps the pools: with a terraform_data per
@@ -527,10 +537,10 @@ func createSyncFleet(ctx context.Context, client kubernetes.Interface) error {
 // after 5.5 minutes (2.3 min of Terraform's CPU, on a loaded machine).
 func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 	configs := []struct{ name, title, main string }{
-		{"sync-each", fmt.Sprintf("%d `k8s_ready_endpoints` (`for_each`)", fleetServices), readyEndpointsEach(fleetServices)},
-		{"sync-fleet-500", fmt.Sprintf("1 `k8s_services` of %d Services", fleetServices), providerBlock + fmt.Sprintf(
+		{"sync-each", fmt.Sprintf("%d `k8s_ready_endpoints` (`for_each`)", fixture.FleetServices), readyEndpointsEach(fixture.FleetServices)},
+		{"sync-fleet-500", fmt.Sprintf("1 `k8s_services` of %d Services", fixture.FleetServices), providerBlock + fmt.Sprintf(
 			"\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n",
-			benchNamespace)},
+			fixture.Namespace)},
 	}
 	for _, cfg := range configs {
 		dir, err := s.b.config(cfg.name, cfg.main)
@@ -540,7 +550,7 @@ func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 		if err := s.apply(ctx, dir); err != nil {
 			return err
 		}
-		if err := s.wantOutput(ctx, dir, "members", fleetServices*10); err != nil {
+		if err := s.wantOutput(ctx, dir, "members", fixture.FleetServices*10); err != nil {
 			return err
 		}
 		m := &checkVsPlan{title: cfg.title}
@@ -596,36 +606,9 @@ func rusageCPU(u *syscall.Rusage) float64 {
 	return float64(u.Utime.Nano()+u.Stime.Nano()) / 1e9
 }
 
-// companionProc is a running `sync`, its JSON log parsed line by line.
-type companionProc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs []logEntry
-	raw  []string
-	done chan struct{}
-}
-
-type logEntry struct {
-	msg    string
-	time   time.Time
-	fields map[string]any
-}
-
-// parseLogLine reads one line of the companion's JSON log (log/slog's:
-// time, level, msg, then the attributes).
-func parseLogLine(line string) (logEntry, bool) {
-	var fields map[string]any
-	if json.Unmarshal([]byte(line), &fields) != nil {
-		return logEntry{}, false
-	}
-	msg, _ := fields["msg"].(string)
-	text, _ := fields["time"].(string)
-	t, err := time.Parse(time.RFC3339Nano, text)
-	if msg == "" || err != nil {
-		return logEntry{}, false
-	}
-	return logEntry{msg: msg, time: t, fields: fields}, true
-}
+// companionProc is a running `sync`, followed by its JSON log (syncproc,
+// as the companion's acceptance tests follow it).
+type companionProc struct{ *syncproc.Process }
 
 func (s *syncBench) startCompanion(ctx context.Context, dir string, args ...string) (*companionProc, error) {
 	return s.startCompanionEnv(ctx, dir, nil, args...)
@@ -639,61 +622,32 @@ func (s *syncBench) startCompanionEnv(ctx context.Context, dir string, extraEnv 
 	return startCompanionProc(ctx, append(argv, args...), append(slices.Clone(s.env), extraEnv...))
 }
 
-// startCompanionProc starts argv, a companion (or what runs one: podman),
-// and reads its JSON log.
+// startCompanionProc starts argv, a companion (or what runs one: podman,
+// the companion's flags last), with env, and follows its JSON log; it is
+// stopped when ctx ends.
 func startCompanionProc(ctx context.Context, argv, env []string) (*companionProc, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = time.Minute
-	stderr, err := cmd.StderrPipe()
+	p, err := syncproc.Start(argv[0], argv[1:], syncproc.Options{Env: env})
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	c := &companionProc{cmd: cmd, done: make(chan struct{})}
+	c := &companionProc{p}
 	go func() {
-		scanner := bufio.NewScanner(stderr)
-		scanner.Buffer(make([]byte, 1<<20), 1<<22)
-		for scanner.Scan() {
-			line := scanner.Text()
-			e, ok := parseLogLine(line)
-			c.mu.Lock()
-			c.raw = append(c.raw, line)
-			if ok {
-				c.logs = append(c.logs, e)
-			}
-			c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			c.stop()
+		case <-p.Done():
 		}
-		_ = cmd.Wait()
-		close(c.done)
 	}()
 	return c, nil
 }
 
-func (c *companionProc) pid() int { return c.cmd.Process.Pid }
+func (c *companionProc) count(msg string) int { return c.Count(msg, nil) }
 
-func (c *companionProc) count(msg string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, e := range c.logs {
-		if e.msg == msg {
-			n++
-		}
-	}
-	return n
-}
-
-// countPrefix is how many lines of its standard error start with prefix.
+// countPrefix is how many lines of its standard error start with prefix
+// (gctrace's, which are not events).
 func (c *companionProc) countPrefix(prefix string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	n := 0
-	for _, line := range c.raw {
+	for line := range strings.SplitSeq(c.Log(), "\n") {
 		if strings.HasPrefix(line, prefix) {
 			n++
 		}
@@ -703,10 +657,8 @@ func (c *companionProc) countPrefix(prefix string) int {
 
 // countForcedGC is how many gctrace lines are of a forced collection.
 func (c *companionProc) countForcedGC() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	n := 0
-	for _, line := range c.raw {
+	for line := range strings.SplitSeq(c.Log(), "\n") {
 		if strings.HasPrefix(line, "gc ") && strings.HasSuffix(line, "(forced)") {
 			n++
 		}
@@ -714,149 +666,52 @@ func (c *companionProc) countForcedGC() int {
 	return n
 }
 
-func (c *companionProc) text() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return strings.Join(c.raw, "\n")
-}
-
-// waitNth waits for the n-th line of message msg and gives it.
-func (c *companionProc) waitNth(ctx context.Context, msg string, n int, timeout time.Duration) (logEntry, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		c.mu.Lock()
-		seen := 0
-		for _, e := range c.logs {
-			if e.msg == msg {
-				if seen++; seen == n {
-					c.mu.Unlock()
-					return e, nil
-				}
-			}
-		}
-		c.mu.Unlock()
-		select {
-		case <-c.done:
-			return logEntry{}, fmt.Errorf("the companion exited before line %d %q:\n%s", n, msg, c.text())
-		case <-ctx.Done():
-			return logEntry{}, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return logEntry{}, fmt.Errorf("no line %d %q within %s:\n%s", n, msg, timeout, c.text())
-		}
-	}
-}
-
-// stop sends SIGTERM and waits for the companion to end.
-func (c *companionProc) stop() {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(time.Minute):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-}
-
-// procStat is the CPU fields of /proc/PID/stat, in clock ticks.
-type procStat struct{ utime, stime, cutime, cstime int64 }
-
-// USER_HZ of Linux on the machines this runs on.
-const clockTicks = 100
-
-func (p procStat) self() float64     { return float64(p.utime+p.stime) / clockTicks }
-func (p procStat) children() float64 { return float64(p.cutime+p.cstime) / clockTicks }
-func (p procStat) total() int64      { return p.utime + p.stime + p.cutime + p.cstime }
-
-func readProcStat(pid int) (procStat, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// waitNth waits for the n-th event msg and gives it.
+func (c *companionProc) waitNth(ctx context.Context, msg string, n int, timeout time.Duration) (syncproc.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	e, err := c.Wait(ctx, msg, n, nil)
 	if err != nil {
-		return procStat{}, err
+		return e, fmt.Errorf("%w:\n%s", err, c.Log())
 	}
-	return parseProcStat(data)
+	return e, nil
 }
 
-// parseProcStat reads utime, stime, cutime and cstime (fields 14 to 17)
-// from the contents of /proc/PID/stat; the command name, field 2, is in
-// parentheses and may hold spaces and parentheses.
-func parseProcStat(data []byte) (procStat, error) {
-	end := bytes.LastIndexByte(data, ')')
-	if end < 0 {
-		return procStat{}, fmt.Errorf("/proc stat %q: no command name", data)
-	}
-	// After the name: field 3 (state) is the first.
-	fields := strings.Fields(string(data[end+1:]))
-	if len(fields) < 15 {
-		return procStat{}, fmt.Errorf("/proc stat %q: %d fields after the name", data, len(fields))
-	}
-	var v [4]int64
-	for i := range v {
-		if _, err := fmt.Sscan(fields[11+i], &v[i]); err != nil {
-			return procStat{}, fmt.Errorf("/proc stat field %d %q: %w", 14+i, fields[11+i], err)
-		}
-	}
-	return procStat{utime: v[0], stime: v[1], cutime: v[2], cstime: v[3]}, nil
-}
-
-// parseVmHWM is the peak resident set size, KiB, from /proc/PID/status.
-func parseVmHWM(status []byte) (int64, error) {
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kib int64
-			if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kib); err != nil {
-				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
-			}
-			return kib, nil
-		}
-	}
-	return 0, errors.New("no VmHWM line in /proc status")
-}
-
-// percentile is the nearest-rank p-th percentile (0 < p <= 100) of v: the
-// smallest value with at least p % of the values at or below it. Of 50
-// values, the 99th is the largest.
-func percentile(v []float64, p float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := slices.Sorted(slices.Values(v))
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[min(max(rank, 1), len(s))-1]
-}
+// stop sends SIGTERM and waits for the companion to end, a minute at most.
+func (c *companionProc) stop() { c.Stop(time.Minute) }
 
 // syncTargetRows are the companion's rows of the targets table.
 func syncTargetRows(r *syncResults) []string {
 	var rows []string
 	row := func(format string, args ...any) { rows = append(rows, fmt.Sprintf(format, args...)) }
 	if len(r.latency) > 0 {
-		med, p99 := median(r.latency), percentile(r.latency, 99)
+		med, p99 := stats.Median(r.latency), stats.Percentile(r.latency, 99)
 		row("| companion detection latency: pod Ready written → run started, minus the %s quiet time, median of %d changes | %.3f s | ≤ 1 s | %s |",
-			r.quiet, len(r.latency), med, verdict(med, 1, " s"))
-		row("| that latency, p99 (nearest rank: of %d, the largest) | %.3f s | ≤ 1 s | %s |", len(r.latency), p99, verdict(p99, 1, " s"))
+			r.quiet, len(r.latency), med, stats.Verdict(med, 1, " s"))
+		row("| that latency, p99 (nearest rank: of %d, the largest) | %.3f s | ≤ 1 s | %s |", len(r.latency), p99, stats.Verdict(p99, 1, " s"))
 	}
 	rows = append(rows, backendLatencyRows(r.backends)...)
 	rows = append(rows, clusterLatencyRows(r.clusters)...)
 	rows = append(rows, baselineSyncRows(r)...)
 	if r.idle > 0 {
 		pct := r.idleCPU / r.idle * 100
-		idleVerdict := verdict(pct, 1, " %")
+		idleVerdict := stats.Verdict(pct, 1, " %")
 		if pct >= 1 {
 			// The target is strict (< 1 %).
 			idleVerdict = fmt.Sprintf("**miss** by %.2f %% of a core", pct-1)
 		}
 		row("| companion idle CPU watching %d Services x %d endpoints (over %.0f s, no change) | %.2f %% of a core | < 1 %% | %s |",
 			syncFleetServices, syncFleetEndpoints, r.idle, pct, idleVerdict)
-		row("| companion peak RSS (VmHWM), same | %.1f MiB | ≤ 150 MiB | %s |", r.peakRSS, verdict(r.peakRSS, 150, " MiB"))
+		row("| companion peak RSS (VmHWM), same | %.1f MiB | ≤ 150 MiB | %s |", r.peakRSS, stats.Verdict(r.peakRSS, 150, " MiB"))
 		row("| companion initial sync of those Services (start → CPU quiet): wall; CPU (own + `terraform state pull`) | %.1f s; %.2f s + %.2f s | — | |", r.syncWall, r.syncCPU, r.syncChildCPU)
 	}
 	for _, c := range r.checks {
 		if len(c.planWall) == 0 {
 			continue
 		}
-		ratio := median(c.checkWall) / median(c.planWall)
-		row("| `check` / `terraform plan`, %s, wall (medians, same rounds) | %.3f× | ≤ 0.2× | %s |", c.title, ratio, verdict(ratio, 0.2, "×"))
-		row("| the same, CPU of the process trees | %.3f× | — | |", median(c.checkCPU)/median(c.planCPU))
+		ratio := stats.Median(c.checkWall) / stats.Median(c.planWall)
+		row("| `check` / `terraform plan`, %s, wall (medians, same rounds) | %.3f× | ≤ 0.2× | %s |", c.title, ratio, stats.Verdict(ratio, 0.2, "×"))
+		row("| the same, CPU of the process trees | %.3f× | — | |", stats.Median(c.checkCPU)/stats.Median(c.planCPU))
 	}
 	return rows
 }
@@ -866,10 +721,8 @@ func syncSection(r *syncResults) string {
 	if r == nil {
 		return ""
 	}
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("## Companion (`sync`, `check`)")
-	p("")
+	b := newSection("Companion (`sync`, `check`)")
+	p := b.line
 	p("| measurement | measured | target | verdict |")
 	p("|---|---:|---:|---|")
 	for _, row := range syncTargetRows(r) {
@@ -878,8 +731,8 @@ func syncSection(r *syncResults) string {
 	p("")
 	if len(r.latency) > 0 {
 		p("Detection latency over %d changes, each removing or adding a member (alternately), each after the previous run ended: run started minus the write minus the quiet time %s: median %.3f s, p90 %.3f s, p99 %.3f s, min–max %s s. The settle window opened (run started minus its `settled`) after median %.3f s, p99 %.3f s. Runs no change explains: %d.",
-			len(r.latency), r.quiet, median(r.latency), percentile(r.latency, 90), percentile(r.latency, 99), minMax(r.latency, "%.3f"),
-			median(r.detection), percentile(r.detection, 99), r.extraRuns)
+			len(r.latency), r.quiet, stats.Median(r.latency), stats.Percentile(r.latency, 90), stats.Percentile(r.latency, 99), stats.MinMax(r.latency, "%.3f"),
+			stats.Median(r.detection), stats.Percentile(r.detection, 99), r.extraRuns)
 		p("")
 	}
 	b.WriteString(backendLatencySection(r.backends))
@@ -900,32 +753,22 @@ func syncSection(r *syncResults) string {
 		p("| configuration | check wall, s | check CPU, s | plan wall, s | plan CPU, s | wall ratio | CPU ratio |")
 		p("|---|---:|---:|---:|---:|---:|---:|")
 		for _, c := range r.checks {
-			p("| %s | %.3f (%s) | %.3f | %.3f (%s) | %.3f | %.3f× | %.3f× |", c.title, median(c.checkWall), minMax(c.checkWall, "%.2f"), median(c.checkCPU),
-				median(c.planWall), minMax(c.planWall, "%.2f"), median(c.planCPU), median(c.checkWall)/median(c.planWall), median(c.checkCPU)/median(c.planCPU))
+			p("| %s | %.3f (%s) | %.3f | %.3f (%s) | %.3f | %.3f× | %.3f× |", c.title, stats.Median(c.checkWall), stats.MinMax(c.checkWall, "%.2f"), stats.Median(c.checkCPU),
+				stats.Median(c.planWall), stats.MinMax(c.planWall, "%.2f"), stats.Median(c.planCPU), stats.Median(c.checkWall)/stats.Median(c.planWall), stats.Median(c.checkCPU)/stats.Median(c.planCPU))
 		}
 		p("")
 	}
 	return b.String()
 }
 
-// runSyncOnly is `bench -only sync`: the companion's part alone, on the
-// fixture of the whole bench, its report written to -out.
-func (b *benchRun) runSyncOnly(ctx context.Context, client kubernetes.Interface) error {
-	r, err := b.benchSync(ctx, client)
+// runPart is `bench -only sync|traffic|image`: one part alone, its report
+// written to -out by writePart.
+func runPart[R any](ctx context.Context, b *benchRun, client kubernetes.Interface, measure func(context.Context, kubernetes.Interface) (R, error), section func(R) string, title, by string) error {
+	r, err := measure(ctx, client)
 	if err != nil {
 		return err
 	}
-	return b.writePart("make bench-sync", "`make bench-sync` (tools/harness bench -only sync)", syncSection(r))
-}
-
-// runTrafficOnly is `bench -only traffic`: the traffic latency alone, its
-// report written to -out.
-func (b *benchRun) runTrafficOnly(ctx context.Context, client kubernetes.Interface) error {
-	r, err := b.trafficLatency(ctx, client)
-	if err != nil {
-		return err
-	}
-	return b.writePart("bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)", trafficSection(r))
+	return b.writePart(title, by, section(r))
 }
 
 // writePart stops the control plane and writes the report of a part run
@@ -941,19 +784,7 @@ func (b *benchRun) writePart(title, by, section string) error {
 	report := fmt.Sprintf("# %s results\n\nWritten by %s on %s; see [README.md](README.md) for what each number means and how to run it.\n\n"+
 		"Machine: %s, Linux; %s, %s; Kubernetes %s (local control plane). Load average (1, 5, 15 min) %s at the start, %s at the end.\n\n",
 		title, by, time.Now().UTC().Format("2006-01-02"), machine(), strings.TrimSpace(string(goVersion)), terraformVersion, version, b.loadStart, loadAverage()) + section
-	out := b.opts.out
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(b.root, out)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
-		return err
-	}
-	b.say("results (also in %s)", b.opts.out)
-	fmt.Print(report)
-	return nil
+	return b.writeReport(report)
 }
 
 func isFlagSet(flags *flag.FlagSet, name string) bool {

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The companion's latency with the state in each backend (issue 27): from
@@ -72,26 +72,7 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 	companions := map[string]*companionProc{}
 	for i, name := range stateBackends {
 		service := "state-" + name
-		labels := map[string]string{"app": service}
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: syncBackendNamespace, Name: service},
-			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{
-				{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
-			}},
-		}
-		if _, err := client.CoreV1().Services(syncBackendNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		for j := range 3 {
-			if err := testcluster.RunPod(ctx, client, syncBackendNamespace, testcluster.Pod{
-				Name: fmt.Sprintf("%s-%d", service, j), Labels: labels, IPs: []string{fmt.Sprintf("10.251.%d.%d", i, j+1)},
-				Ready: true, Node: benchNode, Ports: map[string]int32{"http": 8080},
-			}); err != nil {
-				return err
-			}
-		}
-		if err := testcluster.WaitForSlices(ctx, client, syncBackendNamespace, service, 2*time.Minute,
-			testcluster.EndpointCount(discoveryv1.AddressTypeIPv4, 3, 3)); err != nil {
+		if err := fixture.CreatePoolService(ctx, client, syncBackendNamespace, service, 3, fmt.Sprintf("10.251.%d.", i)+"%d"); err != nil {
 			return err
 		}
 		// init sees the backend block alone: with vigie/k8s required, it
@@ -138,15 +119,15 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 			if err != nil {
 				return fmt.Errorf("state in %s: %w", name, err)
 			}
-			if result, _ := ended.fields["result"].(string); result != "applied" {
-				return fmt.Errorf("state in %s, round %d: the run ended %q, not applied:\n%s", name, round+1, result, c.text())
+			if result, _ := ended.Fields["result"].(string); result != "applied" {
+				return fmt.Errorf("state in %s, round %d: the run ended %q, not applied:\n%s", name, round+1, result, c.Log())
 			}
-			text, _ := ended.fields["duration"].(string)
+			text, _ := ended.Fields["duration"].(string)
 			run, err := time.ParseDuration(text)
 			if err != nil {
-				return fmt.Errorf("state in %s: run ended without a duration: %v", name, ended.fields)
+				return fmt.Errorf("state in %s: run ended without a duration: %v", name, ended.Fields)
 			}
-			lat := ended.time.Sub(written).Seconds()
+			lat := ended.Time.Sub(written).Seconds()
 			res.latency[name], res.duration[name] = append(res.latency[name], lat), append(res.duration[name], run.Seconds())
 			fmt.Fprintf(logw, "  round %d, state in %s: apply ended %.0f ms after the write (the run %.0f ms)\n", round+1, name, lat*1000, run.Seconds()*1000)
 			// Let the companion read the state again after its run.
@@ -167,11 +148,11 @@ func backendLatencyRows(res *backendLatency) []string {
 	if res == nil || len(res.latency["local"]) == 0 {
 		return nil
 	}
-	local := median(res.latency["local"])
+	local := stats.Median(res.latency["local"])
 	var rows []string
 	for _, name := range stateBackends {
 		rows = append(rows, fmt.Sprintf("| companion pod Ready written → apply's end, state in the %s backend, median of %d | %.3f s (%.2f× local) | — | |",
-			name, len(res.latency[name]), median(res.latency[name]), median(res.latency[name])/local))
+			name, len(res.latency[name]), stats.Median(res.latency[name]), stats.Median(res.latency[name])/local))
 	}
 	return rows
 }
@@ -190,10 +171,10 @@ func backendLatencySection(res *backendLatency) string {
 	}
 	b.WriteString(strings.Join(extra, ", ") + ".\n\n")
 	b.WriteString("| state backend | pod Ready → apply's end, median (min–max), s | ratio to local | the run (plan, show, apply), median, s |\n|---|---:|---:|---:|\n")
-	local := median(res.latency["local"])
+	local := stats.Median(res.latency["local"])
 	for _, name := range stateBackends {
-		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | %.3f |\n", name, median(res.latency[name]), minMax(res.latency[name], "%.2f"),
-			median(res.latency[name])/local, median(res.duration[name]))
+		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | %.3f |\n", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"),
+			stats.Median(res.latency[name])/local, stats.Median(res.duration[name]))
 	}
 	b.WriteString("\n")
 	return b.String()

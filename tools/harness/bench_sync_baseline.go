@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/procstat"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 	"math"
 	"path/filepath"
 	"slices"
@@ -37,7 +39,7 @@ func (i idleRounds) tickPct() float64 {
 	if i.idle <= 0 {
 		return math.NaN()
 	}
-	return 100 / (clockTicks * i.idle)
+	return 100 / (procstat.ClockTicks * i.idle)
 }
 
 // builds are the companions measured: this build, then the baseline's when
@@ -102,11 +104,11 @@ func baselineSyncRows(r *syncResults) []string {
 		}
 		return fmt.Sprintf("**miss** by %.1f %%", (ratio-1.05)*100)
 	}
-	ratio := median(r.latency) / median(base.latency)
+	ratio := stats.Median(r.latency) / stats.Median(base.latency)
 	rows = append(rows, fmt.Sprintf("| companion detection latency, this build / %s (medians of %d and %d, same rounds) | %.3f s / %.3f s = %.3f× | ≤ 1.05× | %s |",
-		base.commit, len(r.latency), len(base.latency), median(r.latency), median(base.latency), ratio, within(ratio)))
+		base.commit, len(r.latency), len(base.latency), stats.Median(r.latency), stats.Median(base.latency), ratio, within(ratio)))
 	if len(base.current.idlePct) > 0 && len(base.base.idlePct) > 0 {
-		cur, old := median(base.current.idlePct), median(base.base.idlePct)
+		cur, old := stats.Median(base.current.idlePct), stats.Median(base.base.idlePct)
 		// Both are fractions of a per cent of a core, a few clock ticks:
 		// within 5 %, or within one tick of the window.
 		tick := base.current.tickPct()
@@ -140,14 +142,14 @@ func baselineSyncSection(r *syncResults) string {
 			return
 		}
 		ratio := "—"
-		if median(old) != 0 {
-			ratio = fmt.Sprintf("%.3f×", median(cur)/median(old))
+		if stats.Median(old) != 0 {
+			ratio = fmt.Sprintf("%.3f×", stats.Median(cur)/stats.Median(old))
 		}
-		fmt.Fprintf(&b, "| %s | "+format+" | "+format+" | %s |\n", what, median(cur), median(old), ratio)
+		fmt.Fprintf(&b, "| %s | "+format+" | "+format+" | %s |\n", what, stats.Median(cur), stats.Median(old), ratio)
 	}
 	row("detection latency beyond the quiet time, median, s", r.latency, base.latency, "%.3f")
 	row("settle window opened after the write, median, s", r.detection, base.detection, "%.3f")
-	row("detection latency, p99 (nearest rank), s", []float64{percentile(r.latency, 99)}, []float64{percentile(base.latency, 99)}, "%.3f")
+	row("detection latency, p99 (nearest rank), s", []float64{stats.Percentile(r.latency, 99)}, []float64{stats.Percentile(base.latency, 99)}, "%.3f")
 	row("idle CPU, % of a core, median", base.current.idlePct, base.base.idlePct, "%.3f")
 	row("start → `watching`, median, s", base.current.watching, base.base.watching, "%.1f")
 	row("initial sync CPU (own), median, s", base.current.syncCPU, base.base.syncCPU, "%.2f")

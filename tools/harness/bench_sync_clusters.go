@@ -11,7 +11,10 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The companion's latency for a pool that spans two clusters (issue 27): the
@@ -72,13 +75,13 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 	if err != nil {
 		return err
 	}
-	if err := testcluster.EnsureNode(ctx, greenClient, benchNode, benchZone); err != nil {
+	if err := testcluster.EnsureNode(ctx, greenClient, fixture.Node, fixture.Zone); err != nil {
 		return err
 	}
 	clients := map[string]kubernetes.Interface{"blue": s.client, "green": greenClient}
 	kubeconfigs := map[string]string{"blue": s.b.cluster.Kubeconfig(), "green": green.Kubeconfig()}
 	for i, name := range syncClusters {
-		if err := createLatencyService(ctx, clients[name], syncClustersNamespace, "web", 4, fmt.Sprintf("10.252.%d.%%d", i)); err != nil {
+		if err := fixture.CreateLatencyService(ctx, clients[name], syncClustersNamespace, "web", 4, fmt.Sprintf("10.252.%d.%%d", i)); err != nil {
 			return fmt.Errorf("cluster %s: %w", name, err)
 		}
 	}
@@ -101,13 +104,13 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 	}
 	// waitRun waits for the next run's end after before runs and gives its
 	// line, an error unless it applied.
-	waitRun := func(before int, what string) (logEntry, error) {
+	waitRun := func(before int, what string) (syncproc.Event, error) {
 		ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
 		if err != nil {
-			return logEntry{}, fmt.Errorf("%s: %w", what, err)
+			return syncproc.Event{}, fmt.Errorf("%s: %w", what, err)
 		}
-		if result, _ := ended.fields["result"].(string); result != "applied" {
-			return logEntry{}, fmt.Errorf("%s: the run ended %q, not applied:\n%s", what, result, c.text())
+		if result, _ := ended.Fields["result"].(string); result != "applied" {
+			return syncproc.Event{}, fmt.Errorf("%s: the run ended %q, not applied:\n%s", what, result, c.Log())
 		}
 		return ended, nil
 	}
@@ -124,7 +127,7 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 			if err != nil {
 				return err
 			}
-			lat := ended.time.Sub(written).Seconds()
+			lat := ended.Time.Sub(written).Seconds()
 			res.latency[name] = append(res.latency[name], lat)
 			fmt.Fprintf(logw, "  round %d, a change in %s: apply ended %.0f ms after the write\n", round+1, name, lat*1000)
 			time.Sleep(time.Second)
@@ -154,7 +157,7 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 				return err
 			}
 		}
-		lat := ended.time.Sub(first).Seconds()
+		lat := ended.Time.Sub(first).Seconds()
 		res.both, res.bothRuns = append(res.both, lat), append(res.bothRuns, runs)
 		fmt.Fprintf(logw, "  round %d, a change in both: apply ended %.0f ms after the first write; %d run(s)\n", round+1, lat*1000, runs)
 		time.Sleep(time.Second)
@@ -175,10 +178,10 @@ func clusterLatencyRows(res *clusterLatency) []string {
 		return nil
 	}
 	var rows []string
-	blue := median(res.latency["blue"])
+	blue := stats.Median(res.latency["blue"])
 	for _, name := range syncClusters {
 		rows = append(rows, fmt.Sprintf("| companion, one pool over two clusters: pod Ready written → apply's end, a change in %s, median of %d | %.3f s (%.2f× blue) | — | |",
-			name, len(res.latency[name]), median(res.latency[name]), median(res.latency[name])/blue))
+			name, len(res.latency[name]), stats.Median(res.latency[name]), stats.Median(res.latency[name])/blue))
 	}
 	one := 0
 	for _, n := range res.bothRuns {
@@ -200,14 +203,14 @@ func clusterLatencySection(res *clusterLatency) string {
 	fmt.Fprintf(&b, "One pool over two clusters, in the same run: the bench's control plane (blue) and a second one (green), one Service of 4 ready pods in each, read through two provider configurations into one `terraform_data`, one companion for both (settle quiet time %s); %d rounds, each a change in blue and one in green (in an order that rotates; a pod made not ready, then ready, alternately), then one in both clusters back to back; from the write of the Ready condition (the first, for both) to the companion's `run ended` line of the applied run. Runs no change explains: %d.\n\n",
 		res.quiet, res.rounds, res.extraRuns)
 	b.WriteString("| change in | pod Ready → apply's end, median (min–max), s | ratio to blue | runs per change |\n|---|---:|---:|---|\n")
-	blue := median(res.latency["blue"])
+	blue := stats.Median(res.latency["blue"])
 	for _, name := range syncClusters {
-		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | 1 |\n", name, median(res.latency[name]), minMax(res.latency[name], "%.2f"), median(res.latency[name])/blue)
+		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | 1 |\n", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"), stats.Median(res.latency[name])/blue)
 	}
 	var runs []string
 	for _, n := range res.bothRuns {
 		runs = append(runs, fmt.Sprint(n))
 	}
-	fmt.Fprintf(&b, "| both, within one window | %.3f (%s) | %.2f× | %s |\n\n", median(res.both), minMax(res.both, "%.2f"), median(res.both)/blue, strings.Join(runs, ", "))
+	fmt.Fprintf(&b, "| both, within one window | %.3f (%s) | %.2f× | %s |\n\n", stats.Median(res.both), stats.MinMax(res.both, "%.2f"), stats.Median(res.both)/blue, strings.Join(runs, ", "))
 	return b.String()
 }

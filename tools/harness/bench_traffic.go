@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,8 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	"github.com/vigie/terraform-provider-k8s/internal/traffic"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The traffic latency of make bench: from a pod's Ready condition written
@@ -158,11 +159,7 @@ func trafficLBs() []trafficLB {
 				if err != nil {
 					return nil, err
 				}
-				workers := func(ctx context.Context) ([]int, error) {
-					current, _, err := h.Workers(ctx)
-					return current, err
-				}
-				return &runningLB{url: h.URL(false), workers: workers, stop: h.Stop}, nil
+				return &runningLB{url: h.URL(false), workers: h.Workers, stop: h.Stop}, nil
 			},
 		},
 		{
@@ -175,8 +172,7 @@ func trafficLBs() []trafficLB {
 				if err != nil {
 					return nil, err
 				}
-				workers := func(context.Context) ([]int, error) { return n.Workers() }
-				return &runningLB{url: n.URL(false), workers: workers, stop: n.Stop}, nil
+				return &runningLB{url: n.URL(false), workers: n.Workers, stop: n.Stop}, nil
 			},
 		},
 	}
@@ -371,7 +367,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 		ready := time.Now()
 		for servedBy() != p.Name {
 			if time.Since(ready) > time.Minute {
-				return nil, 0, fmt.Errorf("traffic: %s not served through %s a minute after it was ready; companion log:\n%s", p.Name, lb.name, companion.text())
+				return nil, 0, fmt.Errorf("traffic: %s not served through %s a minute after it was ready; companion log:\n%s", p.Name, lb.name, companion.Log())
 			}
 			time.Sleep(trafficPoll)
 		}
@@ -402,7 +398,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 			return nil, 0, err
 		}
 	}
-	runs := strings.Count(companion.text(), `msg="run started"`)
+	runs := companion.Count("run started", nil)
 	if err := companion.stop(); err != nil {
 		return nil, 0, err
 	}
@@ -430,10 +426,8 @@ func trafficSection(r *trafficResults) string {
 	if r == nil {
 		return ""
 	}
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("## Traffic: a pod's Ready to its first request through HAProxy and nginx")
-	p("")
+	b := newSection("Traffic: a pod's Ready to its first request through HAProxy and nginx")
+	p := b.line
 	if r.reason != "" {
 		p("Not measured: %s.", r.reason)
 		return b.String()
@@ -456,17 +450,17 @@ func trafficSection(r *trafficResults) string {
 			continue
 		}
 		p("| %s | %s | %d | %.2f s | %.2f s | %s s | %d |", name, row.reload, len(row.latencies),
-			median(row.latencies), percentile(row.latencies, 99), minMax(row.latencies, "%.2f"), row.runs)
+			stats.Median(row.latencies), stats.Percentile(row.latencies, 99), stats.MinMax(row.latencies, "%.2f"), row.runs)
 	}
 	return b.String()
 }
 
 // benchCompanion is `terraform-provider-k8s sync` on the bench's working
-// directory, its text log kept.
+// directory, followed by its JSON log (syncproc), which it also writes to
+// DIR/sync.log.
 type benchCompanion struct {
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{}
+	*syncproc.Process
+	log *os.File
 }
 
 func startBenchCompanion(ctx context.Context, provider, dir, kubeconfig string, env []string) (*benchCompanion, error) {
@@ -474,36 +468,20 @@ func startBenchCompanion(ctx context.Context, provider, dir, kubeconfig string, 
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(provider, "sync", "-chdir", dir, "-terraform", "terraform", "-kubeconfig", kubeconfig,
-		"-listen", "", "-settle-quiet", trafficSettleQuiet, "-settle-max", trafficSettleMax)
-	cmd.Env, cmd.Stderr = env, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		log.Close()
+	p, err := syncproc.Start(provider, []string{"sync", "-chdir", dir, "-terraform", "terraform", "-kubeconfig", kubeconfig,
+		"-listen", "", "-settle-quiet", trafficSettleQuiet, "-settle-max", trafficSettleMax}, syncproc.Options{Env: env, Output: log})
+	if err != nil {
+		_ = log.Close()
 		return nil, err
 	}
-	c := &benchCompanion{cmd: cmd, log: log, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(c.done) }()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(c.text(), "msg=watching") {
-		select {
-		case <-c.done:
-			return nil, fmt.Errorf("the companion exited before watching:\n%s", c.text())
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			_ = c.stop()
-			return nil, fmt.Errorf("the companion is not watching after a minute:\n%s", c.text())
-		}
+	c := &benchCompanion{Process: p, log: log}
+	watching, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := p.Wait(watching, "watching", 1, nil); err != nil {
+		_ = c.stop()
+		return nil, fmt.Errorf("the companion is not watching: %w:\n%s", err, p.Log())
 	}
 	return c, nil
-}
-
-func (c *benchCompanion) text() string {
-	data, _ := os.ReadFile(c.log.Name())
-	return string(data)
 }
 
 // waitRemoved waits until the rendered file (HAProxy's backend, nginx's
@@ -515,12 +493,11 @@ func (c *benchCompanion) waitRemoved(ctx context.Context, rendered string, pod t
 		if err != nil {
 			return err
 		}
-		log := c.text()
-		if !hasAddress(string(data), pod) && strings.Count(log, `msg="run started"`) == strings.Count(log, `msg="run ended"`) {
+		if !hasAddress(string(data), pod) && c.Count("run started", nil) == c.Count("run ended", nil) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("traffic: %s still in %s 2 minutes after its deletion; companion log:\n%s", pod.Name, filepath.Base(rendered), log)
+			return fmt.Errorf("traffic: %s still in %s 2 minutes after its deletion; companion log:\n%s", pod.Name, filepath.Base(rendered), c.Log())
 		}
 		select {
 		case <-ctx.Done():
@@ -544,24 +521,18 @@ func hasAddress(rendered string, pod testcluster.Pod) bool {
 	return false
 }
 
-// stop sends SIGTERM and waits for the exit (0), within a bound; once the
-// companion has exited, it does nothing.
+// stop sends SIGTERM and waits for the exit (0), a minute at most; once
+// the companion has exited, it does nothing.
 func (c *benchCompanion) stop() error {
 	select {
-	case <-c.done:
+	case <-c.Done():
 		return nil
 	default:
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	defer c.log.Close()
-	select {
-	case <-c.done:
-		if code := c.cmd.ProcessState.ExitCode(); code != 0 {
-			return fmt.Errorf("the companion exited %d on SIGTERM:\n%s", code, c.text())
-		}
-		return nil
-	case <-time.After(time.Minute):
-		_ = c.cmd.Process.Kill()
-		return fmt.Errorf("the companion did not stop within a minute of SIGTERM")
+	code := c.Stop(time.Minute)
+	_ = c.log.Close()
+	if code != 0 {
+		return fmt.Errorf("the companion exited %d on SIGTERM:\n%s", code, c.Log())
 	}
+	return nil
 }

@@ -14,33 +14,10 @@ import (
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/binsize"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(v))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func minMax(v []float64, format string) string {
-	if len(v) == 0 {
-		return "—"
-	}
-	return fmt.Sprintf(format+"–"+format, slices.Min(v), slices.Max(v))
-}
-
-// verdict compares a measure with its bound (lower is better).
-func verdict(v, bound float64, unit string) string {
-	if v <= bound {
-		return fmt.Sprintf("**pass** (%.0f %% under)", (bound-v)/bound*100)
-	}
-	return fmt.Sprintf("**miss** by %.2f%s (%.0f %% over)", v-bound, unit, (v-bound)/bound*100)
-}
 
 // find gives the current build's measurement whose title starts with prefix.
 func (b *benchRun) find(prefix string) *measurement {
@@ -70,7 +47,7 @@ func (b *benchRun) sizes() (sizeReport, error) {
 	}
 	r.trivial = info.Size()
 	var table bytes.Buffer
-	if err := sizes(&table, filepath.Join(b.work, "unstripped")); err != nil {
+	if err := binsize.Print(&table, filepath.Join(b.work, "unstripped")); err != nil {
 		return r, err
 	}
 	r.table = table.String()
@@ -131,7 +108,7 @@ func parseGoBenchmarks(out string) []goBenchmark {
 	var result []goBenchmark
 	for _, name := range order {
 		s := samples[name]
-		result = append(result, goBenchmark{name: name, nsPerOp: median(s[0]), bytes: median(s[1]), allocs: median(s[2])})
+		result = append(result, goBenchmark{name: name, nsPerOp: stats.Median(s[0]), bytes: stats.Median(s[1]), allocs: stats.Median(s[2])})
 	}
 	return result
 }
@@ -171,30 +148,30 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 	trivial := b.find("`terraform plan`, 100 `trivial_constant`")
 	big := b.find("`terraform plan`, 1 `k8s_ready_endpoints` of a Service")
 	validate := b.find("`terraform validate`, 100")
-	cpuPerRead := median(plan100.cpu) / 100 * 1000
-	floorRatio := median(plan100.wall) / median(trivial.wall)
+	cpuPerRead := stats.Median(plan100.cpu) / 100 * 1000
+	floorRatio := stats.Median(plan100.wall) / stats.Median(trivial.wall)
 	p("## Targets")
 	p("")
 	p("| measurement | measured | target | verdict |")
 	p("|---|---:|---:|---|")
-	p("| provider CPU per read, plan of 100 (user + system of all provider processes / 100, median) | %.2f ms | ≤ 2.0 ms | %s |", cpuPerRead, verdict(cpuPerRead, 2.0, " ms"))
-	p("| plan of 100 reads / plan of 100 trivial data sources (medians, same rounds) | %.2f× | ≤ 1.25× | %s |", floorRatio, verdict(floorRatio, 1.25, "×"))
-	p("| plan of one read of %d endpoints (median) | %.3f s | ≤ 0.8 s | %s |", bigEndpoints, median(big.wall), verdict(median(big.wall), 0.8, " s"))
-	p("| provider peak RSS, that read (median) | %.1f MiB | ≤ 60 MiB | %s |", median(big.rss), verdict(median(big.rss), 60, " MiB"))
-	p("| provider peak RSS, plan of 100 (median) | %.1f MiB | ≤ 45 MiB | %s |", median(plan100.rss), verdict(median(plan100.rss), 45, " MiB"))
-	p("| `terraform validate`, 100 data sources (median) | %.3f s | — | |", median(validate.wall))
+	p("| provider CPU per read, plan of 100 (user + system of all provider processes / 100, median) | %.2f ms | ≤ 2.0 ms | %s |", cpuPerRead, stats.Verdict(cpuPerRead, 2.0, " ms"))
+	p("| plan of 100 reads / plan of 100 trivial data sources (medians, same rounds) | %.2f× | ≤ 1.25× | %s |", floorRatio, stats.Verdict(floorRatio, 1.25, "×"))
+	p("| plan of one read of %d endpoints (median) | %.3f s | ≤ 0.8 s | %s |", fixture.BigEndpoints, stats.Median(big.wall), stats.Verdict(stats.Median(big.wall), 0.8, " s"))
+	p("| provider peak RSS, that read (median) | %.1f MiB | ≤ 60 MiB | %s |", stats.Median(big.rss), stats.Verdict(stats.Median(big.rss), 60, " MiB"))
+	p("| provider peak RSS, plan of 100 (median) | %.1f MiB | ≤ 45 MiB | %s |", stats.Median(plan100.rss), stats.Verdict(stats.Median(plan100.rss), 45, " MiB"))
+	p("| `terraform validate`, 100 data sources (median) | %.3f s | — | |", stats.Median(validate.wall))
 	mb := float64(size.release) / 1e6
-	p("| release binary (linux/amd64) | %.2f MB (%.2f MiB) | ≤ 26 MB | %s |", mb, float64(size.release)/1048576, verdict(mb, 26, " MB"))
+	p("| release binary (linux/amd64) | %.2f MB (%.2f MiB) | ≤ 26 MB | %s |", mb, float64(size.release)/1048576, stats.Verdict(mb, 26, " MB"))
 	reads, fleetReads, podLists := 0, 0, 0
 	for _, m := range b.ms {
 		reads += m.reads * runs
 		fleetReads += m.fleetReads * runs
 		podLists += m.podLists * runs
 	}
-	// A fleet read lists the Services and the slices of benchNamespace, a
+	// A fleet read lists the Services and the slices of fixture.Namespace, a
 	// page of kube.DefaultOptions().PageSize each: 500 of each, 2 pages.
 	fleetPageSize := int(kube.DefaultOptions().PageSize)
-	pages := (fleetServices + fleetPageSize - 1) / fleetPageSize
+	pages := (fixture.FleetServices + fleetPageSize - 1) / fleetPageSize
 	gets, lists := requests.byKind["get\tservices\t200"], requests.byKind["list\tendpointslices\t200"]
 	serviceLists := requests.byKind["list\tservices\t200"]
 	singleLists := lists - fleetReads*pages
@@ -210,25 +187,25 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 		p("| LISTs of Pods, for `pod_health_checks` | %d | %d (one per read with it; the fleet's in pages) | %s |", pods, podLists, map[bool]string{true: "**pass**", false: "**miss**"}[pods == podLists])
 	}
 	if fleet := b.find("`terraform plan`, 1 `k8s_services`"); fleet != nil && fleetReads > 0 {
-		each := b.find(fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fleetServices))
+		each := b.find(fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fixture.FleetServices))
 		fleetVerdict := "**miss**"
 		if serviceLists == fleetReads*pages {
 			fleetVerdict = "**pass**"
 		}
-		p("| plan of 1 `k8s_services` read of %d Services x 10 pods (median) | %.3f s | ≤ 0.5 s | %s |", fleetServices, median(fleet.wall), verdict(median(fleet.wall), 0.5, " s"))
-		ratio := median(fleet.wall) / median(each.wall)
-		p("| that plan / the plan of %d `k8s_ready_endpoints` over the same Services (same rounds) | %.3f× | ≤ 0.15× | %s |", fleetServices, ratio, verdict(ratio, 0.15, "×"))
-		p("| provider peak RSS, that fleet read (median) | %.1f MiB | ≤ 80 MiB | %s |", median(fleet.rss), verdict(median(fleet.rss), 80, " MiB"))
+		p("| plan of 1 `k8s_services` read of %d Services x 10 pods (median) | %.3f s | ≤ 0.5 s | %s |", fixture.FleetServices, stats.Median(fleet.wall), stats.Verdict(stats.Median(fleet.wall), 0.5, " s"))
+		ratio := stats.Median(fleet.wall) / stats.Median(each.wall)
+		p("| that plan / the plan of %d `k8s_ready_endpoints` over the same Services (same rounds) | %.3f× | ≤ 0.15× | %s |", fixture.FleetServices, ratio, stats.Verdict(ratio, 0.15, "×"))
+		p("| provider peak RSS, that fleet read (median) | %.1f MiB | ≤ 80 MiB | %s |", stats.Median(fleet.rss), stats.Verdict(stats.Median(fleet.rss), 80, " MiB"))
 		p("| requests per fleet read (page size %d: %d pages of %d Services and of their %d slices) | %.2f list services + %.2f list endpointslices | %d + %d, nothing per Service | %s |",
-			fleetPageSize, pages, fleetServices, fleetServices, float64(serviceLists)/float64(fleetReads), float64(lists-singleLists)/float64(fleetReads), pages, pages, fleetVerdict)
+			fleetPageSize, pages, fixture.FleetServices, fixture.FleetServices, float64(serviceLists)/float64(fleetReads), float64(lists-singleLists)/float64(fleetReads), pages, pages, fleetVerdict)
 	}
 	if ready10k := findBenchmark(gobench, "BenchmarkPool/endpoints=10000"); ready10k != nil {
 		ms := ready10k.nsPerOp / 1e6
-		p("| `Pool`, 10k endpoints (median of 5) | %.2f ms | < 5 ms | %s |", ms, verdict(ms, 5, " ms"))
+		p("| `Pool`, 10k endpoints (median of 5) | %.2f ms | < 5 ms | %s |", ms, stats.Verdict(ms, 5, " ms"))
 	}
 	if fleet := findBenchmark(gobench, "BenchmarkFleet"); fleet != nil {
 		ms := fleet.nsPerOp / 1e6
-		p("| `Fleet`, 50,000 endpoints in 500 Services (median of 5) | %.2f ms | < 50 ms | %s |", ms, verdict(ms, 50, " ms"))
+		p("| `Fleet`, 50,000 endpoints in 500 Services (median of 5) | %.2f ms | < 50 ms | %s |", ms, stats.Verdict(ms, 50, " ms"))
 	}
 	p("")
 
@@ -239,14 +216,14 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 	for _, m := range b.ms {
 		cpu, perRead, starts, rss := "—", "—", "—", "—"
 		if len(m.cpu) > 0 {
-			cpu = fmt.Sprintf("%.3f", median(m.cpu))
+			cpu = fmt.Sprintf("%.3f", stats.Median(m.cpu))
 			starts = fmt.Sprint(m.starts[len(m.starts)-1])
-			rss = fmt.Sprintf("%.1f", median(m.rss))
+			rss = fmt.Sprintf("%.1f", stats.Median(m.rss))
 			if m.perRead > 0 {
-				perRead = fmt.Sprintf("%.2f", median(m.cpu)/float64(m.perRead)*1000)
+				perRead = fmt.Sprintf("%.2f", stats.Median(m.cpu)/float64(m.perRead)*1000)
 			}
 		}
-		p("| %s | %.3f | %s | %s | %s | %s | %s | %.2f |", m.title, median(m.wall), minMax(m.wall, "%.3f"), cpu, perRead, starts, rss, median(m.server))
+		p("| %s | %.3f | %s | %s | %s | %s | %s | %.2f |", m.title, stats.Median(m.wall), stats.MinMax(m.wall, "%.3f"), cpu, perRead, starts, rss, stats.Median(m.server))
 	}
 	p("")
 	if b.opts.incumbent != "" {
@@ -256,7 +233,7 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 		p("|---|---:|---:|")
 		for _, kind := range []string{"kubernetes_endpoints_v1", "kubernetes_endpoint_slice_v1"} {
 			if m := b.find("`terraform plan`, 100 `" + kind); m != nil {
-				p("| plan of 100 `k8s_ready_endpoints` / 100 `%s` | %.2f× | %.2f× |", kind, median(plan100.wall)/median(m.wall), median(plan100.cpu)/median(m.cpu))
+				p("| plan of 100 `k8s_ready_endpoints` / 100 `%s` | %.2f× | %.2f× |", kind, stats.Median(plan100.wall)/stats.Median(m.wall), stats.Median(plan100.cpu)/stats.Median(m.cpu))
 			}
 		}
 		p("")
@@ -364,7 +341,7 @@ func (b *benchRun) beforeAfter() string {
 	p("| measurement | | current | baseline | current / baseline | per round, min–max | verdict (≤ 1.05×) |")
 	p("|---|---|---:|---:|---:|---:|---|")
 	row := func(title, what string, cur, old []float64, format string, judged bool) {
-		ratio := median(cur) / median(old)
+		ratio := stats.Median(cur) / stats.Median(old)
 		var rounds []float64
 		for i := range min(len(cur), len(old)) {
 			rounds = append(rounds, cur[i]/old[i])
@@ -373,7 +350,7 @@ func (b *benchRun) beforeAfter() string {
 		if judged {
 			v = beforeAfterVerdict(ratio)
 		}
-		p("| %s | %s | "+format+" | "+format+" | %.3f× | %s× | %s |", title, what, median(cur), median(old), ratio, minMax(rounds, "%.2f"), v)
+		p("| %s | %s | "+format+" | "+format+" | %.3f× | %s× | %s |", title, what, stats.Median(cur), stats.Median(old), ratio, stats.MinMax(rounds, "%.2f"), v)
 	}
 	for _, base := range b.ms {
 		if m := base.baselineOf; m != nil {
@@ -404,3 +381,17 @@ func msPerRead(cpu []float64, reads int) []float64 {
 	}
 	return out
 }
+
+// section is a section of the report being written.
+type section struct{ strings.Builder }
+
+// newSection starts a section with its heading.
+func newSection(title string) *section {
+	s := &section{}
+	s.line("## %s", title)
+	s.line("")
+	return s
+}
+
+// line writes one line.
+func (s *section) line(format string, args ...any) { fmt.Fprintf(&s.Builder, format+"\n", args...) }

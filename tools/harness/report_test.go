@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/report.md from the fixed bench run")
@@ -30,9 +31,9 @@ func fixedRun() *benchRun {
 	}
 	plan100 := m("`terraform plan`, 100 `k8s_ready_endpoints`", 100, 0, 100,
 		[]float64{0.62, 0.60, 0.65}, []float64{0.190, 0.187, 0.185}, []float64{33.4, 33.0, 34.1}, []float64{0.26, 0.25, 0.27})
-	fleet := m(fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fleetServices), 0, 1, 1,
+	fleet := m(fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fixture.FleetServices), 0, 1, 1,
 		[]float64{0.79, 0.80, 0.78}, []float64{0.11, 0.12, 0.11}, []float64{41.3, 41.0, 41.5}, []float64{0.05, 0.05, 0.06})
-	big := m(fmt.Sprintf("`terraform plan`, 1 `k8s_ready_endpoints` of a Service with %d endpoints", bigEndpoints), 1, 0, 1,
+	big := m(fmt.Sprintf("`terraform plan`, 1 `k8s_ready_endpoints` of a Service with %d endpoints", fixture.BigEndpoints), 1, 0, 1,
 		[]float64{0.63, 0.64, 0.62}, []float64{0.20, 0.21, 0.19}, []float64{38.3, 38.0, 38.6}, []float64{0.02, 0.02, 0.02})
 	// The same command with the baseline's provider, as addBaseline makes it.
 	baseline := func(of *measurement, wall, cpu, rss []float64) *measurement {
@@ -53,7 +54,7 @@ func fixedRun() *benchRun {
 			baseline(plan100, []float64{0.60, 0.61, 0.59}, []float64{0.200, 0.170, 0.175}, []float64{33.0, 33.2, 33.1}),
 			m("`terraform plan`, 100 `trivial_constant` (Terraform's floor)", 0, 0, 100,
 				[]float64{0.33, 0.32, 0.34}, []float64{0.156, 0.150, 0.160}, []float64{25.0, 25.2, 24.8}, []float64{0, 0, 0}),
-			m(fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fleetServices), fleetServices, 0, fleetServices,
+			m(fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fixture.FleetServices), fixture.FleetServices, 0, fixture.FleetServices,
 				[]float64{2.30, 2.35, 2.32}, []float64{0.60, 0.62, 0.61}, []float64{40.0, 40.2, 39.9}, []float64{1.1, 1.2, 1.0}),
 			fleet,
 			baseline(fleet, []float64{0.80, 0.84, 0.81}, []float64{0.10, 0.10, 0.12}, []float64{55.0, 54.8, 54.6}),
@@ -257,26 +258,6 @@ func TestParseGoBenchmarksGivesTheMedianOfEachInOrder(t *testing.T) {
 	want := []goBenchmark{{name: "BenchmarkB/n=1", nsPerOp: 20, bytes: 6, allocs: 1}, {name: "BenchmarkA", nsPerOp: 7}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("parsed %+v, want %+v", got, want)
-	}
-}
-
-func TestMedianAndVerdict(t *testing.T) {
-	for _, tt := range []struct {
-		values []float64
-		want   float64
-	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := median(tt.values); got != tt.want {
-			t.Errorf("median(%v) = %v, want %v", tt.values, got, tt.want)
-		}
-	}
-	if got := verdict(2, 2, " ms"); got != "**pass** (0 % under)" {
-		t.Errorf("a measure at its bound: %s, want a pass", got)
-	}
-	if got := verdict(3, 2, " ms"); got != "**miss** by 1.00 ms (50 % over)" {
-		t.Errorf("a measure over its bound: %s", got)
-	}
-	if got := minMax(nil, "%.1f"); got != "—" {
-		t.Errorf("minMax of nothing = %q", got)
 	}
 }
 

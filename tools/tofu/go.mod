@@ -1,5 +1,5 @@
 // Build-only module for the OpenTofu CLI used by acceptance tests and demos
-// (harness cli tofu, tools/harness/cli.go). Separate from the provider's module so that
+// (harness cli tofu, tools/harness/internal/clis/clis.go). Separate from the provider's module so that
 // OpenTofu's dependency graph never mixes with the provider's.
 module github.com/vigie/terraform-provider-k8s/tools/tofu
 

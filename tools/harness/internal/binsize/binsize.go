@@ -1,4 +1,6 @@
-package main
+// Package binsize says where the bytes of a Go binary go: the size of its
+// symbols by module and by package, for the bench's size report.
+package binsize
 
 import (
 	"cmp"
@@ -11,12 +13,12 @@ import (
 	"strings"
 )
 
-// sizes prints the bytes that the symbols of binary occupy in the file (code,
+// Print prints the bytes that the symbols of binary occupy in the file (code,
 // read-only data, data; not the zero-filled .bss), by module and by package.
 // The function tables of .gopclntab and the runtime's metadata are not
 // symbols of a package; they are given as one line, and they shrink roughly
 // in proportion to the code when a package goes.
-func sizes(w io.Writer, binary string) error {
+func Print(w io.Writer, binary string) error {
 	info, err := buildinfo.ReadFile(binary)
 	if err != nil {
 		return err

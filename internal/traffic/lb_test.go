@@ -1,0 +1,304 @@
+package traffic
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+)
+
+// loadBalancer is what the tests drive of HAProxy and nginx alike.
+type loadBalancer interface {
+	URL(ipv6 bool) string
+	PID() int
+	PIDFile() string
+	Reload(ctx context.Context) error
+	ReloadCommand() string
+	Workers(ctx context.Context) ([]int, error)
+	Stop()
+}
+
+// lbUnderTest is one load balancer as the tests start it: its pool file,
+// rendered as the example renders it, and how it answers.
+type lbUnderTest struct {
+	name string
+	path func() (string, error)
+	// write renders the pool file with both addresses of each pod.
+	write func(t *testing.T, path string, pods ...*testcluster.NetPod)
+	start func(dir, pool string) (loadBalancer, error)
+	// emptyStatus is its answer on a pool without a pod; broken is a pool
+	// file that does not check, and check the name of the check's command.
+	emptyStatus   string
+	broken, check string
+	// processes is how many processes its child reports: the master, a
+	// worker, and the guard of its process group if it has one.
+	processes int
+	// removesPIDFile: its master removes its pid file when it stops.
+	removesPIDFile bool
+}
+
+var haproxyUnderTest = lbUnderTest{
+	name: "haproxy", path: HAProxyPath, write: writeBackend,
+	start: func(dir, pool string) (loadBalancer, error) {
+		return StartHAProxy(context.Background(), HAProxyOptions{Dir: dir, Backend: pool})
+	},
+	emptyStatus: "status 503", broken: "backend demo_web\n    server broken\n", check: "haproxy -c",
+	processes: 2,
+}
+
+var nginxUnderTest = lbUnderTest{
+	name: "nginx", path: NginxPath, write: writeUpstream,
+	start: func(dir, pool string) (loadBalancer, error) {
+		return StartNginx(context.Background(), NginxOptions{Dir: dir, Upstream: pool})
+	},
+	emptyStatus: "status 502", broken: "upstream demo_web {\n    server;\n}\n", check: "nginx -t",
+	processes: 3, removesPIDFile: true,
+}
+
+var loadBalancers = []lbUnderTest{haproxyUnderTest, nginxUnderTest}
+
+// startLB starts the load balancer on a pool file of the pods given (none:
+// the empty pool), skipping the test when it is not installed; it stops at
+// the end of the test.
+func startLB(t *testing.T, lb lbUnderTest, pool *string, pods ...*testcluster.NetPod) loadBalancer {
+	t.Helper()
+	if _, err := lb.path(); err != nil {
+		t.Skip(err)
+	}
+	file := filepath.Join(t.TempDir(), "pool.conf")
+	if pool != nil {
+		*pool = file
+	}
+	lb.write(t, file, pods...)
+	running, err := lb.start(t.TempDir(), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(running.Stop)
+	return running
+}
+
+func TestLoadBalancerServesEachPodAndReloadsWithoutDroppingARequest(t *testing.T) {
+	for _, lb := range loadBalancers {
+		t.Run(lb.name, func(t *testing.T) {
+			pods := network(t, "web-a", "web-b", "web-c", "web-d")
+			var pool string
+			running := startLB(t, lb, &pool)
+			pick := func(names ...string) []*testcluster.NetPod {
+				var picked []*testcluster.NetPod
+				for _, name := range names {
+					picked = append(picked, pods[name])
+				}
+				return picked
+			}
+
+			// No ready pod: the load balancer loads the pool and answers
+			// an error.
+			for _, ipv6 := range []bool{false, true} {
+				if r := load(t, running.URL(ipv6), 20, 500*time.Millisecond); r.Total != 10 || r.Failed != 10 || r.Failures[lb.emptyStatus] != 10 {
+					t.Errorf("on the empty pool (IPv6 %t): %v, want 10 answers %s", ipv6, r, lb.emptyStatus)
+				}
+			}
+
+			lb.write(t, pool, pick("web-a", "web-b", "web-c")...)
+			if err := running.Reload(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for _, ipv6 := range []bool{false, true} {
+				// Round robin over 6 servers: each pod twice in 6 requests.
+				r := load(t, running.URL(ipv6), 30, time.Second)
+				if want := []string{"web-a", "web-b", "web-c"}; r.Failed != 0 || r.Total != 30 || !slices.Equal(r.Pods(), want) {
+					t.Errorf("IPv6 %t: %v, want 30 answers from %v", ipv6, r, want)
+				}
+			}
+
+			// web-a leaves the pool and web-d joins it, under load.
+			lb.write(t, pool, pick("web-b", "web-c", "web-d")...)
+			during := make(chan Result, 1)
+			go func() {
+				r, _ := Run(context.Background(), Load{URL: running.URL(false), Rate: 50, Duration: 3 * time.Second})
+				during <- r
+			}()
+			time.Sleep(time.Second)
+			before, err := running.Workers(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := running.Reload(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			after, err := running.Workers(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := <-during; r.Failed != 0 || r.Total != 150 || r.ByPod["web-d"] == 0 {
+				t.Errorf("during the reload: %v, want 150 answers, none failed, web-d among them", r)
+			}
+			if len(before) == 0 || len(after) == 0 || slices.Equal(before, after) {
+				t.Errorf("workers %v before the reload, %v after: want new ones", before, after)
+			}
+			r := load(t, running.URL(true), 30, time.Second)
+			if want := []string{"web-b", "web-c", "web-d"}; r.Failed != 0 || !slices.Equal(r.Pods(), want) {
+				t.Errorf("after the reload: %v, want answers from %v only", r, want)
+			}
+
+			// The same through the shell command a provisioner or a
+			// companion runs: web-a comes back.
+			lb.write(t, pool, pick("web-a", "web-b", "web-c", "web-d")...)
+			if out, err := exec.Command("sh", "-c", running.ReloadCommand()).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", running.ReloadCommand(), err, out)
+			}
+			// A Reload while that one is still under way waits for it.
+			if err := running.Reload(context.Background()); err != nil {
+				t.Fatalf("reload while the command's is under way: %v", err)
+			}
+			pid, err := os.ReadFile(running.PIDFile())
+			if err != nil || strings.TrimSpace(string(pid)) != strconv.Itoa(running.PID()) {
+				t.Errorf("%s holds %q (%v), want the master's pid %d", running.PIDFile(), pid, err, running.PID())
+			}
+			// The first answers may still come from the old workers, until
+			// they have closed their listening sockets.
+			r = load(t, running.URL(false), 40, time.Second)
+			if want := []string{"web-a", "web-b", "web-c", "web-d"}; r.Failed != 0 || !slices.Equal(r.Pods(), want) {
+				t.Errorf("after the reload command: %v, want answers from %v", r, want)
+			}
+
+			// A pool that does not load is refused, and the running one
+			// goes on.
+			if err := os.WriteFile(pool, []byte(lb.broken), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := running.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), lb.check) {
+				t.Errorf("reload of a broken pool: %v, want the error of %s", err, lb.check)
+			}
+			if r := load(t, running.URL(false), 20, 500*time.Millisecond); r.Failed != 0 || r.Total != 10 {
+				t.Errorf("after a refused reload: %v, want 10 answers", r)
+			}
+
+			workers, err := running.Workers(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			processes := append(slices.Clone(workers), running.PID())
+			if guarded, ok := running.(interface{ GuardPID() int }); ok {
+				processes = append(processes, guarded.GuardPID())
+			}
+			running.Stop()
+			for _, pid := range processes {
+				if !gone(pid) {
+					t.Errorf("process %d still runs 5 s after Stop", pid)
+				}
+			}
+			if _, err := os.Stat(running.PIDFile()); lb.removesPIDFile && !os.IsNotExist(err) {
+				t.Errorf("%s after Stop: %v, want it removed by a master that shut down", running.PIDFile(), err)
+			}
+		})
+	}
+}
+
+// TestLoadBalancerDiesWithTheTestProcess starts each load balancer in a
+// child process, kills the child with SIGKILL and expects its processes
+// gone.
+func TestLoadBalancerDiesWithTheTestProcess(t *testing.T) {
+	for _, lb := range loadBalancers {
+		t.Run(lb.name, func(t *testing.T) {
+			if _, err := lb.path(); err != nil {
+				t.Skip(err)
+			}
+			pids := startChild(t, lb.name)
+			if len(pids)-1 < lb.processes {
+				t.Fatalf("the child %d reported pids %v, want %d", pids[0], pids[1:], lb.processes)
+			}
+			for _, pid := range pids[1:] {
+				if !running(pid) {
+					t.Fatalf("process %d is not running before the kill", pid)
+				}
+			}
+			if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			for _, pid := range pids[1:] {
+				if !gone(pid) {
+					t.Errorf("process %d still runs 5 s after its test process was killed", pid)
+				}
+			}
+		})
+	}
+}
+
+// startChild runs TestLoadBalancerChildProcess for the load balancer named
+// and returns the child's pid, then those it reported.
+func startChild(t *testing.T, name string) []int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadBalancerChildProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "TRAFFIC_LB_CHILD="+name, "TRAFFIC_LB_CHILD_DIR="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
+	defer deadline.Stop()
+	pids := []int{cmd.Process.Pid}
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), "PIDS "); ok {
+			for _, field := range strings.Fields(rest) {
+				pid, err := strconv.Atoi(field)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pids = append(pids, pid)
+			}
+			break
+		}
+	}
+	return pids
+}
+
+// TestLoadBalancerChildProcess is the child of
+// TestLoadBalancerDiesWithTheTestProcess: it prints the pids of the load
+// balancer it started (the guard if any, the master, the workers) and
+// waits to be killed.
+func TestLoadBalancerChildProcess(t *testing.T) {
+	name, dir := os.Getenv("TRAFFIC_LB_CHILD"), os.Getenv("TRAFFIC_LB_CHILD_DIR")
+	if name == "" {
+		t.Skip("the child of TestLoadBalancerDiesWithTheTestProcess")
+	}
+	i := slices.IndexFunc(loadBalancers, func(lb lbUnderTest) bool { return lb.name == name })
+	lb := loadBalancers[i]
+	pool := filepath.Join(dir, "pool.conf")
+	lb.write(t, pool)
+	running, err := lb.start(filepath.Join(dir, name), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers, err := running.Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Print("PIDS")
+	if guarded, ok := running.(interface{ GuardPID() int }); ok {
+		fmt.Print(" ", guarded.GuardPID())
+	}
+	fmt.Print(" ", running.PID())
+	for _, w := range workers {
+		fmt.Print(" ", w)
+	}
+	fmt.Println()
+	time.Sleep(2 * time.Minute) // killed long before
+}
