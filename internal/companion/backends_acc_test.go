@@ -314,7 +314,7 @@ func TestAccSyncWithTheStateInABackend(t *testing.T) {
 }
 
 func backendOneRun(t *testing.T, b *stateBackend, w *workdir, ns string) {
-	wantCheck(t, w, 0, "after apply", t.Fatalf)
+	wantCheck(t, w, "after apply", t.Fatalf)
 	c := startSync(t, w)
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
@@ -323,7 +323,7 @@ func backendOneRun(t *testing.T, b *stateBackend, w *workdir, ns string) {
 	if n := c.runs(); n != 1 {
 		t.Errorf("%d runs, want exactly 1:\n%s", n, c.log())
 	}
-	wantCheck(t, w, 0, "after the run", t.Errorf)
+	wantCheck(t, w, "after the run", t.Errorf)
 	b.wantState(t)
 	c.stop(t)
 }

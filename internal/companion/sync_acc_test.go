@@ -40,21 +40,22 @@ func members(ips ...int) []string {
 }
 
 // webPool is a new namespace with web and its pods ready, and a working
-// directory of poolConfig (with extra) applied on them.
-func webPool(t *testing.T, pods int, extra string) (string, *workdir) {
+// directory of poolConfig applied on them.
+func webPool(t *testing.T, pods int) (string, *workdir) {
 	t.Helper()
 	needCluster(t)
 	ns := namespace(t)
 	webWithPods(t, ns, pods)
-	return ns, newWorkdir(t, poolConfig(ns, extra))
+	return ns, newWorkdir(t, poolConfig(ns, ""))
 }
 
 // wantCheck runs check on w and fails (by fail, t.Fatalf or t.Errorf)
-// unless it exits with code; when says at which point of the test.
-func wantCheck(t *testing.T, w *workdir, code int, when string, fail func(string, ...any)) {
+// unless it exits 0 (every pool matches); when says at which point of the
+// test.
+func wantCheck(t *testing.T, w *workdir, when string, fail func(string, ...any)) {
 	t.Helper()
-	if got, out := check(t, w); got != code {
-		fail("check %s exited %d, want %d:\n%s", when, got, code, out)
+	if got, out := check(t, w); got != 0 {
+		fail("check %s exited %d, want 0:\n%s", when, got, out)
 	}
 }
 
@@ -75,24 +76,24 @@ func wantMembers(t *testing.T, w *workdir, want []string) {
 }
 
 func TestAccSyncAPodThatBecomesReadyIsOneRun(t *testing.T) {
-	ns, w := webPool(t, 2, "")
-	wantCheck(t, w, 0, "after apply", t.Fatalf)
+	ns, w := webPool(t, 2)
+	wantCheck(t, w, "after apply", t.Fatalf)
 	c := startSync(t, w)
 
 	runPod(t, ns, "web", "web-3", "10.244.0.3", false)
 	waitForReady(t, ns, "web", 2, 3)
-	wantCheck(t, w, 0, "with a pod not ready yet", t.Fatalf)
+	wantCheck(t, w, "with a pod not ready yet", t.Fatalf)
 	setReady(t, ns, "web-3", true)
 	waitForReady(t, ns, "web", 3, 3)
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	wantMembers(t, w, members(1, 2, 3))
 	c.quiet(t, 4*time.Second)
 	wantRuns(t, c, 1, ", want exactly 1")
-	wantCheck(t, w, 0, "after the run", t.Errorf)
+	wantCheck(t, w, "after the run", t.Errorf)
 }
 
 func TestAccSyncCheckNamesWhatDiffers(t *testing.T) {
-	ns, w := webPool(t, 2, "")
+	ns, w := webPool(t, 2)
 	deletePod(t, ns, "web-2")
 	runPod(t, ns, "web", "web-4", "10.244.0.4", true)
 	waitForReady(t, ns, "web", 2, 2)
@@ -115,7 +116,7 @@ func TestAccSyncCheckNamesWhatDiffers(t *testing.T) {
 }
 
 func TestAccSyncFiftyUpdatesInASecondAreOneRun(t *testing.T) {
-	ns, w := webPool(t, 5, "")
+	ns, w := webPool(t, 5)
 	c := startSync(t, w, "-settle-quiet", "2s", "-settle-max", "10s")
 	start := time.Now()
 	for i := range 50 {
@@ -134,7 +135,7 @@ func TestAccSyncFiftyUpdatesInASecondAreOneRun(t *testing.T) {
 }
 
 func TestAccSyncUnrelatedChangesStartNothing(t *testing.T) {
-	ns, w := webPool(t, 2, "")
+	ns, w := webPool(t, 2)
 	c := startSync(t, w)
 	// Another Service with a ready pod, and a pod of web that is not ready.
 	createService(t, ns, "other", corev1.ServiceTypeClusterIP)
@@ -149,7 +150,7 @@ func TestAccSyncUnrelatedChangesStartNothing(t *testing.T) {
 }
 
 func TestAccSyncRefusesAPlanThatChangesMoreThanPools(t *testing.T) {
-	ns, w := webPool(t, 2, "")
+	ns, w := webPool(t, 2)
 	c := startSync(t, w)
 	// Someone adds an unrelated resource to the configuration, not applied.
 	w.write(t, poolConfig(ns, "resource \"terraform_data\" \"unrelated\" {\n  input = \"x\"\n}\n"))
@@ -174,7 +175,7 @@ func TestAccSyncAChangeDuringARunIsExactlyOneMoreRun(t *testing.T) {
 }
 
 func TestAccSyncRetriesAFailingCommandWithBackoff(t *testing.T) {
-	ns, w := webPool(t, 2, "")
+	ns, w := webPool(t, 2)
 	// A terraform that fails its first three plans, then works.
 	dir := t.TempDir()
 	wrapper := filepath.Join(dir, "terraform")
@@ -218,7 +219,7 @@ exec %[2]q "$@"
 }
 
 func TestAccSyncRecoversFromAnAPIServerRestart(t *testing.T) {
-	ns, w := webPool(t, 2, "")
+	ns, w := webPool(t, 2)
 	c := startSync(t, w)
 	if err := acc.cluster.RestartAPIServer(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -230,7 +231,7 @@ func TestAccSyncRecoversFromAnAPIServerRestart(t *testing.T) {
 }
 
 func TestAccSyncShrinkGuardRefusesAPoolHalvedAtOnce(t *testing.T) {
-	ns, w := webPool(t, 4, "")
+	ns, w := webPool(t, 4)
 	// A quiet time that takes the three deletions into one run.
 	c := startSync(t, w, "-settle-quiet", "3s", "-settle-max", "10s")
 	for _, p := range []string{"web-1", "web-2", "web-3"} {
@@ -317,7 +318,7 @@ output "members" {
 }
 
 func TestAccSyncTwoReplicasOneLeaderRuns(t *testing.T) {
-	ns, w := webPool(t, 2, "")
+	ns, w := webPool(t, 2)
 	lease := []string{"-leader-elect", "-lease-namespace", ns, "-lease-name", "sync"}
 	a := startSync(t, w, append(lease, "-identity", "a")...)
 	b := startSync(t, w, append(lease, "-identity", "b")...)
@@ -618,5 +619,5 @@ func TestAccSyncPodHealthChecksFollowThePods(t *testing.T) {
 	wantMembers(t, w, []string{"10.244.0.1:8080 /ready-1", "10.244.0.2:8080 /ready-2"})
 	c.quiet(t, 4*time.Second)
 	wantRuns(t, c, 1, ", want exactly 1")
-	wantCheck(t, w, 0, "after the run", t.Errorf)
+	wantCheck(t, w, "after the run", t.Errorf)
 }

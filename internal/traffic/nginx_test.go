@@ -28,7 +28,10 @@ func writeUpstream(t *testing.T, path string, pods ...*testcluster.NetPod) {
 // The master killed with SIGKILL leaves its worker serving (nginx's
 // workers do not watch their master); the guard ends it.
 func TestNginxWorkerGoesWithAKilledMaster(t *testing.T) {
-	n := startLB(t, nginxUnderTest, nil).(*Nginx)
+	n, ok := startLB(t, nginxUnderTest, nil).(*Nginx)
+	if !ok {
+		t.Fatal("the nginx under test is not an *Nginx")
+	}
 	workers, err := n.Workers(context.Background())
 	if err != nil || len(workers) == 0 {
 		t.Fatalf("workers %v, %v: want one", workers, err)
