@@ -2,12 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/procstat"
-	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 	"math"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/procstat"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
 // The companion before/after (issue 25): with -baseline, the companion built
