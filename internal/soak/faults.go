@@ -375,6 +375,9 @@ func (s *soak) readFailures() int {
 	return n
 }
 
+// notRecomputed is the companion's line for a pool whose read fails.
+const notRecomputed = "pool not recomputed: its dependents are left out of runs until it reads again"
+
 func (s *soak) faultServiceDeleted(ctx context.Context, f *fault) error {
 	p := pool{namespace: nsSingles, service: "svc-01"}
 	f.address = p.resource()
@@ -382,12 +385,12 @@ func (s *soak) faultServiceDeleted(ctx context.Context, f *fault) error {
 	defer s.model.setOff(p, false)
 	sleep(ctx, s.o.SettleMax)
 	s.idle(ctx)
-	lines := s.countAll("pool not recomputed: its dependents are left out of runs until it reads again", p.resource())
+	lines := s.countAll(notRecomputed, p.resource())
 	if err := s.client.CoreV1().Services(p.namespace).Delete(ctx, p.service, metav1.DeleteOptions{}); err != nil {
 		return err
 	}
 	sleep(ctx, s.o.BadInputHold)
-	logged := s.countAll("pool not recomputed: its dependents are left out of runs until it reads again", p.resource()) - lines
+	logged := s.countAll(notRecomputed, p.resource()) - lines
 	if _, err := s.client.CoreV1().Services(p.namespace).Create(ctx, service(p), metav1.CreateOptions{}); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // judge watches the soak from outside: the state file, the Lease, the
@@ -185,50 +186,37 @@ func (j *judge) record(c *change) {
 
 // watchState reads the state file every 250 ms until ctx ends.
 func (j *judge) watchState(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			j.mu.Lock()
-			paused := j.paused
-			j.mu.Unlock()
-			if !paused {
-				_ = j.readState(now)
-			}
+	wait.UntilWithContext(ctx, func(context.Context) {
+		j.mu.Lock()
+		paused := j.paused
+		j.mu.Unlock()
+		if !paused {
+			_ = j.readState(time.Now())
 		}
-	}
+	}, 250*time.Millisecond)
 }
 
-// watchLease reads the Lease every 500 ms.
+// watchLease reads the Lease every 500 ms until ctx ends.
 func (j *judge) watchLease(ctx context.Context) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		now := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		l, err := j.s.client.CoordinationV1().Leases("default").Get(rctx, leaseName, metav1.GetOptions{})
+		cancel()
+		if err != nil {
 			return
-		case now := <-t.C:
-			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			l, err := j.s.client.CoordinationV1().Leases("default").Get(rctx, leaseName, metav1.GetOptions{})
-			cancel()
-			if err != nil {
-				continue
-			}
-			ls := leaseSample{at: now}
-			if l.Spec.HolderIdentity != nil {
-				ls.holder = *l.Spec.HolderIdentity
-			}
-			if l.Spec.RenewTime != nil {
-				ls.renew = l.Spec.RenewTime.Time
-			}
-			j.mu.Lock()
-			j.lease = append(j.lease, ls)
-			j.mu.Unlock()
 		}
-	}
+		ls := leaseSample{at: now}
+		if l.Spec.HolderIdentity != nil {
+			ls.holder = *l.Spec.HolderIdentity
+		}
+		if l.Spec.RenewTime != nil {
+			ls.renew = l.Spec.RenewTime.Time
+		}
+		j.mu.Lock()
+		j.lease = append(j.lease, ls)
+		j.mu.Unlock()
+	}, 500*time.Millisecond)
 }
 
 // leader is the live replica that logged "leading" last.

@@ -545,20 +545,18 @@ func (r *Result) Markdown(title string) string {
 	for _, c := range r.Checks {
 		w("- %s", c)
 	}
-	if len(r.Violations) > 0 {
-		w("")
-		w("## Violations")
-		w("")
-		for _, v := range r.Violations {
-			w("- %s", v)
+	for _, list := range []struct {
+		title string
+		items []string
+	}{{"Violations", r.Violations}, {"Notes", r.Notes}} {
+		if len(list.items) == 0 {
+			continue
 		}
-	}
-	if len(r.Notes) > 0 {
 		w("")
-		w("## Notes")
+		w("## %s", list.title)
 		w("")
-		for _, n := range r.Notes {
-			w("- %s", n)
+		for _, item := range list.items {
+			w("- %s", item)
 		}
 	}
 	return b.String()
