@@ -76,6 +76,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file of the default provider configuration (and of the Lease); else KUBE_CONFIG_PATH(S), KUBE_HOST, $KUBECONFIG, ~/.kube/config, then the pod's service account, as the provider")
 	fs.StringVar(&c.context, "context", "", "kubeconfig context; empty for the current one")
 	fs.Var(&c.clusters, "cluster", "ALIAS=CONTEXT, ALIAS=KUBECONFIG or ALIAS=KUBECONFIG#CONTEXT: how to connect to the cluster of a provider configuration (repeat; default for the one without alias, ALIAS[KEY] for an instance of a provider for_each); else as its provider block says")
+	fs.DurationVar(&c.opts.StateTimeout, "state-timeout", c.opts.StateTimeout, "bound of one read of state (state pull, through the backend)")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", kube.DefaultOptions().RequestTimeout, "bound of one API request")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 }
@@ -247,6 +248,8 @@ func validateSync(o SyncOptions) error {
 		return fmt.Errorf("-retry-initial %v and -retry-max %v: give 0 < initial <= max", o.RetryInitial, o.RetryMax)
 	case o.StateInterval <= 0:
 		return fmt.Errorf("-state-interval %v: give a positive duration", o.StateInterval)
+	case o.StateTimeout <= 0:
+		return fmt.Errorf("-state-timeout %v: give a positive duration", o.StateTimeout)
 	case o.CommandRepeat < 0:
 		return fmt.Errorf("-command-repeat %v: give a duration of 0 (never) or more", o.CommandRepeat)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -17,8 +18,9 @@ import (
 // is: the CLI runner (cli, runner.go) satisfies it, and the tests of runs
 // give their own, so that what a run decides is tested without a CLI.
 type terraform interface {
-	// statePull is the state of the working directory, through its backend.
-	statePull(ctx context.Context) ([]byte, error)
+	// statePull gives read the state of the working directory, through its
+	// backend, as a stream.
+	statePull(ctx context.Context, read func(io.Reader) error) error
 	// plan writes a saved plan; changes is false when it has nothing to do.
 	plan(ctx context.Context, planFile string, o planOptions) (changes bool, err error)
 	// show reads a saved plan.

@@ -22,7 +22,7 @@ type fakeTerraform struct {
 	env     []string
 }
 
-func (f *fakeTerraform) statePull(context.Context) ([]byte, error) { return nil, nil }
+func (f *fakeTerraform) statePull(context.Context, func(io.Reader) error) error { return nil }
 func (f *fakeTerraform) plan(_ context.Context, _ string, o planOptions) (bool, error) {
 	f.planned = append(f.planned, o)
 	return f.changes, f.planErr

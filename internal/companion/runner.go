@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,7 +28,9 @@ type cli struct {
 	lockTimeout time.Duration
 	// stopTimeout bounds the wait for a command after SIGINT.
 	stopTimeout time.Duration
-	env         []string
+	// stateTimeout bounds a read of state (state pull).
+	stateTimeout time.Duration
+	env          []string
 }
 
 // errStopped is a command ended because the companion is stopping.
@@ -61,7 +65,7 @@ func firstLines(s string, n int) string {
 
 // run runs the CLI with args and gives its standard output.
 func (c *cli) run(ctx context.Context, args ...string) ([]byte, error) {
-	return c.exec(ctx, c.path, args, nil, true)
+	return c.exec(ctx, nil, c.path, args, nil, true)
 }
 
 // exec runs path with args in the directory, env added, in a process group
@@ -71,12 +75,16 @@ func (c *cli) run(ctx context.Context, args ...string) ([]byte, error) {
 // stopTimeout; a command that the state lock does not serialise (locked
 // false) gets lostLeaseTimeout instead when ctx ended because the Lease was
 // lost (see stopBound).
-func (c *cli) exec(ctx context.Context, path string, args, env []string, locked bool) ([]byte, error) {
+// With out set, the standard output goes there instead, as it comes.
+func (c *cli) exec(ctx context.Context, out io.Writer, path string, args, env []string, locked bool) ([]byte, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(append(os.Environ(), c.env...), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if out != nil {
+		cmd.Stdout = out
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("run %s: %w", path, err)
@@ -129,16 +137,47 @@ func (c *cli) stopBound(ctx context.Context, locked bool) time.Duration {
 	return c.stopTimeout
 }
 
-// statePull is the state of the working directory, through its backend.
-func (c *cli) statePull(ctx context.Context) ([]byte, error) {
-	out, err := c.run(ctx, "state", "pull")
+// statePull reads the state of the working directory, through its backend,
+// as a stream: read gets the CLI's output as it comes, so that a large
+// state is never held whole. The whole read is bounded by stateTimeout.
+func (c *cli) statePull(ctx context.Context, read func(io.Reader) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.stateTimeout)
+	defer cancel()
+	pr, pw := io.Pipe()
+	counted := &countingReader{r: pr}
+	readErr := make(chan error, 1)
+	go func() {
+		err := read(counted)
+		// The rest, unread when read stopped early, so that the CLI ends.
+		_, _ = io.Copy(io.Discard, counted)
+		readErr <- err
+	}()
+	_, err := c.exec(ctx, pw, c.path, []string{"state", "pull"}, nil, true)
+	_ = pw.Close()
+	rerr := <-readErr
+	if errors.Is(err, errStopped) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("reading state did not end within %s (-state-timeout): %.1f MB read; raise -state-timeout for a state this large",
+			c.stateTimeout, float64(counted.n.Load())/1e6)
+	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if len(bytes.TrimSpace(out)) == 0 {
-		return nil, errNoState
+	if counted.n.Load() == 0 {
+		return errNoState
 	}
-	return out, nil
+	return rerr
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 var errNoState = errors.New("the working directory has no state: apply the configuration once (terraform apply) before starting the companion")
@@ -211,7 +250,7 @@ func managedChanges(changes []resourceChange) []string {
 
 // command runs script with sh -c in the working directory.
 func (c *cli) command(ctx context.Context, script string, env []string) error {
-	_, err := c.exec(ctx, "sh", []string{"-c", script}, env, false)
+	_, err := c.exec(ctx, nil, "sh", []string{"-c", script}, env, false)
 	return err
 }
 

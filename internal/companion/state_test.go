@@ -2,9 +2,16 @@ package companion
 
 import (
 	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vigie/terraform-provider-k8s/internal/provider"
 )
 
 // A state as `terraform state pull` gives it: a pool of the default
@@ -32,7 +39,7 @@ func TestPoolsOfStateAreThoseOfTheServedProviderConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found, ignored, serial := got.found, got.ignored, got.serial
+	found, ignored, serial := got.found, got.ignored, got.id.serial
 	var addresses []string
 	for _, in := range found {
 		addresses = append(addresses, in.address)
@@ -106,5 +113,92 @@ func TestProviderAlias(t *testing.T) {
 		if got := providerAlias(in); got != want {
 			t.Errorf("providerAlias(%s) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestAStateReadAsAStream(t *testing.T) {
+	ctx := context.Background()
+	t.Run("the state last read is not decoded again", func(t *testing.T) {
+		first, err := poolsOfState(ctx, []byte(sampleState), "")
+		if err != nil || first.same {
+			t.Fatalf("first read: same %v, %v", first.same, err)
+		}
+		again, err := readStatePools(ctx, strings.NewReader(sampleState), "", first.id)
+		if err != nil || !again.same || len(again.found) != 0 {
+			t.Fatalf("the same lineage and serial: same %v, %d pools, %v; want same and nothing decoded", again.same, len(again.found), err)
+		}
+		next := strings.Replace(sampleState, `"serial": 7`, `"serial": 8`, 1)
+		if got, err := readStatePools(ctx, strings.NewReader(next), "", first.id); err != nil || got.same || len(got.found) != 3 {
+			t.Fatalf("a new serial: same %v, %d pools, %v; want the 3 pools read", got.same, len(got.found), err)
+		}
+	})
+	t.Run("a resource whose instances come before its type", func(t *testing.T) {
+		state := `{"version": 4, "serial": 1, "lineage": "l", "resources": [
+		  {"instances": [{"attributes": {"service": "web", "namespace": "shop", "id": "shop/web", "endpoints": []}}],
+		   "mode": "data", "type": "k8s_ready_endpoints", "name": "web", "provider": "provider[\"x/vigie/k8s\"]"},
+		  {"instances": [{"attributes": {"id": "1", "input": {"value": [1, {"a": "b"}]}}}],
+		   "mode": "managed", "type": "terraform_data", "name": "pool", "provider": "provider[\"terraform.io/builtin/terraform\"]"}]}`
+		got, err := poolsOfState(ctx, []byte(state), "")
+		if err != nil || len(got.found) != 1 || got.found[0].address != "data.k8s_ready_endpoints.web" {
+			t.Fatalf("found %v, %v; want data.k8s_ready_endpoints.web", got.found, err)
+		}
+	})
+	t.Run("a state cut in the middle of a fleet", func(t *testing.T) {
+		state := `{"version": 4, "serial": 1, "lineage": "l", "resources": [
+		  {"mode": "data", "type": "k8s_services", "name": "fleet", "provider": "provider[\"x/vigie/k8s\"]",
+		   "instances": [{"attributes": {"namespaces": ["a"], "services": {"a/web": {"name": "web"`
+		_, err := poolsOfState(ctx, []byte(state), "")
+		if !errors.Is(err, provider.ErrStateSyntax) {
+			t.Fatalf("err = %v, want the state's syntax named", err)
+		}
+	})
+	t.Run("an empty output is no state", func(t *testing.T) {
+		if _, err := poolsOfState(ctx, []byte(" \n"), ""); !errors.Is(err, errNoState) {
+			t.Fatalf("err = %v, want errNoState", err)
+		}
+	})
+}
+
+// A fleet's Service this provider version cannot read makes the fleet
+// undecodable, named with the Service; the stream goes on with the pools
+// after it.
+func TestAFleetWithAServiceThatCannotBeReadIsNamedAndTheNextPoolsRead(t *testing.T) {
+	state := `{"version": 4, "serial": 1, "lineage": "l", "resources": [
+	  {"mode": "data", "type": "k8s_services", "name": "fleet", "provider": "provider[\"x/vigie/k8s\"]",
+	   "instances": [{"attributes": {"namespaces": ["a"], "services": {"a/web": {"endpoints": "not a list"}}, "skipped": []}}]},
+	  {"mode": "data", "type": "k8s_ready_endpoints", "name": "api", "provider": "provider[\"x/vigie/k8s\"]",
+	   "instances": [{"attributes": {"service": "api", "namespace": "shop", "id": "shop/api", "endpoints": []}}]}]}`
+	got, err := poolsOfState(context.Background(), []byte(state), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason := got.undecodable["data.k8s_services.fleet"]; !strings.Contains(reason, `services["a/web"]`) {
+		t.Errorf("undecodable %v, want the fleet named with its Service a/web", got.undecodable)
+	}
+	if len(got.found) != 1 || got.found[0].address != "data.k8s_ready_endpoints.api" {
+		t.Errorf("found %v, want data.k8s_ready_endpoints.api", got.found)
+	}
+}
+
+// A state that the CLI does not finish writing within -state-timeout is an
+// error that says how much was read, and the CLI is stopped.
+func TestAStateTooLargeToReadInTimeIsAnErrorWithItsSize(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "terraform")
+	// 2 MB of a state, then a CLI that never ends it.
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nprintf '{\"version\": 4, \"outputs\": {\"x\": \"'\nhead -c 2000000 /dev/zero | tr '\\0' a\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &cli{path: script, dir: dir, stopTimeout: time.Second, stateTimeout: 2 * time.Second}
+	start := time.Now()
+	err := c.statePull(context.Background(), func(r io.Reader) error {
+		_, err := readStatePools(context.Background(), r, "", stateID{})
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "did not end within 2s") || !strings.Contains(err.Error(), "2.0 MB read") {
+		t.Fatalf("err = %v, want the bound and the 2.0 MB read", err)
+	}
+	if waited := time.Since(start); waited > 30*time.Second {
+		t.Fatalf("statePull took %s: the CLI was not stopped", waited)
 	}
 }

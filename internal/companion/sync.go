@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -58,6 +59,9 @@ type SyncOptions struct {
 	// StateInterval is how often state is read again without any run, to
 	// see what someone else applied.
 	StateInterval time.Duration
+	// StateTimeout bounds one read of state (state pull, through the
+	// backend).
+	StateTimeout time.Duration
 	// Clusters are the -cluster flags: how to connect to the cluster of a
 	// provider configuration, instead of what its provider block says.
 	Clusters []string
@@ -71,7 +75,8 @@ type SyncOptions struct {
 // DefaultSyncOptions: a 5 s quiet time and a 20 s longest wait (CTS's
 // buffer_period defaults), locks waited for 5 minutes, retries from 5 s
 // doubling to 5 minutes, at most half a pool removed in one run, a change
-// given to -command again after 10 minutes without state showing it.
+// given to -command again after 10 minutes without state showing it, a
+// read of state bounded by 2 minutes.
 func DefaultSyncOptions() SyncOptions {
 	return SyncOptions{
 		Dir: ".", Terraform: "terraform",
@@ -79,7 +84,7 @@ func DefaultSyncOptions() SyncOptions {
 		LockTimeout: 5 * time.Minute, StopTimeout: 2 * time.Minute,
 		RetryInitial: 5 * time.Second, RetryMax: 5 * time.Minute,
 		MaxShrink: 0.5, Refresh: true, StateInterval: 5 * time.Minute,
-		CommandRepeat: 10 * time.Minute,
+		CommandRepeat: 10 * time.Minute, StateTimeout: 2 * time.Minute,
 	}
 }
 
@@ -117,6 +122,8 @@ type syncer struct {
 	backend string
 	// stale says the last state read failed.
 	stale bool
+	// stateID is the state last read, whole.
+	stateID stateID
 
 	mu    sync.Mutex
 	dirty map[int]bool
@@ -130,7 +137,7 @@ type syncer struct {
 }
 
 func newSyncer(opts SyncOptions, client *kube.Client, log *slog.Logger) (*syncer, error) {
-	c := &cli{path: opts.Terraform, dir: opts.Dir, lockTimeout: opts.LockTimeout, stopTimeout: opts.StopTimeout, env: []string{"TF_IN_AUTOMATION=1"}}
+	c := &cli{path: opts.Terraform, dir: opts.Dir, lockTimeout: opts.LockTimeout, stopTimeout: opts.StopTimeout, stateTimeout: opts.StateTimeout, env: []string{"TF_IN_AUTOMATION=1"}}
 	s := &syncer{
 		opts:     opts,
 		cli:      c,
@@ -173,20 +180,26 @@ func (e *permanentError) Unwrap() error { return e.err }
 // reach) is an error to retry; what retrying cannot cure is a
 // *permanentError.
 func (s *syncer) loadState(ctx context.Context) error {
-	raw, err := s.cli.statePull(ctx)
-	if errors.Is(err, errNoState) || refusedByBackend(err) {
+	served := everyCluster
+	if s.opts.Alias != "" {
+		served = s.opts.Alias
+	}
+	var found statePools
+	var readErr error
+	err := s.cli.statePull(ctx, func(r io.Reader) error {
+		found, readErr = readStatePools(ctx, r, served, s.stateID)
+		return readErr
+	})
+	if errors.Is(err, errNoState) || refusedByBackend(err) || err != nil && err == readErr {
 		return &permanentError{err}
 	}
 	if err != nil {
 		return err
 	}
-	served := everyCluster
-	if s.opts.Alias != "" {
-		served = s.opts.Alias
-	}
-	found, err := poolsOfState(ctx, raw, served)
-	if err != nil {
-		return &permanentError{err}
+	if found.same {
+		// The state last read: its pools and their evaluations stand; the
+		// configuration may have changed.
+		return s.readConfiguration(s.instances)
 	}
 	for _, a := range found.ignored {
 		s.log.Info("not watched: another provider configuration", "data_source", a, "served_alias", aliasName(s.opts.Alias))
@@ -206,21 +219,8 @@ func (s *syncer) loadState(ctx context.Context) error {
 		return &permanentError{fmt.Errorf("the state of %s has no k8s_ready_endpoints or k8s_services of %s that this version reads: nothing to watch",
 			s.opts.Dir, configuration)}
 	}
-	if len(s.opts.Allowed) > 0 {
-		s.runner.filter = poolChangeFilter{allowed: s.opts.Allowed}
-	} else if s.opts.Command == "" && !s.checkOnly {
-		g, err := readConfiguration(s.opts.Dir)
-		if err != nil {
-			return &permanentError{err}
-		}
-		for _, f := range g.skipped {
-			s.log.Warn("not read for dependencies (JSON syntax): name its resources with -allow if they use pools", "file", f)
-		}
-		var watched []string
-		for _, in := range found.found {
-			watched = append(watched, in.resource)
-		}
-		s.runner.filter = poolChangeFilter{dependent: g.dependents(watched), opaque: g.opaque, graph: g}
+	if err := s.readConfiguration(found.found); err != nil {
+		return err
 	}
 	scopes := map[string]kube.CacheScope{}
 	for _, in := range found.found {
@@ -234,14 +234,41 @@ func (s *syncer) loadState(ctx context.Context) error {
 	s.mu.Lock()
 	s.instances, s.all = found.found, true
 	s.mu.Unlock()
+	s.stateID = found.id
 	s.metrics.poolsWatched.Set(float64(len(found.found)))
 	for key, scope := range scopes {
 		cl := s.clusters[key]
 		s.metrics.clusterPools.WithLabelValues(cl.name).Set(float64(countOf(found.found, key)))
 		if err := s.watch(ctx, cl, normalScope(scope)); err != nil {
+			s.stateID = stateID{}
 			return err
 		}
 	}
+	return nil
+}
+
+// readConfiguration sets which resources a run may change: those -allow
+// names, else those of the configuration that use the pools of instances.
+func (s *syncer) readConfiguration(instances []instance) error {
+	if len(s.opts.Allowed) > 0 {
+		s.runner.filter = poolChangeFilter{allowed: s.opts.Allowed}
+		return nil
+	}
+	if s.opts.Command != "" || s.checkOnly {
+		return nil
+	}
+	g, err := readConfiguration(s.opts.Dir)
+	if err != nil {
+		return &permanentError{err}
+	}
+	for _, f := range g.skipped {
+		s.log.Warn("not read for dependencies (JSON syntax): name its resources with -allow if they use pools", "file", f)
+	}
+	var watched []string
+	for _, in := range instances {
+		watched = append(watched, in.resource)
+	}
+	s.runner.filter = poolChangeFilter{dependent: g.dependents(watched), opaque: g.opaque, graph: g}
 	return nil
 }
 

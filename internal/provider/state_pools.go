@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/big"
@@ -73,6 +75,20 @@ var foundAttributes = map[string][]string{
 // DecodeStatePool reads an instance of typeName from its attributes in state,
 // as JSON (`terraform state pull` or `terraform show -json`).
 func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*StatePool, error) {
+	return DecodeStatePoolFrom(ctx, typeName, json.NewDecoder(bytes.NewReader(attributes)))
+}
+
+// ErrStateSyntax marks a state that is not JSON, or ends within a value: the
+// decoder it was read from cannot go on.
+var ErrStateSyntax = errors.New("the state is not JSON")
+
+// DecodeStatePoolFrom reads an instance of typeName from its attributes, the
+// next value of dec (a state read as a stream): the pools a read found are
+// digested one by one as they come, so that a fleet of many Services is
+// never held whole. The value is read to its end before an error of the
+// instance is returned, so that dec goes on with the next; an error wrapping
+// ErrStateSyntax is of the stream itself.
+func DecodeStatePoolFrom(ctx context.Context, typeName string, dec *json.Decoder) (*StatePool, error) {
 	var ds datasource.DataSource
 	switch typeName {
 	case ReadyEndpointsType:
@@ -88,14 +104,13 @@ func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*
 	if !ok {
 		return nil, fmt.Errorf("%s: the schema is not an object", typeName)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(attributes, &fields); err != nil {
-		return nil, fmt.Errorf("%s: state is not a JSON object: %w", typeName, err)
+	p := &StatePool{Type: typeName, pools: map[string]PoolDigest{}}
+	fields, found, firstErr, err := readAttributes(dec, typeName, typ, p)
+	if err != nil {
+		return nil, err
 	}
-	found := map[string]json.RawMessage{}
-	for _, name := range foundAttributes[typeName] {
-		found[name] = fields[name]
-		fields[name] = json.RawMessage("null")
+	if firstErr != nil {
+		return nil, firstErr
 	}
 	arguments, err := json.Marshal(fields)
 	if err != nil {
@@ -106,7 +121,6 @@ func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*
 		return nil, fmt.Errorf("%s: state does not match the schema of this provider version: %w", typeName, err)
 	}
 	config := tfsdk.Config{Raw: value, Schema: resp.Schema}
-	p := &StatePool{Type: typeName, pools: map[string]PoolDigest{}}
 	switch typeName {
 	case ReadyEndpointsType:
 		if diags := getConfig(ctx, config, &p.ready); diags.HasError() {
@@ -133,21 +147,6 @@ func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*
 			return nil, fmt.Errorf("%s: %s", typeName, diagnosticsText(diags))
 		}
 		p.Fleet = &r.FleetRequest
-		mapType, ok := typ.AttributeTypes["services"].(tftypes.Map)
-		if !ok {
-			return nil, fmt.Errorf("%s: services is not a map", typeName)
-		}
-		var services map[string]json.RawMessage
-		if err := json.Unmarshal(found["services"], &services); err != nil {
-			return nil, fmt.Errorf("%s: services: %w", typeName, err)
-		}
-		for key, raw := range services {
-			d, err := digestOfJSON(raw, mapType.ElementType)
-			if err != nil {
-				return nil, fmt.Errorf("%s: services[%q]: %w", typeName, key, err)
-			}
-			p.pools[key] = d
-		}
 		d, err := digestOfJSON(found["skipped"], typ.AttributeTypes["skipped"])
 		if err != nil {
 			return nil, fmt.Errorf("%s: skipped: %w", typeName, err)
@@ -155,6 +154,107 @@ func DecodeStatePool(ctx context.Context, typeName string, attributes []byte) (*
 		p.skipped = d.Sum
 	}
 	return p, nil
+}
+
+// readAttributes reads an instance's attributes object from dec: the
+// arguments, with what a read found null, and the small found attributes
+// (endpoints, skipped) as JSON; the services of a k8s_services are digested
+// into p as they come. firstErr is the first digest that failed (the value
+// is read on); err an error of the stream.
+func readAttributes(dec *json.Decoder, typeName string, typ tftypes.Object, p *StatePool) (fields, found map[string]json.RawMessage, firstErr, err error) {
+	if err := wantDelim(dec, '{'); err != nil {
+		return nil, nil, nil, err
+	}
+	fields, found = map[string]json.RawMessage{}, map[string]json.RawMessage{}
+	for dec.More() {
+		key, err := stringToken(dec)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		switch {
+		case key == "services" && typeName == ServicesType:
+			fields[key] = json.RawMessage("null")
+			mapType, ok := typ.AttributeTypes["services"].(tftypes.Map)
+			if !ok {
+				return nil, nil, nil, fmt.Errorf("%s: services is not a map", typeName)
+			}
+			if err := eachStateService(dec, func(name string, raw json.RawMessage) {
+				d, err := digestOfJSON(raw, mapType.ElementType)
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("%s: services[%q]: %w", typeName, name, err)
+				}
+				p.pools[name] = d
+			}); err != nil {
+				return nil, nil, nil, err
+			}
+		case slices.Contains(foundAttributes[typeName], key):
+			fields[key] = json.RawMessage("null")
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return nil, nil, nil, fmt.Errorf("%w: %v", ErrStateSyntax, err)
+			}
+			found[key] = raw
+		default:
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return nil, nil, nil, fmt.Errorf("%w: %v", ErrStateSyntax, err)
+			}
+			fields[key] = raw
+		}
+	}
+	return fields, found, firstErr, wantDelim(dec, '}')
+}
+
+// eachStateService calls each with the name and JSON of each Service of a
+// k8s_services' services map (null: none), one at a time.
+func eachStateService(dec *json.Decoder, each func(name string, raw json.RawMessage)) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrStateSyntax, err)
+	}
+	if tok == nil {
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("%w: services is %v, not an object", ErrStateSyntax, tok)
+	}
+	for dec.More() {
+		name, err := stringToken(dec)
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return fmt.Errorf("%w: %v", ErrStateSyntax, err)
+		}
+		each(name, raw)
+	}
+	return wantDelim(dec, '}')
+}
+
+// wantDelim reads the delimiter d from dec.
+func wantDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrStateSyntax, err)
+	}
+	if got, ok := tok.(json.Delim); !ok || got != d {
+		return fmt.Errorf("%w: %v where %v was expected", ErrStateSyntax, tok, d)
+	}
+	return nil
+}
+
+// stringToken reads an object's key, or a string value, from dec.
+func stringToken(dec *json.Decoder) (string, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrStateSyntax, err)
+	}
+	s, ok := tok.(string)
+	if !ok {
+		return "", fmt.Errorf("%w: %v where a string was expected", ErrStateSyntax, tok)
+	}
+	return s, nil
 }
 
 // digestOfJSON is the digest of a value of state, given as JSON: its
