@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -8,10 +9,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -54,14 +55,17 @@ type Change struct {
 	Name string
 }
 
-// Cache holds what its informers watch. Its lookups give copies that the
-// rules may read but never change.
+// Cache holds what its informers watch (or, for a snapshot, what one pass
+// of LISTs gave). Services, EndpointSlices and Pods are kept packed (see
+// packed); its lookups decode them, so they give objects of their own.
 type Cache struct {
-	services, slices map[string]cache.SharedIndexInformer // by namespace; "" for all
-	pods             map[string]cache.SharedIndexInformer // by namespace; "" for all
-	nodes            cache.SharedIndexInformer
-	scope            CacheScope
-	client           *Client
+	services, slices map[string]cache.Indexer // by namespace; "" for all
+	pods             map[string]cache.Indexer // by namespace; "" for all
+	nodes            cache.Indexer
+	// informers keep the indexers current; none for a snapshot.
+	informers []cache.SharedIndexInformer
+	scope     CacheScope
+	client    *Client
 }
 
 const byService = "service"
@@ -86,35 +90,116 @@ func (c *Client) NewCache(scope CacheScope, onChange func(Change)) (*Cache, erro
 	if err != nil {
 		return nil, fmt.Errorf("build discovery.k8s.io/v1 watch client: %w", err)
 	}
-	k := &Cache{services: map[string]cache.SharedIndexInformer{}, slices: map[string]cache.SharedIndexInformer{},
-		pods: map[string]cache.SharedIndexInformer{}, scope: scope, client: c}
-	namespaces := scope.Namespaces
+	k := newCacheOf(scope, c)
+	add := func(of map[string]cache.Indexer, ns string, inf cache.SharedIndexInformer) {
+		of[ns] = inf.GetIndexer()
+		k.informers = append(k.informers, inf)
+	}
+	for _, ns := range k.namespaces() {
+		add(k.services, ns, newInformer(c.core, coreWatch, "services", ns, "", &corev1.Service{}, serviceIndexers, onChange))
+		add(k.slices, ns, newInformer(c.discovery, discoveryWatch, "endpointslices", ns, discoveryv1.LabelServiceName,
+			&discoveryv1.EndpointSlice{}, sliceIndexers, onChange))
+	}
+	for _, ns := range k.podNamespaces() {
+		add(k.pods, ns, newInformer(c.core, coreWatch, "pods", ns, "", &corev1.Pod{}, serviceIndexers, onChange))
+	}
+	if scope.Nodes {
+		inf := newInformer(c.core, coreWatch, "nodes", "", "", &corev1.Node{}, cache.Indexers{}, onChange)
+		k.nodes = inf.GetIndexer()
+		k.informers = append(k.informers, inf)
+	}
+	return k, nil
+}
+
+var (
+	serviceIndexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	sliceIndexers   = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byService: sliceServiceIndex}
+)
+
+func newCacheOf(scope CacheScope, c *Client) *Cache {
+	return &Cache{services: map[string]cache.Indexer{}, slices: map[string]cache.Indexer{},
+		pods: map[string]cache.Indexer{}, scope: scope, client: c}
+}
+
+// namespaces are those of the scope's Services and slices, one informer
+// (or LIST) each: [""] when one is every namespace.
+func (k *Cache) namespaces() []string { return scopeNamespaces(k.scope.Namespaces) }
+
+func (k *Cache) podNamespaces() []string { return scopeNamespaces(k.scope.PodNamespaces) }
+
+func scopeNamespaces(namespaces []string) []string {
 	if slices.Contains(namespaces, "") {
-		namespaces = []string{""}
+		return []string{""}
 	}
-	for _, ns := range namespaces {
-		if _, ok := k.services[ns]; ok {
-			continue
+	out := slices.Clone(namespaces)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Snapshot is a Cache of one pass of LISTs, page by page, of what scope
+// covers, with no informer to start or stop: `check`'s view of the cluster,
+// as the companion's informers would see it once listed.
+func (c *Client) Snapshot(ctx context.Context, scope CacheScope) (*Cache, error) {
+	k := newCacheOf(scope, c)
+	for _, ns := range k.namespaces() {
+		services, err := c.ListServices(ctx, ns, "")
+		if err != nil {
+			return nil, err
 		}
-		k.services[ns] = newInformer(c.core, coreWatch, "services", ns, "", &corev1.Service{},
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, onChange)
-		k.slices[ns] = newInformer(c.discovery, discoveryWatch, "endpointslices", ns, discoveryv1.LabelServiceName, &discoveryv1.EndpointSlice{},
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byService: sliceServiceIndex}, onChange)
+		if k.services[ns], err = fill(serviceIndexers, pointers(services.Items)); err != nil {
+			return nil, err
+		}
+		slices, err := c.ListServiceEndpointSlices(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		if k.slices[ns], err = fill(sliceIndexers, pointers(slices.Items)); err != nil {
+			return nil, err
+		}
 	}
-	podNamespaces := scope.PodNamespaces
-	if slices.Contains(podNamespaces, "") {
-		podNamespaces = []string{""}
-	}
-	for _, ns := range podNamespaces {
-		if _, ok := k.pods[ns]; !ok {
-			k.pods[ns] = newInformer(c.core, coreWatch, "pods", ns, "", &corev1.Pod{},
-				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, onChange)
+	for _, ns := range k.podNamespaces() {
+		pods, err := c.ListPods(ctx, ns, "")
+		if err != nil {
+			return nil, err
+		}
+		if k.pods[ns], err = fill(serviceIndexers, pointers(pods.Items)); err != nil {
+			return nil, err
 		}
 	}
 	if scope.Nodes {
-		k.nodes = newInformer(c.core, coreWatch, "nodes", "", "", &corev1.Node{}, cache.Indexers{}, onChange)
+		nodes, err := c.ListNodes(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		if k.nodes, err = fill(cache.Indexers{}, pointers(nodes.Items)); err != nil {
+			return nil, err
+		}
 	}
 	return k, nil
+}
+
+// fill is an indexer of objects as an informer keeps them.
+func fill(indexers cache.Indexers, objects []any) (cache.Indexer, error) {
+	idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
+	for _, o := range objects {
+		kept, err := trimForCache(o)
+		if err != nil {
+			return nil, err
+		}
+		if err := idx.Add(kept); err != nil {
+			return nil, err
+		}
+	}
+	return idx, nil
+}
+
+// pointers are pointers to the items, as an informer stores them.
+func pointers[T any](items []T) []any {
+	out := make([]any, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
 }
 
 func newInformer(list, watchClient *rest.RESTClient, resource, namespace, labelSelector string, example runtime.Object,
@@ -147,9 +232,7 @@ func newInformer(list, watchClient *rest.RESTClient, resource, namespace, labelS
 		_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: notify,
 			UpdateFunc: func(old, obj any) {
-				// A Pod's status changes all its life; what the cache keeps of
-				// it (trimPod) seldom does.
-				if samePod(old, obj) {
+				if samePacked(old, obj) {
 					return
 				}
 				// A slice relabelled for another Service changes both, as
@@ -166,42 +249,127 @@ func newInformer(list, watchClient *rest.RESTClient, resource, namespace, labelS
 	return informer
 }
 
+// packed is a Service, an EndpointSlice or a Pod as the cache keeps it:
+// what its key, indexes, selectors and change notices read, and the rest as
+// its protobuf encoding, which each lookup decodes. A typed EndpointSlice
+// of 10 endpoints is a few kilobytes of small allocations; packed, its
+// bytes and one struct (bench/README.md has the figures).
+type packed struct {
+	kind            packedKind
+	namespace, name string
+	// service is the Service an EndpointSlice is labelled for.
+	service string
+	// labels are a Service's or a Pod's, for selectors.
+	labels map[string]string
+	data   []byte
+}
+
+type packedKind uint8
+
+const (
+	packedService packedKind = iota + 1
+	packedSlice
+	packedPod
+)
+
+// GetObjectMeta gives the store's key and namespace index what they read:
+// packed is a metav1.ObjectMetaAccessor for meta.Accessor.
+func (p *packed) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: p.namespace, Name: p.name, Labels: p.labels}
+}
+
+// protoObject is a pointer to a Kubernetes type with its protobuf codec.
+type protoObject[T any] interface {
+	*T
+	metav1.Object
+	Marshal() ([]byte, error)
+	Unmarshal([]byte) error
+}
+
+func pack[T any, P protoObject[T]](kind packedKind, o P, service string, labels map[string]string) (*packed, error) {
+	data, err := o.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("pack %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+	}
+	return &packed{kind: kind, namespace: unique.Make(o.GetNamespace()).Value(), name: o.GetName(), service: service,
+		labels: labels, data: data}, nil
+}
+
+func unpack[T any, P protoObject[T]](p *packed) (T, error) {
+	var out T
+	if err := P(&out).Unmarshal(p.data); err != nil {
+		return out, fmt.Errorf("unpack %s/%s from the cache: %w", p.namespace, p.name, err)
+	}
+	return out, nil
+}
+
+// trimForCache keeps what the rules read, packed (Nodes, few, are kept
+// trimmed): of a Service all but managedFields and kubectl's copy of the
+// whole object; of a slice its name, labels, annotations, address type,
+// ports and, of each endpoint, what package endpoints reads (a targetRef's
+// kind and name); of a Pod what TrimPod keeps. It is idempotent, as an
+// informer's transform must be: a packed object is given back as it is.
 func trimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
+	case *packed:
+		return o, nil
 	case *corev1.Service:
 		o.ManagedFields = nil
 		delete(o.Annotations, lastAppliedAnnotation)
+		return pack(packedService, o, "", o.Labels)
 	case *discoveryv1.EndpointSlice:
-		o.ManagedFields = nil
-		delete(o.Annotations, lastAppliedAnnotation)
+		trimmed := trimSlice(o)
+		return pack(packedSlice, &trimmed, o.Labels[discoveryv1.LabelServiceName], nil)
 	case *corev1.Node:
 		trimmed := trimNode(o)
 		trimmed.ResourceVersion = o.ResourceVersion
 		return &trimmed, nil
 	case *corev1.Pod:
 		trimmed := TrimPod(o)
-		return &trimmed, nil
+		// What changes with every status update: the cache compares
+		// what it keeps of a Pod to say whether it changed (samePacked).
+		trimmed.ResourceVersion = ""
+		return pack(packedPod, &trimmed, "", trimmed.Labels)
 	}
 	return obj, nil
 }
 
-// samePod says whether old and obj are Pods equal in what the cache keeps,
-// but for their resourceVersion.
-func samePod(old, obj any) bool {
-	a, ok := old.(*corev1.Pod)
-	b, ok2 := obj.(*corev1.Pod)
-	if !ok || !ok2 {
-		return false
+// trimSlice keeps of an EndpointSlice what the rules read.
+func trimSlice(s *discoveryv1.EndpointSlice) discoveryv1.EndpointSlice {
+	annotations := s.Annotations
+	if _, ok := annotations[lastAppliedAnnotation]; ok {
+		annotations = maps.Clone(annotations)
+		delete(annotations, lastAppliedAnnotation)
 	}
-	return maps.Equal(a.Labels, b.Labels) && apiequality.Semantic.DeepEqual(a.Spec, b.Spec)
+	out := discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: annotations},
+		AddressType: s.AddressType, Ports: s.Ports, Endpoints: make([]discoveryv1.Endpoint, len(s.Endpoints)),
+	}
+	for i, e := range s.Endpoints {
+		e.Hints, e.DeprecatedTopology = nil, nil
+		if e.TargetRef != nil {
+			e.TargetRef = &corev1.ObjectReference{Kind: e.TargetRef.Kind, Name: e.TargetRef.Name}
+		}
+		out.Endpoints[i] = e
+	}
+	return out
+}
+
+// samePacked says whether old and obj are packed objects equal in what the
+// cache keeps: a Pod's status changes all its life; what the cache keeps
+// of it seldom does.
+func samePacked(old, obj any) bool {
+	a, ok := old.(*packed)
+	b, ok2 := obj.(*packed)
+	return ok && ok2 && a.kind == packedPod && b.kind == packedPod && bytes.Equal(a.data, b.data)
 }
 
 // relabelled is the change of old's Service when an update moved an
 // EndpointSlice from it to another.
 func relabelled(old, obj any) (Change, bool) {
-	a, ok := old.(*discoveryv1.EndpointSlice)
-	b, ok2 := obj.(*discoveryv1.EndpointSlice)
-	if !ok || !ok2 || a.Labels[discoveryv1.LabelServiceName] == b.Labels[discoveryv1.LabelServiceName] {
+	a, ok := old.(*packed)
+	b, ok2 := obj.(*packed)
+	if !ok || !ok2 || a.kind != packedSlice || a.service == b.service {
 		return Change{}, false
 	}
 	return changeOf(a)
@@ -212,29 +380,32 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 func changeOf(obj any) (Change, bool) {
 	switch o := obj.(type) {
-	case *corev1.Service:
-		return Change{Kind: "Service", Namespace: o.Namespace, Service: o.Name, Name: o.Name}, true
-	case *discoveryv1.EndpointSlice:
-		return Change{Kind: "EndpointSlice", Namespace: o.Namespace, Service: o.Labels[discoveryv1.LabelServiceName], Name: o.Name}, true
+	case *packed:
+		switch o.kind {
+		case packedService:
+			return Change{Kind: "Service", Namespace: o.namespace, Service: o.name, Name: o.name}, true
+		case packedSlice:
+			return Change{Kind: "EndpointSlice", Namespace: o.namespace, Service: o.service, Name: o.name}, true
+		case packedPod:
+			return Change{Kind: "Pod", Namespace: o.namespace, Name: o.name}, true
+		}
 	case *corev1.Node:
 		return Change{Kind: "Node", Name: o.Name}, true
-	case *corev1.Pod:
-		return Change{Kind: "Pod", Namespace: o.Namespace, Name: o.Name}, true
 	}
 	return Change{}, false
 }
 
 func sliceServiceIndex(obj any) ([]string, error) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
+	s, ok := obj.(*packed)
+	if !ok || s.kind != packedSlice {
 		return nil, nil
 	}
-	return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+	return []string{s.namespace + "/" + s.service}, nil
 }
 
 // Run runs the informers until ctx ends.
 func (k *Cache) Run(ctx context.Context) {
-	for _, inf := range k.informers() {
+	for _, inf := range k.informers {
 		go inf.RunWithContext(ctx)
 	}
 }
@@ -243,31 +414,17 @@ func (k *Cache) Run(ctx context.Context) {
 // ended first.
 func (k *Cache) WaitForSync(ctx context.Context) bool {
 	var synced []cache.InformerSynced
-	for _, inf := range k.informers() {
+	for _, inf := range k.informers {
 		synced = append(synced, inf.HasSynced)
 	}
 	return cache.WaitForCacheSync(ctx.Done(), synced...)
 }
 
-func (k *Cache) informers() []cache.SharedIndexInformer {
-	var out []cache.SharedIndexInformer
-	for _, ns := range slices.Sorted(maps.Keys(k.services)) {
-		out = append(out, k.services[ns], k.slices[ns])
-	}
-	for _, ns := range slices.Sorted(maps.Keys(k.pods)) {
-		out = append(out, k.pods[ns])
-	}
-	if k.nodes != nil {
-		out = append(out, k.nodes)
-	}
-	return out
-}
-
-// informerFor is the informer of a namespace's objects, nil when the
+// indexerFor is the indexer of a namespace's objects, nil when the
 // namespace is not watched.
-func (k *Cache) informerFor(of map[string]cache.SharedIndexInformer, namespace string) cache.SharedIndexInformer {
-	if inf, ok := of[""]; ok {
-		return inf
+func (k *Cache) indexerFor(of map[string]cache.Indexer, namespace string) cache.Indexer {
+	if idx, ok := of[""]; ok {
+		return idx
 	}
 	return of[namespace]
 }
@@ -282,60 +439,50 @@ func (e *NotWatchedError) Error() string {
 	return fmt.Sprintf("%s in %s are not watched", e.Resource, Scope(e.Namespace))
 }
 
-// object is a pointer to a Kubernetes object of type T.
-type object[T any] interface {
-	*T
-	metav1.Object
-}
-
-// lookup is the objects of the namespace's informer in of ("" for every
+// lookup is the objects of the namespace's indexer in of ("" for every
 // watched namespace), by the namespace index.
-func lookup[T any, P object[T]](of map[string]cache.SharedIndexInformer, resource, namespace string) ([]P, error) {
+func lookup(of map[string]cache.Indexer, resource, namespace string) ([]any, error) {
 	var objs []any
-	switch inf, all := of[""]; {
+	switch idx, all := of[""]; {
 	case all:
-		objs = inf.GetStore().List()
+		objs = idx.List()
 		if namespace != "" {
-			objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+			objs, _ = idx.ByIndex(cache.NamespaceIndex, namespace)
 		}
 	case namespace == "":
 		for _, ns := range slices.Sorted(maps.Keys(of)) {
-			objs = append(objs, of[ns].GetStore().List()...)
+			objs = append(objs, of[ns].List()...)
 		}
 	default:
-		inf, ok := of[namespace]
+		idx, ok := of[namespace]
 		if !ok {
 			return nil, &NotWatchedError{Resource: resource, Namespace: namespace}
 		}
-		objs = inf.GetStore().List()
+		objs = idx.List()
 	}
-	return objectsOf[T, P](objs), nil
+	return objs, nil
 }
 
-func objectsOf[T any, P object[T]](objs []any) []P {
-	out := make([]P, 0, len(objs))
+// unpackMatching are the packed objects among objs that sel matches,
+// decoded, sorted by namespace and name as a LIST gives them.
+func unpackMatching[T any, P protoObject[T]](objs []any, sel labels.Selector) ([]T, error) {
+	var picked []*packed
 	for _, o := range objs {
-		if t, ok := o.(P); ok {
-			out = append(out, t)
+		if p, ok := o.(*packed); ok && sel.Matches(labels.Set(p.labels)) {
+			picked = append(picked, p)
 		}
 	}
-	return out
-}
-
-// matching are copies of the objects that sel matches, sorted by
-// namespace and name as a LIST gives them.
-func matching[T any, P object[T]](found []P, sel labels.Selector) []T {
-	out := make([]T, 0, len(found))
-	for _, o := range found {
-		if sel.Matches(labels.Set(o.GetLabels())) {
-			out = append(out, *o)
-		}
-	}
-	slices.SortFunc(out, func(a, b T) int {
-		pa, pb := P(&a), P(&b)
-		return cmp.Or(strings.Compare(pa.GetNamespace(), pb.GetNamespace()), strings.Compare(pa.GetName(), pb.GetName()))
+	slices.SortFunc(picked, func(a, b *packed) int {
+		return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name))
 	})
-	return out
+	out := make([]T, len(picked))
+	for i, p := range picked {
+		var err error
+		if out[i], err = unpack[T, P](p); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // parseSelector is a label selector as the API takes it: "" selects all.
@@ -356,33 +503,34 @@ func parseSelector(selector string) (labels.Selector, error) {
 
 // Service is the Service namespace/name; a NotFound error when there is none.
 func (k *Cache) Service(_ context.Context, namespace, name string) (*corev1.Service, error) {
-	inf := k.informerFor(k.services, namespace)
-	if inf == nil {
+	idx := k.indexerFor(k.services, namespace)
+	if idx == nil {
 		return nil, &NotWatchedError{Resource: "services", Namespace: namespace}
 	}
-	obj, ok, err := inf.GetStore().GetByKey(namespace + "/" + name)
+	obj, ok, err := idx.GetByKey(namespace + "/" + name)
 	if err != nil {
 		return nil, err
 	}
-	svc, isService := obj.(*corev1.Service)
-	if !ok || !isService {
+	p, isPacked := obj.(*packed)
+	if !ok || !isPacked {
 		return nil, fmt.Errorf("service %s/%s: %w", namespace, name, apierrors.NewNotFound(corev1.Resource("services"), name))
 	}
-	copied := *svc
-	return &copied, nil
+	svc, err := unpack[corev1.Service](p)
+	return &svc, err
 }
 
 // EndpointSlices are the slices labelled for the Service namespace/service.
 func (k *Cache) EndpointSlices(_ context.Context, namespace, service string) (pools.Slices, error) {
-	inf := k.informerFor(k.slices, namespace)
-	if inf == nil {
+	idx := k.indexerFor(k.slices, namespace)
+	if idx == nil {
 		return pools.Slices{}, &NotWatchedError{Resource: "endpointslices", Namespace: namespace}
 	}
-	objs, err := inf.GetIndexer().ByIndex(byService, namespace+"/"+service)
+	objs, err := idx.ByIndex(byService, namespace+"/"+service)
 	if err != nil {
 		return pools.Slices{}, err
 	}
-	return pools.Slices{Items: matching(objectsOf[discoveryv1.EndpointSlice](objs), labels.Everything())}, nil
+	items, err := unpackMatching[discoveryv1.EndpointSlice](objs, labels.Everything())
+	return pools.Slices{Items: items}, err
 }
 
 // Services are the Services of namespace ("" for every watched one) that
@@ -407,7 +555,14 @@ func (k *Cache) Nodes(_ context.Context, selector string) ([]corev1.Node, error)
 	if err != nil {
 		return nil, err
 	}
-	return matching(objectsOf[corev1.Node](k.nodes.GetStore().List()), sel), nil
+	var out []corev1.Node
+	for _, o := range k.nodes.List() {
+		if n, ok := o.(*corev1.Node); ok && sel.Matches(labels.Set(n.Labels)) {
+			out = append(out, *n)
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // Pods are the Pods of namespace ("" for every watched one) that the label
@@ -416,16 +571,16 @@ func (k *Cache) Pods(_ context.Context, namespace, selector string) ([]corev1.Po
 	return lookupMatching[corev1.Pod](k.pods, "pods", namespace, selector)
 }
 
-func lookupMatching[T any, P object[T]](of map[string]cache.SharedIndexInformer, resource, namespace, selector string) ([]T, error) {
+func lookupMatching[T any, P protoObject[T]](of map[string]cache.Indexer, resource, namespace, selector string) ([]T, error) {
 	sel, err := parseSelector(selector)
 	if err != nil {
 		return nil, err
 	}
-	found, err := lookup[T, P](of, resource, namespace)
+	found, err := lookup(of, resource, namespace)
 	if err != nil {
 		return nil, err
 	}
-	return matching(found, sel), nil
+	return unpackMatching[T, P](found, sel)
 }
 
 // ErrForbidden marks a probe refused by RBAC.
