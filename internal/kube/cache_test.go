@@ -69,8 +69,8 @@ func apiObjects() (corev1.Service, []discoveryv1.EndpointSlice, []corev1.Pod) {
 			Addresses:  []string{"10.0.0." + string(rune('1'+i))},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(true), Terminating: ptr.To(!ready)},
 			NodeName:   ptr.To("node-a"), Zone: ptr.To("zone-a"),
-			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}},
-			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: name, UID: "pod-uid", ResourceVersion: "9"},
+			Hints:     &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: name, UID: "pod-uid", ResourceVersion: "9"},
 		})
 		pods = append(pods, corev1.Pod{ObjectMeta: meta(name, map[string]string{"app": "web"}),
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "web:1",
