@@ -447,7 +447,7 @@ func (s *syncer) probeCluster(ctx context.Context, cl *cluster) {
 		s.mu.Lock()
 		for i, in := range s.instances {
 			if in.cluster == cl.key {
-				s.dirty[i] = true
+				s.dirty[i] = &touched{all: true}
 			}
 		}
 		s.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,8 +27,9 @@ type watchedPool interface {
 	// addScope adds what the pool reads to scope.
 	addScope(scope *kube.CacheScope)
 	// evaluate reads the pool from src, as a plan's read would, and
-	// compares it with state.
-	evaluate(ctx context.Context, src pools.Reader, now time.Time) evaluation
+	// compares it with state; what changed since its last evaluation is t
+	// (a fleet recomputes only the Services t names).
+	evaluate(ctx context.Context, src pools.Reader, now time.Time, t touched) evaluation
 	// nextExpiry is the earliest expiry annotation to pass among the
 	// slices the pool reads; false when none.
 	nextExpiry(ctx context.Context, src pools.Reader, now time.Time) (time.Time, bool)
@@ -102,7 +104,7 @@ func (p *singlePool) addScope(scope *kube.CacheScope) {
 	}
 }
 
-func (p *singlePool) evaluate(ctx context.Context, src pools.Reader, now time.Time) evaluation {
+func (p *singlePool) evaluate(ctx context.Context, src pools.Reader, now time.Time, _ touched) evaluation {
 	res, err := p.request.Read(ctx, src, pools.ReadOptions{Now: func() time.Time { return now }})
 	if err != nil {
 		return evaluation{unreadable: unreadableText(err)}
@@ -125,11 +127,58 @@ func (p *singlePool) nextExpiry(ctx context.Context, src pools.Reader, now time.
 	return endpoints.NextExpiry(list.Items, p.request.Query.ExpiryAnnotation, now)
 }
 
-// fleetPool is a k8s_services of state.
+// touched is what changed of one watched pool since its last evaluation.
+type touched struct {
+	// all: anything but a Service or its slices (a Node, a Pod), a state
+	// read, an expiry; the whole pool is recomputed.
+	all bool
+	// services are the Services changed, "namespace/name".
+	services map[string]bool
+}
+
+// touch adds ch to t.
+func (t *touched) touch(ch kube.Change) {
+	if (ch.Kind != "Service" && ch.Kind != "EndpointSlice") || ch.Service == "" {
+		t.all = true
+		return
+	}
+	if t.services == nil {
+		t.services = map[string]bool{}
+	}
+	t.services[ch.Namespace+"/"+ch.Service] = true
+}
+
+var everything = touched{all: true}
+
+// fleetPool is a k8s_services of state. It keeps what each Service of its
+// last evaluation gave, so that a change of one Service recomputes that
+// Service's pool alone, not the fleet (pools.FleetRequest.ReadService).
 type fleetPool struct {
 	request pools.FleetRequest
 	state   *provider.StatePool
 	digest  provider.Digester
+
+	// of are the Services of the fleet as last computed, by
+	// "namespace/name"; nil until a whole evaluation succeeds.
+	of map[string]fleetService
+	// changed are the pools that differ from state, by name (a Service of
+	// state gone from the fleet among them); short those with fewer ready
+	// endpoints than min_ready; pools how many Services give a pool.
+	changed map[string]poolChange
+	short   map[string]bool
+	pools   int
+	// skipped are the Services skipped, by name.
+	skipped map[string]endpoints.SkippedService
+	// computed counts the Service pools computed, whole or one by one.
+	computed *int
+}
+
+// fleetService is what one Service gave the fleet: a pool (its digest and
+// ready count), or a skip.
+type fleetService struct {
+	sum     [sha256.Size]byte
+	ready   int
+	skipped *endpoints.SkippedService
 }
 
 func (p *fleetPool) reads(ch kube.Change) bool {
@@ -152,34 +201,121 @@ func (p *fleetPool) addScope(scope *kube.CacheScope) {
 	}
 }
 
-func (p *fleetPool) evaluate(ctx context.Context, src pools.Reader, now time.Time) evaluation {
-	res, err := p.request.Read(ctx, src, pools.FleetReadOptions{Now: func() time.Time { return now }})
-	if err != nil {
-		return evaluation{unreadable: unreadableText(err)}
-	}
-	var changes []poolChange
-	seen := make(map[string]bool, len(res.Pools))
-	for _, pool := range res.Pools {
-		name := pool.Service.Namespace + "/" + pool.Service.Name
-		seen[name] = true
-		sum := p.digest.ServicePool(pool)
-		inState, ok := p.state.State(name)
-		if ok && sum == inState.Sum {
-			continue
+func (p *fleetPool) evaluate(ctx context.Context, src pools.Reader, now time.Time, t touched) evaluation {
+	if p.of == nil || t.all {
+		if reason := p.recompute(ctx, src, now); reason != "" {
+			p.of = nil
+			return evaluation{unreadable: reason}
 		}
-		changes = append(changes, newPoolChange(name, inState, sum, provider.Members(pool.Endpoints)))
-	}
-	for _, name := range p.state.StateNames() {
-		if !seen[name] {
-			inState, _ := p.state.State(name)
-			changes = append(changes, newPoolChange(name, inState, [sha256.Size]byte{}, nil))
+	} else {
+		for _, name := range slices.Sorted(maps.Keys(t.services)) {
+			namespace, service, _ := strings.Cut(name, "/")
+			res, err := p.request.ReadService(ctx, src, namespace, service, now)
+			var read *pools.ReadError
+			switch {
+			case errors.As(err, &read) && read.Object == pools.ServiceObject && apierrors.IsNotFound(read.Err):
+				p.set(name, nil)
+			case err != nil:
+				// What the whole read says of it (a rule refused, the
+				// cache not watching): as a plan's read would fail.
+				return p.evaluate(ctx, src, now, everything)
+			default:
+				*p.computed++
+				p.setResult(name, res)
+			}
 		}
 	}
-	slices.SortFunc(changes, func(a, b poolChange) int { return strings.Compare(a.Name, b.Name) })
-	if sum := p.digest.Skipped(res.Skipped); sum != p.state.SkippedSum() {
+	if p.pools < p.request.MinServices || len(p.short) > 0 {
+		short := &pools.FleetShortError{Services: p.pools, MinServices: p.request.MinServices,
+			Short: make([]endpoints.ServicePool, len(p.short)), MinReady: p.request.MinReady}
+		p.of = nil
+		return evaluation{unreadable: unreadableText(short)}
+	}
+	changes := make([]poolChange, 0, len(p.changed)+1)
+	for _, name := range slices.Sorted(maps.Keys(p.changed)) {
+		changes = append(changes, p.changed[name])
+	}
+	var skipped []endpoints.SkippedService
+	for _, name := range slices.Sorted(maps.Keys(p.skipped)) {
+		skipped = append(skipped, p.skipped[name])
+	}
+	if sum := p.digest.Skipped(skipped); sum != p.state.SkippedSum() {
 		changes = append(changes, poolChange{Name: "skipped", state: p.state.SkippedSum(), cluster: sum})
 	}
+	if len(changes) == 0 {
+		return evaluation{}
+	}
 	return evaluation{changes: changes}
+}
+
+// recompute reads the whole fleet, as a plan's read would, and keeps what
+// each Service gives; it says why the read would fail, "" when it would not.
+func (p *fleetPool) recompute(ctx context.Context, src pools.Reader, now time.Time) string {
+	res, err := p.request.Read(ctx, src, pools.FleetReadOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		return unreadableText(err)
+	}
+	p.of, p.changed, p.short, p.pools = map[string]fleetService{}, map[string]poolChange{}, map[string]bool{}, 0
+	p.skipped = map[string]endpoints.SkippedService{}
+	*p.computed += len(res.Pools) + len(res.Skipped)
+	for _, name := range p.state.StateNames() {
+		// Each pool of state is gone until a Service gives it.
+		p.set(name, nil)
+	}
+	p.setResult("", res)
+	return ""
+}
+
+// setResult keeps what res, a read of the Service name ("" for all of
+// res), gives.
+func (p *fleetPool) setResult(name string, res endpoints.FleetResult) {
+	if name != "" && len(res.Pools) == 0 && len(res.Skipped) == 0 {
+		p.set(name, nil)
+	}
+	for i := range res.Pools {
+		pool := &res.Pools[i]
+		p.setPool(pool.Service.Namespace+"/"+pool.Service.Name, pool)
+	}
+	for i := range res.Skipped {
+		s := res.Skipped[i]
+		p.set(s.Namespace+"/"+s.Name, &fleetService{skipped: &s})
+	}
+}
+
+func (p *fleetPool) setPool(name string, pool *endpoints.ServicePool) {
+	sum := p.digest.ServicePool(*pool)
+	p.set(name, &fleetService{sum: sum, ready: endpoints.CountReady(pool.Endpoints)})
+	if inState, ok := p.state.State(name); !ok || inState.Sum != sum {
+		p.changed[name] = newPoolChange(name, inState, sum, provider.Members(pool.Endpoints))
+	}
+}
+
+// set records what the Service name gives now: a pool, a skip, or nothing
+// (nil), and whether it then differs from state (a pool's change is
+// recorded by setPool).
+func (p *fleetPool) set(name string, now *fleetService) {
+	if was, ok := p.of[name]; ok && was.skipped == nil {
+		p.pools--
+		delete(p.short, name)
+	}
+	delete(p.of, name)
+	delete(p.changed, name)
+	delete(p.skipped, name)
+	if now == nil || now.skipped != nil {
+		if inState, ok := p.state.State(name); ok {
+			p.changed[name] = newPoolChange(name, inState, [sha256.Size]byte{}, nil)
+		}
+		if now != nil {
+			p.of[name] = *now
+			p.skipped[name] = *now.skipped
+		}
+		return
+	}
+	p.of[name] = *now
+	p.pools++
+	if now.ready < p.request.MinReady {
+		p.short[name] = true
+	}
 }
 
 func (p *fleetPool) nextExpiry(ctx context.Context, src pools.Reader, now time.Time) (time.Time, bool) {
@@ -203,7 +339,7 @@ func watch(p *provider.StatePool) watchedPool {
 		state, _ := p.State("")
 		return &singlePool{request: *p.Pool, state: state}
 	}
-	return &fleetPool{request: *p.Fleet, state: p}
+	return &fleetPool{request: *p.Fleet, state: p, computed: new(int)}
 }
 
 // unreadableText says why a plan's read would fail, as the companion logs

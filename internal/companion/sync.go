@@ -126,7 +126,7 @@ type syncer struct {
 	stateID stateID
 
 	mu    sync.Mutex
-	dirty map[int]bool
+	dirty map[int]*touched
 	all   bool
 	kick  chan struct{}
 	// health is what /healthz says, written by the loop.
@@ -148,7 +148,7 @@ func newSyncer(opts SyncOptions, client *kube.Client, log *slog.Logger) (*syncer
 		log:      log,
 		metrics:  newMetrics(),
 		clock:    clock.RealClock{},
-		dirty:    map[int]bool{},
+		dirty:    map[int]*touched{},
 		kick:     make(chan struct{}, 1),
 		backend:  backendOf(opts.Dir),
 	}
@@ -404,7 +404,12 @@ func (s *syncer) changed(key string, ch kube.Change) {
 	s.mu.Lock()
 	for i, in := range s.instances {
 		if in.cluster == key && in.watched.reads(ch) {
-			s.dirty[i] = true
+			t := s.dirty[i]
+			if t == nil {
+				t = &touched{}
+				s.dirty[i] = t
+			}
+			t.touch(ch)
 		}
 	}
 	s.mu.Unlock()
@@ -419,7 +424,7 @@ func (s *syncer) changed(key string, ch kube.Change) {
 func (s *syncer) view(ctx context.Context) view {
 	s.mu.Lock()
 	all, dirty := s.all, s.dirty
-	s.all, s.dirty = false, map[int]bool{}
+	s.all, s.dirty = false, map[int]*touched{}
 	instances := s.instances
 	s.mu.Unlock()
 	if len(s.evals) != len(instances) {
@@ -437,8 +442,10 @@ func (s *syncer) view(ctx context.Context) view {
 			s.evals[i] = evaluation{unreadable: reason}
 		} else if cl.cache == nil {
 			s.evals[i] = evaluation{unreadable: fmt.Sprintf("%s%s: its informers did not start (%v): not recomputed", unreachablePrefix, cl.name, cl.scopeErr)}
-		} else if all || dirty[i] || s.evals[i].unreadable != "" && strings.HasPrefix(s.evals[i].unreadable, unreachablePrefix) {
-			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now)
+		} else if all || s.evals[i].unreadable != "" && strings.HasPrefix(s.evals[i].unreadable, unreachablePrefix) {
+			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now, everything)
+		} else if t := dirty[i]; t != nil {
+			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now, *t)
 		}
 		switch e := s.evals[i]; {
 		case e.unreadable != "":

@@ -282,3 +282,49 @@ func (r FleetRequest) Read(ctx context.Context, src Reader, o FleetReadOptions) 
 	}
 	return res, nil
 }
+
+// ReadService is the part of the fleet of r that the Service
+// namespace/name gives, read as Read reads it but for that Service alone:
+// the Service, whether the fleet selects it (its labels, its name), its
+// EndpointSlices, the Nodes of node pools, the rules, then the Pods it
+// selects. The result holds its pool, its skip, or nothing when the fleet
+// does not select it. The guards are the caller's, over every Service: the
+// sync companion recomputes the Service that changed, not the fleet. Its
+// errors are a *ReadError (the Service's own when it is gone) or a
+// *RuleError.
+func (r FleetRequest) ReadService(ctx context.Context, src Reader, namespace, name string, now time.Time) (endpoints.FleetResult, error) {
+	none := endpoints.FleetResult{Pools: []endpoints.ServicePool{}, Skipped: []endpoints.SkippedService{}}
+	svc, err := src.Service(ctx, namespace, name)
+	if err != nil {
+		return none, &ReadError{Object: ServiceObject, Namespace: namespace, Name: name, Err: err}
+	}
+	selector, err := labels.Parse(r.Selector)
+	if err != nil {
+		return none, &RuleError{Err: fmt.Errorf("label selector %q: %w", r.Selector, err)}
+	}
+	if !selector.Matches(labels.Set(svc.Labels)) || len(r.Selected([]corev1.Service{*svc})) == 0 {
+		return none, nil
+	}
+	list, err := src.EndpointSlices(ctx, namespace, name)
+	if err != nil {
+		return none, &ReadError{Object: EndpointSlicesObject, Namespace: namespace, Name: name, Err: err}
+	}
+	objects := FleetObjects{Services: []corev1.Service{*svc}, EndpointSlices: list.Items}
+	if r.Nodes.Enabled {
+		if objects.Nodes, err = src.Nodes(ctx, r.Nodes.Selector); err != nil {
+			return none, &ReadError{Object: NodesObject, Err: err}
+		}
+	}
+	if r.ReadsPods() && len(svc.Spec.Selector) > 0 {
+		// The Pods the Service selects are those the fleet's health checks
+		// would find for it among all of the namespace's.
+		if objects.Pods, err = src.Pods(ctx, namespace, labels.SelectorFromSet(svc.Spec.Selector).String()); err != nil {
+			return none, &ReadError{Object: PodsObject, Namespace: namespace, Err: err}
+		}
+	}
+	res, err := r.Compute(objects, now)
+	if err != nil {
+		return none, &RuleError{Err: err}
+	}
+	return res, nil
+}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
@@ -203,5 +205,54 @@ func TestAFleetReadsEachNamespaceThenThePods(t *testing.T) {
 	var short *FleetShortError
 	if !errors.As(err, &short) || short.Services != 1 || short.MinServices != 2 {
 		t.Errorf("error %v, want a fleet short of min_services", err)
+	}
+}
+
+// Each Service of a fleet read alone gives what the read of the whole
+// fleet gives for it: its pool, its skip, or nothing when the fleet does
+// not select it (by label or by name) or when it is gone.
+func TestAServiceOfAFleetReadAloneIsWhatTheFleetGivesForIt(t *testing.T) {
+	labelled := func(s corev1.Service, lb string) corev1.Service {
+		s.Labels = map[string]string{"lb": lb}
+		return s
+	}
+	web := labelled(selecting(service("web", corev1.ServiceTypeClusterIP, 0)), "x")
+	api := labelled(service("api", corev1.ServiceTypeClusterIP, 0), "x")
+	noPort := labelled(service("batch", corev1.ServiceTypeClusterIP, 0), "x")
+	noPort.Spec.Ports[0].Name = "grpc"
+	other := labelled(service("other", corev1.ServiceTypeClusterIP, 0), "y")
+	unnamed := labelled(service("admin", corev1.ServiceTypeClusterIP, 0), "x")
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-0", Labels: map[string]string{"app": "web"}}}
+	src := &reader{services: []corev1.Service{web, api, noPort, other, unnamed},
+		slices: []discoveryv1.EndpointSlice{slice("web", "10.0.0.1"), slice("api", "10.0.1.1"), slice("batch", "10.0.2.1"),
+			slice("other", "10.0.3.1"), slice("admin", "10.0.4.1")},
+		pods: []corev1.Pod{pod}}
+	r := FleetRequest{Namespaces: []string{"shop"}, Selector: "lb=x", Names: []string{"web", "api", "batch", "other"},
+		Query: endpoints.Query{PortName: "http"}, PodHealthChecks: true}
+	now := time.Unix(2e9, 0)
+	whole, err := r.Read(context.Background(), &reader{services: []corev1.Service{web, api, noPort}, slices: src.slices, pods: src.pods},
+		FleetReadOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := endpoints.FleetResult{Pools: []endpoints.ServicePool{}, Skipped: []endpoints.SkippedService{}}
+	for _, name := range []string{"admin", "api", "batch", "other", "web"} {
+		one, err := r.ReadService(context.Background(), src, "shop", name, now)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		alone.Pools = append(alone.Pools, one.Pools...)
+		alone.Skipped = append(alone.Skipped, one.Skipped...)
+	}
+	if !reflect.DeepEqual(alone, whole) {
+		t.Errorf("read one by one:\n%+v\nthe fleet read:\n%+v", alone, whole)
+	}
+	if len(whole.Pools) != 2 || len(whole.Skipped) != 1 {
+		t.Fatalf("the fleet %+v is not web and api with batch skipped: the test proves nothing", whole)
+	}
+	_, err = r.ReadService(context.Background(), &reader{}, "shop", "gone", now)
+	var read *ReadError
+	if !errors.As(err, &read) || read.Object != ServiceObject || read.Name != "gone" {
+		t.Errorf("a Service gone: %v, want a read error of that Service", err)
 	}
 }
