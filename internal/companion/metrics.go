@@ -12,6 +12,7 @@ type metrics struct {
 	registry          *prometheus.Registry
 	poolsWatched      prometheus.Gauge
 	poolsDiffering    prometheus.Gauge
+	poolsComputed     prometheus.Counter
 	poolsUnreadable   prometheus.Gauge
 	drift             prometheus.Counter
 	runs              *prometheus.CounterVec
@@ -80,6 +81,10 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.5, 2, 10),
 		}),
 	}
+	m.poolsComputed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "k8s_sync_service_pools_computed_total",
+		Help: "Pools of one Service computed from the cache: a k8s_ready_endpoints, or a Service of a k8s_services (a change of one Service of a fleet computes that one).",
+	})
 	m.poolsDiffering = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "k8s_sync_pools_differing", Help: "Pool data source instances that differ from state now.",
 	})
@@ -102,7 +107,7 @@ func newMetrics() *metrics {
 		m.runs.WithLabelValues(r)
 	}
 	m.registry.MustRegister(m.poolsWatched, m.poolsDiffering, m.poolsUnreadable, m.drift, m.runs, m.lastRun, m.settleDelay,
-		m.runDuration, m.stateReadFailures, m.scopeFailures, m.clusterReachable, m.clusterPools,
+		m.runDuration, m.stateReadFailures, m.scopeFailures, m.clusterReachable, m.clusterPools, m.poolsComputed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -77,6 +77,8 @@ type evaluation struct {
 	// deleted, min_ready not met, a namespace not watched): its pools are
 	// not recomputed, and its dependents are left out of runs.
 	unreadable string
+	// computed is how many Service pools the evaluation computed.
+	computed int
 }
 
 // singlePool is a k8s_ready_endpoints of state.
@@ -107,13 +109,13 @@ func (p *singlePool) addScope(scope *kube.CacheScope) {
 func (p *singlePool) evaluate(ctx context.Context, src pools.Reader, now time.Time, _ touched) evaluation {
 	res, err := p.request.Read(ctx, src, pools.ReadOptions{Now: func() time.Time { return now }})
 	if err != nil {
-		return evaluation{unreadable: unreadableText(err)}
+		return evaluation{unreadable: unreadableText(err), computed: 1}
 	}
 	sum := p.digest.Pool(res)
 	if sum == p.state.Sum {
-		return evaluation{}
+		return evaluation{computed: 1}
 	}
-	return evaluation{changes: []poolChange{newPoolChange("", p.state, sum, provider.Members(res.Endpoints))}}
+	return evaluation{changes: []poolChange{newPoolChange("", p.state, sum, provider.Members(res.Endpoints))}, computed: 1}
 }
 
 func (p *singlePool) nextExpiry(ctx context.Context, src pools.Reader, now time.Time) (time.Time, bool) {
@@ -169,8 +171,6 @@ type fleetPool struct {
 	pools   int
 	// skipped are the Services skipped, by name.
 	skipped map[string]endpoints.SkippedService
-	// computed counts the Service pools computed, whole or one by one.
-	computed *int
 }
 
 // fleetService is what one Service gave the fleet: a pool (its digest and
@@ -202,11 +202,21 @@ func (p *fleetPool) addScope(scope *kube.CacheScope) {
 }
 
 func (p *fleetPool) evaluate(ctx context.Context, src pools.Reader, now time.Time, t touched) evaluation {
+	e := p.update(ctx, src, now, t)
+	if e.unreadable != "" {
+		p.of = nil
+	}
+	return e
+}
+
+func (p *fleetPool) update(ctx context.Context, src pools.Reader, now time.Time, t touched) evaluation {
+	computed := 0
 	if p.of == nil || t.all {
-		if reason := p.recompute(ctx, src, now); reason != "" {
-			p.of = nil
-			return evaluation{unreadable: reason}
+		n, reason := p.recompute(ctx, src, now)
+		if reason != "" {
+			return evaluation{unreadable: reason, computed: n}
 		}
+		computed = n
 	} else {
 		for _, name := range slices.Sorted(maps.Keys(t.services)) {
 			namespace, service, _ := strings.Cut(name, "/")
@@ -218,9 +228,11 @@ func (p *fleetPool) evaluate(ctx context.Context, src pools.Reader, now time.Tim
 			case err != nil:
 				// What the whole read says of it (a rule refused, the
 				// cache not watching): as a plan's read would fail.
-				return p.evaluate(ctx, src, now, everything)
+				e := p.update(ctx, src, now, everything)
+				e.computed += computed
+				return e
 			default:
-				*p.computed++
+				computed++
 				p.setResult(name, res)
 			}
 		}
@@ -228,8 +240,7 @@ func (p *fleetPool) evaluate(ctx context.Context, src pools.Reader, now time.Tim
 	if p.pools < p.request.MinServices || len(p.short) > 0 {
 		short := &pools.FleetShortError{Services: p.pools, MinServices: p.request.MinServices,
 			Short: make([]endpoints.ServicePool, len(p.short)), MinReady: p.request.MinReady}
-		p.of = nil
-		return evaluation{unreadable: unreadableText(short)}
+		return evaluation{unreadable: unreadableText(short), computed: computed}
 	}
 	changes := make([]poolChange, 0, len(p.changed)+1)
 	for _, name := range slices.Sorted(maps.Keys(p.changed)) {
@@ -243,27 +254,31 @@ func (p *fleetPool) evaluate(ctx context.Context, src pools.Reader, now time.Tim
 		changes = append(changes, poolChange{Name: "skipped", state: p.state.SkippedSum(), cluster: sum})
 	}
 	if len(changes) == 0 {
-		return evaluation{}
+		changes = nil
 	}
-	return evaluation{changes: changes}
+	return evaluation{changes: changes, computed: computed}
 }
 
 // recompute reads the whole fleet, as a plan's read would, and keeps what
-// each Service gives; it says why the read would fail, "" when it would not.
-func (p *fleetPool) recompute(ctx context.Context, src pools.Reader, now time.Time) string {
+// each Service gives; it says how many Service pools it computed, and why
+// the read would fail, "" when it would not.
+func (p *fleetPool) recompute(ctx context.Context, src pools.Reader, now time.Time) (int, string) {
 	res, err := p.request.Read(ctx, src, pools.FleetReadOptions{Now: func() time.Time { return now }})
 	if err != nil {
-		return unreadableText(err)
+		var short *pools.FleetShortError
+		if errors.As(err, &short) {
+			return len(res.Pools) + len(res.Skipped), unreadableText(err)
+		}
+		return 0, unreadableText(err)
 	}
 	p.of, p.changed, p.short, p.pools = map[string]fleetService{}, map[string]poolChange{}, map[string]bool{}, 0
 	p.skipped = map[string]endpoints.SkippedService{}
-	*p.computed += len(res.Pools) + len(res.Skipped)
 	for _, name := range p.state.StateNames() {
 		// Each pool of state is gone until a Service gives it.
 		p.set(name, nil)
 	}
 	p.setResult("", res)
-	return ""
+	return len(res.Pools) + len(res.Skipped), ""
 }
 
 // setResult keeps what res, a read of the Service name ("" for all of
@@ -339,7 +354,7 @@ func watch(p *provider.StatePool) watchedPool {
 		state, _ := p.State("")
 		return &singlePool{request: *p.Pool, state: state}
 	}
-	return &fleetPool{request: *p.Fleet, state: p, computed: new(int)}
+	return &fleetPool{request: *p.Fleet, state: p}
 }
 
 // unreadableText says why a plan's read would fail, as the companion logs

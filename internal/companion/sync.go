@@ -444,8 +444,10 @@ func (s *syncer) view(ctx context.Context) view {
 			s.evals[i] = evaluation{unreadable: fmt.Sprintf("%s%s: its informers did not start (%v): not recomputed", unreachablePrefix, cl.name, cl.scopeErr)}
 		} else if all || s.evals[i].unreadable != "" && strings.HasPrefix(s.evals[i].unreadable, unreachablePrefix) {
 			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now, everything)
+			s.metrics.poolsComputed.Add(float64(s.evals[i].computed))
 		} else if t := dirty[i]; t != nil {
 			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now, *t)
+			s.metrics.poolsComputed.Add(float64(s.evals[i].computed))
 		}
 		switch e := s.evals[i]; {
 		case e.unreadable != "":

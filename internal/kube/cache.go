@@ -141,47 +141,72 @@ func scopeNamespaces(namespaces []string) []string {
 // as the companion's informers would see it once listed.
 func (c *Client) Snapshot(ctx context.Context, scope CacheScope) (*Cache, error) {
 	k := newCacheOf(scope, c)
+	var objects []any
 	for _, ns := range k.namespaces() {
 		services, err := c.ListServices(ctx, ns, "")
 		if err != nil {
 			return nil, err
 		}
-		if k.services[ns], err = fill(serviceIndexers, pointers(services.Items)); err != nil {
-			return nil, err
-		}
+		objects = append(objects, pointers(services.Items)...)
 		slices, err := c.ListServiceEndpointSlices(ctx, ns)
 		if err != nil {
 			return nil, err
 		}
-		if k.slices[ns], err = fill(sliceIndexers, pointers(slices.Items)); err != nil {
-			return nil, err
-		}
+		objects = append(objects, pointers(slices.Items)...)
 	}
 	for _, ns := range k.podNamespaces() {
 		pods, err := c.ListPods(ctx, ns, "")
 		if err != nil {
 			return nil, err
 		}
-		if k.pods[ns], err = fill(serviceIndexers, pointers(pods.Items)); err != nil {
-			return nil, err
-		}
+		objects = append(objects, pointers(pods.Items)...)
 	}
 	if scope.Nodes {
 		nodes, err := c.ListNodes(ctx, "")
 		if err != nil {
 			return nil, err
 		}
-		if k.nodes, err = fill(cache.Indexers{}, pointers(nodes.Items)); err != nil {
-			return nil, err
-		}
+		objects = append(objects, pointers(nodes.Items)...)
 	}
-	return k, nil
+	snapshot, err := CacheOf(scope, objects...)
+	if err != nil {
+		return nil, err
+	}
+	snapshot.client = c
+	return snapshot, nil
 }
 
-// fill is an indexer of objects as an informer keeps them.
-func fill(indexers cache.Indexers, objects []any) (cache.Indexer, error) {
-	idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
+// CacheOf is a Cache of objects (pointers to Services, EndpointSlices,
+// Pods and Nodes) as the informers of scope would keep them once listed,
+// with none to run: a snapshot, and what tests of its readers read.
+func CacheOf(scope CacheScope, objects ...any) (*Cache, error) {
+	k := newCacheOf(scope, nil)
+	empty := func(of map[string]cache.Indexer, namespaces []string, indexers cache.Indexers) {
+		for _, ns := range namespaces {
+			of[ns] = cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
+		}
+	}
+	empty(k.services, k.namespaces(), serviceIndexers)
+	empty(k.slices, k.namespaces(), sliceIndexers)
+	empty(k.pods, k.podNamespaces(), serviceIndexers)
+	if scope.Nodes {
+		k.nodes = cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
+	}
 	for _, o := range objects {
+		var idx cache.Indexer
+		switch t := o.(type) {
+		case *corev1.Service:
+			idx = k.indexerFor(k.services, t.Namespace)
+		case *discoveryv1.EndpointSlice:
+			idx = k.indexerFor(k.slices, t.Namespace)
+		case *corev1.Pod:
+			idx = k.indexerFor(k.pods, t.Namespace)
+		case *corev1.Node:
+			idx = k.nodes
+		}
+		if idx == nil {
+			return nil, fmt.Errorf("a %T is outside the cache's scope", o)
+		}
 		kept, err := trimForCache(o)
 		if err != nil {
 			return nil, err
@@ -190,7 +215,7 @@ func fill(indexers cache.Indexers, objects []any) (cache.Indexer, error) {
 			return nil, err
 		}
 	}
-	return idx, nil
+	return k, nil
 }
 
 // pointers are pointers to the items, as an informer stores them.

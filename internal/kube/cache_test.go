@@ -82,15 +82,9 @@ func apiObjects() (corev1.Service, []discoveryv1.EndpointSlice, []corev1.Pod) {
 
 func cacheOf(t *testing.T, svc corev1.Service, slices []discoveryv1.EndpointSlice, pods []corev1.Pod) *Cache {
 	t.Helper()
-	k := newCacheOf(CacheScope{Namespaces: []string{"shop"}, PodNamespaces: []string{"shop"}}, nil)
-	var err error
-	if k.services["shop"], err = fill(serviceIndexers, []any{&svc}); err != nil {
-		t.Fatal(err)
-	}
-	if k.slices["shop"], err = fill(sliceIndexers, pointers(slices)); err != nil {
-		t.Fatal(err)
-	}
-	if k.pods["shop"], err = fill(serviceIndexers, pointers(pods)); err != nil {
+	objects := append(append([]any{&svc}, pointers(slices)...), pointers(pods)...)
+	k, err := CacheOf(CacheScope{Namespaces: []string{"shop"}, PodNamespaces: []string{"shop"}}, objects...)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return k

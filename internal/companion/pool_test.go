@@ -1,0 +1,149 @@
+package companion
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/vigie/terraform-provider-k8s/internal/kube"
+	"github.com/vigie/terraform-provider-k8s/internal/provider"
+)
+
+// fleetObjects are n Services labelled lb=x in the namespace shop, each with
+// a slice of 3 ready endpoints, and one more without the port asked for.
+func fleetObjects(n int) map[string]any {
+	out := map[string]any{}
+	for i := range n + 1 {
+		name := fmt.Sprintf("svc-%03d", i)
+		port := "http"
+		if i == n {
+			port = "grpc"
+		}
+		out["service "+name] = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"lb": "x"}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: port, Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+		slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name + "-1",
+			Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptr.To(port), Port: ptr.To[int32](8080)}}}
+		for e := range 3 {
+			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i, e+1)},
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+		}
+		out["slice "+name] = slice
+	}
+	return out
+}
+
+func cacheOfObjects(t *testing.T, objects map[string]any) *kube.Cache {
+	t.Helper()
+	var list []any
+	for _, o := range objects {
+		list = append(list, o)
+	}
+	k, err := kube.CacheOf(kube.CacheScope{Namespaces: []string{"shop"}}, list...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func newFleetPool(t *testing.T, minReady int) *fleetPool {
+	t.Helper()
+	state := fmt.Sprintf(`{"namespaces": ["shop"], "label_selector": "lb=x", "port_name": "http", "min_ready": %d, "services": {}, "skipped": []}`, minReady)
+	pool, err := provider.DecodeStatePool(context.Background(), provider.ServicesType, []byte(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, ok := watch(pool).(*fleetPool)
+	if !ok {
+		t.Fatal("a k8s_services is not watched as a fleet")
+	}
+	return fp
+}
+
+// A change of one Service of a fleet recomputes that Service's pool alone,
+// and the fleet's evaluation is then what a whole recomputation gives.
+func TestAChangeOfOneServiceOfAFleetRecomputesThatServiceAlone(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(2e9, 0)
+	objects := fleetObjects(100)
+	p := newFleetPool(t, 0)
+	first := p.evaluate(ctx, cacheOfObjects(t, objects), now, everything)
+	if first.unreadable != "" || first.computed != 101 || len(first.changes) != 101 {
+		t.Fatalf("first evaluation: %d computed, %d changes, %q; want the 101 Services computed, 100 pools and the skipped list new to state",
+			first.computed, len(first.changes), first.unreadable)
+	}
+	for _, step := range []struct {
+		name     string
+		change   func()
+		touched  touched
+		computed int
+	}{
+		{"an endpoint of one Service goes", func() {
+			s := objects["slice svc-042"].(*discoveryv1.EndpointSlice)
+			s.Endpoints = s.Endpoints[:2]
+		}, touched{services: map[string]bool{"shop/svc-042": true}}, 1},
+		{"one Service is relabelled out of the selection", func() {
+			objects["service svc-010"].(*corev1.Service).Labels = map[string]string{"lb": "y"}
+		}, touched{services: map[string]bool{"shop/svc-010": true}}, 1},
+		{"one Service is deleted, and its slice", func() {
+			delete(objects, "service svc-007")
+			delete(objects, "slice svc-007")
+		}, touched{services: map[string]bool{"shop/svc-007": true}}, 0},
+		{"a Service gets the port that it lacked", func() {
+			objects["service svc-100"].(*corev1.Service).Spec.Ports[0].Name = "http"
+			objects["slice svc-100"].(*discoveryv1.EndpointSlice).Ports[0].Name = ptr.To("http")
+		}, touched{services: map[string]bool{"shop/svc-100": true}}, 1},
+		{"two Services change in one batch", func() {
+			objects["slice svc-001"].(*discoveryv1.EndpointSlice).Endpoints[0].Conditions.Ready = ptr.To(false)
+			objects["slice svc-002"].(*discoveryv1.EndpointSlice).Endpoints[0].Addresses = []string{"10.9.9.9"}
+		}, touched{services: map[string]bool{"shop/svc-001": true, "shop/svc-002": true}}, 2},
+		{"a Node changes: the fleet is recomputed whole", func() {}, everything, 99},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			step.change()
+			k := cacheOfObjects(t, objects)
+			got := p.evaluate(ctx, k, now, step.touched)
+			want := newFleetPool(t, 0).evaluate(ctx, k, now, everything)
+			if got.computed != step.computed {
+				t.Errorf("%d Service pools computed, want %d", got.computed, step.computed)
+			}
+			if got.unreadable != want.unreadable || !reflect.DeepEqual(got.changes, want.changes) {
+				t.Errorf("evaluation differs from a whole recomputation:\n%+v\nwant\n%+v", got.changes, want.changes)
+			}
+		})
+	}
+}
+
+// The guards of a fleet hold over every Service: one Service that falls
+// short of min_ready, recomputed alone, makes the fleet unreadable, and
+// the fleet is readable again once it is back.
+func TestAServiceRecomputedAloneStillAnswersToTheFleetsGuards(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(2e9, 0)
+	objects := fleetObjects(10)
+	delete(objects, "service svc-010")
+	delete(objects, "slice svc-010")
+	p := newFleetPool(t, 2)
+	if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, everything); e.unreadable != "" {
+		t.Fatalf("first evaluation: %q", e.unreadable)
+	}
+	s := objects["slice svc-003"].(*discoveryv1.EndpointSlice)
+	full := s.Endpoints
+	s.Endpoints = full[:1]
+	one := touched{services: map[string]bool{"shop/svc-003": true}}
+	if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, one); e.unreadable == "" {
+		t.Fatal("a Service short of min_ready left the fleet readable")
+	}
+	s.Endpoints = full
+	if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, one); e.unreadable != "" || len(e.changes) != 10 {
+		t.Fatalf("back to 3 endpoints: %q, %d changes; want readable and its 10 pools new to state", e.unreadable, len(e.changes))
+	}
+}
