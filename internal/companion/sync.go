@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
@@ -358,6 +359,9 @@ func sameScope(a, b kube.CacheScope) bool {
 // old scope only once the new ones have listed: a scope that cannot start
 // (RBAC missing in a new namespace) leaves the old cache running.
 func (s *syncer) startCache(ctx context.Context, cl *cluster, scope kube.CacheScope) error {
+	if s.checkOnly {
+		return s.snapshot(ctx, cl, scope)
+	}
 	cache, err := cl.client.NewCache(scope, func(ch kube.Change) { s.changed(cl.key, ch) })
 	if err != nil {
 		return err
@@ -381,6 +385,25 @@ func (s *syncer) startCache(ctx context.Context, cl *cluster, scope kube.CacheSc
 	cl.cache, cl.stopCache, cl.scope, cl.scopeErr = cache, stop, scope, nil
 	s.log.Info("watching", "cluster", cl.name, "namespaces", describeNamespaces(scope.Namespaces), "nodes", scope.Nodes,
 		"pods", describeNamespaces(scope.PodNamespaces))
+	return nil
+}
+
+// snapshot is check's cache of cl: one pass of paged LISTs of scope, no
+// informer to start. A LIST refused is said as the companion's probe says
+// it, with the RBAC rule to add.
+func (s *syncer) snapshot(ctx context.Context, cl *cluster, scope kube.CacheScope) error {
+	snapshot, err := cl.client.Snapshot(ctx, scope)
+	if apierrors.IsForbidden(err) {
+		if probe, perr := cl.client.NewCache(scope, nil); perr == nil {
+			if named := probe.Probe(ctx); named != nil {
+				return named
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	cl.cache, cl.scope, cl.scopeErr = snapshot, scope, nil
 	return nil
 }
 
