@@ -54,8 +54,9 @@ type poolChange struct {
 func (c poolChange) membersOnly() bool { return len(c.Added) == 0 && len(c.Removed) == 0 }
 
 func newPoolChange(name string, state provider.PoolDigest, cluster [sha256.Size]byte, after []string) poolChange {
-	return poolChange{Name: name, Before: state.Members, After: after,
-		Added: minus(after, state.Members), Removed: minus(state.Members, after),
+	before := state.Members()
+	return poolChange{Name: name, Before: before, After: after,
+		Added: minus(after, before), Removed: minus(before, after),
 		state: state.Sum, cluster: cluster}
 }
 

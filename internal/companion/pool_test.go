@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
+	"github.com/vigie/terraform-provider-k8s/internal/pools"
 	"github.com/vigie/terraform-provider-k8s/internal/provider"
 )
 
@@ -145,5 +146,52 @@ func TestAServiceRecomputedAloneStillAnswersToTheFleetsGuards(t *testing.T) {
 	s.Endpoints = full
 	if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, one); e.unreadable != "" || len(e.changes) != 10 {
 		t.Fatalf("back to 3 endpoints: %q, %d changes; want readable and its 10 pools new to state", e.unreadable, len(e.changes))
+	}
+}
+
+// What the cache keeps of Services and slices as the API gives them
+// (uids, managedFields, other labels, kubectl's copy, a targetRef's uid)
+// gives the digests of state that the objects themselves give: what the
+// companion compares is what a plan's read would write.
+func TestTheCacheGivesTheDigestsThatTheObjectsGive(t *testing.T) {
+	objects := fleetObjects(5)
+	var services []corev1.Service
+	var slices []discoveryv1.EndpointSlice
+	for _, o := range objects {
+		switch o := o.(type) {
+		case *corev1.Service:
+			o.UID, o.ResourceVersion, o.Generation = "uid", "7", 2
+			o.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "web"}
+			o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+			o.Spec.ClusterIP, o.Status.LoadBalancer.Ingress = "10.96.0.9", []corev1.LoadBalancerIngress{{IP: "192.0.2.1"}}
+			services = append(services, *o)
+		case *discoveryv1.EndpointSlice:
+			o.UID, o.ResourceVersion = "uid", "8"
+			o.Labels[discoveryv1.LabelManagedBy] = "endpointslice-controller.k8s.io"
+			for i := range o.Endpoints {
+				o.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: fmt.Sprintf("%s-%d", o.Name, i), UID: "p"}
+				o.Endpoints[i].NodeName, o.Endpoints[i].Zone = ptr.To("node-a"), ptr.To("zone-a")
+			}
+			slices = append(slices, *o)
+		}
+	}
+	now := time.Unix(2e9, 0)
+	p := newFleetPool(t, 0)
+	want, err := p.request.Compute(pools.FleetObjects{Services: services, EndpointSlices: slices}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.request.Read(context.Background(), cacheOfObjects(t, objects), pools.FleetReadOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Pools) != 5 || len(want.Pools) != 5 {
+		t.Fatalf("%d and %d pools, want 5", len(got.Pools), len(want.Pools))
+	}
+	var d provider.Digester
+	for i := range want.Pools {
+		if d.ServicePool(got.Pools[i]) != d.ServicePool(want.Pools[i]) {
+			t.Errorf("%s: the digest through the cache differs from the objects'", want.Pools[i].Service.Name)
+		}
 	}
 }

@@ -328,20 +328,21 @@ func unpack[T any, P protoObject[T]](p *packed) (T, error) {
 	return out, nil
 }
 
-// trimForCache keeps what the rules read, packed (Nodes, few, are kept
-// trimmed): of a Service all but managedFields and kubectl's copy of the
-// whole object; of a slice its name, labels, annotations, address type,
-// ports and, of each endpoint, what package endpoints reads (a targetRef's
-// kind and name); of a Pod what TrimPod keeps. It is idempotent, as an
+// trimForCache keeps what the rules and the state writers read, packed
+// (Nodes, few, are kept trimmed): of a Service its name, labels,
+// annotations (but kubectl's copy of the whole object), spec and status;
+// of a slice its name, Service label, annotations, address type, ports
+// and, of each endpoint, what package endpoints reads (a targetRef's kind
+// and name); of a Pod what TrimPod keeps. It is idempotent, as an
 // informer's transform must be: a packed object is given back as it is.
 func trimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *packed:
 		return o, nil
 	case *corev1.Service:
-		o.ManagedFields = nil
-		delete(o.Annotations, lastAppliedAnnotation)
-		return pack(packedService, o, "", o.Labels)
+		trimmed := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
+			Annotations: withoutLastApplied(o.Annotations)}, Spec: o.Spec, Status: o.Status}
+		return pack(packedService, &trimmed, "", o.Labels)
 	case *discoveryv1.EndpointSlice:
 		trimmed := trimSlice(o)
 		return pack(packedSlice, &trimmed, o.Labels[discoveryv1.LabelServiceName], nil)
@@ -361,13 +362,12 @@ func trimForCache(obj any) (any, error) {
 
 // trimSlice keeps of an EndpointSlice what the rules read.
 func trimSlice(s *discoveryv1.EndpointSlice) discoveryv1.EndpointSlice {
-	annotations := s.Annotations
-	if _, ok := annotations[lastAppliedAnnotation]; ok {
-		annotations = maps.Clone(annotations)
-		delete(annotations, lastAppliedAnnotation)
+	var labels map[string]string
+	if service, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
+		labels = map[string]string{discoveryv1.LabelServiceName: service}
 	}
 	out := discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: annotations},
+		ObjectMeta:  metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: labels, Annotations: withoutLastApplied(s.Annotations)},
 		AddressType: s.AddressType, Ports: s.Ports, Endpoints: make([]discoveryv1.Endpoint, len(s.Endpoints)),
 	}
 	for i, e := range s.Endpoints {
@@ -377,6 +377,16 @@ func trimSlice(s *discoveryv1.EndpointSlice) discoveryv1.EndpointSlice {
 		}
 		out.Endpoints[i] = e
 	}
+	return out
+}
+
+// withoutLastApplied is annotations without kubectl's copy of the object.
+func withoutLastApplied(annotations map[string]string) map[string]string {
+	if _, ok := annotations[lastAppliedAnnotation]; !ok {
+		return annotations
+	}
+	out := maps.Clone(annotations)
+	delete(out, lastAppliedAnnotation)
 	return out
 }
 

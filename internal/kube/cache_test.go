@@ -125,11 +125,11 @@ func TestWhatTheCacheKeepsGivesThePoolsTheObjectsGive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The Service itself is given whole but for managedFields and
-	// kubectl's copy: the fleet's state writes its labels and annotations.
+	// Of the Service's metadata, what the fleet's state writes: its name,
+	// labels and annotations but kubectl's copy.
 	for i := range wantFleet.Pools {
 		s := wantFleet.Pools[i].Service.DeepCopy()
-		s.ManagedFields = nil
+		s.ObjectMeta = metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations}
 		delete(s.Annotations, lastAppliedAnnotation)
 		wantFleet.Pools[i].Service = s
 	}

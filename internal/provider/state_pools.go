@@ -12,6 +12,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -59,10 +60,19 @@ type StatePool struct {
 }
 
 // PoolDigest is what a comparison needs of one pool: the SHA-256 of its
-// state encoding, and its members ("address:port", sorted).
+// state encoding, and its members ("address:port", sorted), kept as one
+// string: a fleet of many Services holds one per Service.
 type PoolDigest struct {
 	Sum     [sha256.Size]byte
-	Members []string
+	members string
+}
+
+// Members are the pool's members, "address:port", sorted.
+func (d PoolDigest) Members() []string {
+	if d.members == "" {
+		return nil
+	}
+	return strings.Split(d.members, "\n")
 }
 
 // The attributes that hold what a read found, large for a big pool or
@@ -278,7 +288,7 @@ func digestOfJSON(raw json.RawMessage, typ tftypes.Type) (PoolDigest, error) {
 	if _, isObject := typ.(tftypes.Object); isObject {
 		list = attributeValue(v, "endpoints")
 	}
-	return PoolDigest{Sum: sha256.Sum256(encoded.MsgPack), Members: members(list)}, nil
+	return PoolDigest{Sum: sha256.Sum256(encoded.MsgPack), members: strings.Join(members(list), "\n")}, nil
 }
 
 // State is the digest of the pool name of state ("" for a

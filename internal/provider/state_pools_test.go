@@ -40,8 +40,8 @@ func TestAPoolOfStateComparesWithWhatAReadWouldWrite(t *testing.T) {
 	if !ok || d.Pool(res) != inState.Sum {
 		t.Errorf("the same objects: digest differs from state's (%v)", ok)
 	}
-	if !slices.Equal(inState.Members, []string{"10.6.0.1:8080"}) {
-		t.Errorf("members of state %v, want [10.6.0.1:8080]", inState.Members)
+	if !slices.Equal(inState.Members(), []string{"10.6.0.1:8080"}) {
+		t.Errorf("members of state %v, want [10.6.0.1:8080]", inState.Members())
 	}
 	objects.EndpointSlices = []discoveryv1.EndpointSlice{webSlice("web-b", discoveryv1.Endpoint{Addresses: []string{"10.6.0.2"}})}
 	res, err = pool.Pool.Compute(objects, time.Now())
@@ -105,8 +105,8 @@ func TestAFleetOfStateComparesWithWhatAReadWouldWrite(t *testing.T) {
 		if differs := d.ServicePool(p) != inState.Sum; differs != (name == "shop/api") {
 			t.Errorf("a pod of shop/api gone: %s differs %v", name, differs)
 		}
-		if name == "shop/api" && (!slices.Equal(inState.Members, []string{"10.0.1.1:8080"}) || len(Members(p.Endpoints)) != 0) {
-			t.Errorf("shop/api: members of state %v, now %v; want [10.0.1.1:8080], none", inState.Members, Members(p.Endpoints))
+		if name == "shop/api" && (!slices.Equal(inState.Members(), []string{"10.0.1.1:8080"}) || len(Members(p.Endpoints)) != 0) {
+			t.Errorf("shop/api: members of state %v, now %v; want [10.0.1.1:8080], none", inState.Members(), Members(p.Endpoints))
 		}
 	}
 }
