@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,6 +213,9 @@ func (s *syncBench) scaleCurve(ctx context.Context, r *syncResults) error {
 	if len(o.scale) == 0 {
 		return nil
 	}
+	if o.scaleChanges < 1 {
+		return fmt.Errorf("-sync-scale-changes %d: at least 1", o.scaleChanges)
+	}
 	if o.scale[0] < syncScaleSingles+o.scaleChanges {
 		return fmt.Errorf("-sync-scale %d: the smallest size must be at least %d (the singles and a fleet Service per change)", o.scale[0], syncScaleSingles+o.scaleChanges)
 	}
@@ -335,6 +339,15 @@ func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun,
 			stats.Percentile(run.latency, 50)*1000, stats.Percentile(run.latency, 99)*1000, run.peakRSS, run.extraRuns)
 	}
 	return run, nil
+}
+
+// nearestRank names the rank of the p-th percentile of n values.
+func nearestRank(n int, p float64) string {
+	rank := int(math.Ceil(p / 100 * float64(n)))
+	if rank >= n {
+		return "largest"
+	}
+	return fmt.Sprintf("%d-th smallest", rank)
 }
 
 // lastLines are the last n lines of text.
@@ -573,8 +586,8 @@ func scaleSection(res *scaleResults) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "The companion at scale: for each size, N selector-less Services x %d endpoints (one hand-written slice each) in namespaces of %d (`bench-scale-00`, ...), in one state: one `k8s_services` per namespace and %d `k8s_ready_endpoints` (`for_each`) over Services of the first; created incrementally (each size adds to the previous one) and applied again at each size. Each companion is started with no memory limit and `-command true`, alone on the machine: start → `watching`, start → its first comparison done (its CPU quiet: ≤ 10 ms in 2 s), its CPU over the idle window, then %d changes (an endpoint's Ready made false in a fleet's Service and in a single's, alternately, each in another Service, made true again after the run: a pool back to state starts no run), each timed from the write to the `run started` line minus the %s quiet time (nearest-rank percentiles: of 20, p99 is the largest), then its peak RSS (VmHWM: the initial sync, the changes and the read of state after each run). Waits bounded by %s.",
-		syncFleetEndpoints, syncScaleNamespaceSize, syncScaleSingles, res.changes, res.quiet, res.wait)
+	fmt.Fprintf(&b, "The companion at scale: for each size, N selector-less Services x %d endpoints (one hand-written slice each) in namespaces of %d (`bench-scale-00`, ...), in one state: one `k8s_services` per namespace and %d `k8s_ready_endpoints` (`for_each`) over Services of the first; created incrementally (each size adds to the previous one) and applied again at each size. Each companion is started with no memory limit and `-command true`, alone on the machine: start → `watching`, start → its first comparison done (its CPU quiet: ≤ 10 ms in 2 s), its CPU over the idle window, then %d changes (an endpoint's Ready made false in a fleet's Service and in a single's, alternately, each in another Service, made true again after the run: a pool back to state starts no run), each timed from the write to the `run started` line minus the %s quiet time (nearest-rank percentiles: p99 of %d changes is the %s), then its peak RSS (VmHWM: the initial sync, the changes and the read of state after each run). Waits bounded by %s.",
+		syncFleetEndpoints, syncScaleNamespaceSize, syncScaleSingles, res.changes, res.quiet, res.changes, nearestRank(res.changes, 99), res.wait)
 	if res.baseline != "" {
 		fmt.Fprintf(&b, " The baseline's companion (%s) right after this one at each size, on the same objects and state.", res.baseline)
 	}

@@ -168,6 +168,7 @@ func TestTheScaleCurveHasARowPerSizeAndEachFigureOverTheBaselines(t *testing.T) 
 		"| 500 | 1 | 3.0 (500) | 10.0 | 3.0 | 4.0 | 9.5 | 7.00 | 30.0 | 40.0 | 0.100 | 0.010 | 0.020 | 0 |",
 		"| 2000 | 1 | 9.0 (1500) | 30.0 | 12.0 | 4.0 | 9.5 | 7.00 | 150.0 | 160.0 | 0.500 | 0.100 | 0.200 | 0 |",
 		"The baseline's companion (6a43b01) right after this one",
+		"p99 of 20 changes is the largest",
 		"| 500 | peak RSS, MiB | 40.0 | 80.0 | 0.500× |",
 		"| 500 | latency p99, s | 0.020 | 0.040 | 0.500× |",
 		"| 500 | idle CPU, % of a core | 0.100 | 0.100 | 1.000× |",
@@ -180,6 +181,10 @@ func TestTheScaleCurveHasARowPerSizeAndEachFigureOverTheBaselines(t *testing.T) 
 		}
 	}
 	res := scaleFixture()
+	res.changes = 200
+	if section := scaleSection(res); !strings.Contains(section, "p99 of 200 changes is the 198-th smallest") {
+		t.Errorf("the rank of p99 of 200:\n%s", section)
+	}
 	res.baseline = ""
 	for _, p := range res.points {
 		p.base = nil
