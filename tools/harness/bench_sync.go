@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -53,6 +54,14 @@ type syncOptions struct {
 	backendRounds int
 	// clusterRounds are the rounds of bench_sync_clusters.go.
 	clusterRounds int
+	// scale are the sizes of the scale curve, scaleChanges the changes
+	// timed at each, scaleWait the bound of each companion's start
+	// (bench_sync_scale.go).
+	scale        sizeList
+	scaleChanges int
+	scaleWait    time.Duration
+	// parts are the parts run (syncParts).
+	parts map[string]bool
 }
 
 func (o *syncOptions) register(flags *flag.FlagSet) {
@@ -62,6 +71,21 @@ func (o *syncOptions) register(flags *flag.FlagSet) {
 	flags.IntVar(&o.rounds, "sync-rounds", 5, "companion: rounds of check and plan, alternating")
 	flags.IntVar(&o.backendRounds, "sync-backend-rounds", 10, "companion: rounds of the latency with the state in each backend (local, kubernetes, pg)")
 	flags.IntVar(&o.clusterRounds, "sync-cluster-rounds", 10, "companion: rounds of the latency of one pool over two clusters (0: not measured)")
+	o.scale = sizeList{5000, 20000, 50000}
+	flags.Var(&o.scale, "sync-scale", "companion: the sizes of the scale curve, Services x 10 endpoints in one state, ascending (\"\": none)")
+	flags.IntVar(&o.scaleChanges, "sync-scale-changes", 20, "companion: changes timed at each size of the scale curve")
+	flags.DurationVar(&o.scaleWait, "sync-scale-wait", 10*time.Minute, "companion: at each size of the scale curve, the longest wait for `watching`, for the first comparison, and for quiet after a run")
+	o.parts = map[string]bool{}
+	for _, name := range syncParts {
+		o.parts[name] = true
+	}
+	flags.Func("sync-parts", "companion: the parts run, of "+strings.Join(syncParts, ","), func(text string) error {
+		parts, err := parseParts(text)
+		if err == nil {
+			o.parts = parts
+		}
+		return err
+	})
 }
 
 // syncResults is what the companion's part measured.
@@ -96,13 +120,17 @@ type syncResults struct {
 	clusters *clusterLatency
 	// baseline is the companion at -baseline, measured beside this one.
 	baseline *baselineSync
+	// scale is the scale curve (bench_sync_scale.go).
+	scale *scaleResults
 }
 
-// checkVsPlan is `check` and `terraform plan` of one configuration, run
-// alternately; wall s and CPU s (user + system of the finished process tree).
+// checkVsPlan is `check`, `terraform plan` and the CLI's `terraform state
+// pull` alone (what `check` runs to read state) of one configuration, run
+// in turn; wall s and CPU s (user + system of the finished process tree).
 type checkVsPlan struct {
 	title                                  string
 	checkWall, checkCPU, planWall, planCPU []float64
+	pullWall, pullCPU                      []float64
 }
 
 // newSyncBench drives the companion and the terraform on PATH with a CLI
@@ -134,27 +162,41 @@ func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (
 		return nil, err
 	}
 
-	b.say("companion: detection latency over %d pool changes (settle quiet time %s)", o.changes, o.quiet)
-	if err := s.latency(ctx, r); err != nil {
-		return nil, fmt.Errorf("companion latency: %w", err)
+	if o.parts["latency"] {
+		b.say("companion: detection latency over %d pool changes (settle quiet time %s)", o.changes, o.quiet)
+		if err := s.latency(ctx, r); err != nil {
+			return nil, fmt.Errorf("companion latency: %w", err)
+		}
 	}
-	b.say("companion: pod Ready to the apply's end with the state in each backend (%s), %d rounds", strings.Join(stateBackends, ", "), o.backendRounds)
-	if err := s.backendLatency(ctx, r); err != nil {
-		return nil, fmt.Errorf("companion latency by backend: %w", err)
+	if o.parts["backends"] {
+		b.say("companion: pod Ready to the apply's end with the state in each backend (%s), %d rounds", strings.Join(stateBackends, ", "), o.backendRounds)
+		if err := s.backendLatency(ctx, r); err != nil {
+			return nil, fmt.Errorf("companion latency by backend: %w", err)
+		}
 	}
-	if o.clusterRounds > 0 {
+	if o.parts["clusters"] && o.clusterRounds > 0 {
 		b.say("companion: one pool over two clusters (a second control plane), %d rounds", o.clusterRounds)
 		if err := s.clusterLatency(ctx, r); err != nil {
 			return nil, fmt.Errorf("companion latency over two clusters: %w", err)
 		}
 	}
-	b.say("companion: %d Services x %d endpoints watched, %s idle", syncFleetServices, syncFleetEndpoints, o.idle)
-	if err := s.idle(ctx, r); err != nil {
-		return nil, fmt.Errorf("companion idle: %w", err)
+	if o.parts["idle"] {
+		b.say("companion: %d Services x %d endpoints watched, %s idle", syncFleetServices, syncFleetEndpoints, o.idle)
+		if err := s.idle(ctx, r); err != nil {
+			return nil, fmt.Errorf("companion idle: %w", err)
+		}
 	}
-	b.say("companion: check against terraform plan, %d rounds", o.rounds)
-	if err := s.checkVsPlan(ctx, r); err != nil {
-		return nil, fmt.Errorf("companion check: %w", err)
+	if o.parts["check"] {
+		b.say("companion: check against terraform plan and the CLI's state pull, %d rounds", o.rounds)
+		if err := s.checkVsPlan(ctx, r); err != nil {
+			return nil, fmt.Errorf("companion check: %w", err)
+		}
+	}
+	if o.parts["scale"] && len(o.scale) > 0 {
+		b.say("companion: the scale curve, %s Services x %d endpoints, %d changes each, %s idle", o.scale.String(), syncFleetEndpoints, o.scaleChanges, o.idle)
+		if err := s.scaleCurve(ctx, r); err != nil {
+			return nil, fmt.Errorf("companion scale curve: %w", err)
+		}
 	}
 	return r, nil
 }
@@ -323,7 +365,7 @@ func writeReady(ctx context.Context, client kubernetes.Interface, namespace, nam
 // managed by the controller), applied; then the companion watching them.
 func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 	start := time.Now()
-	if err := createSyncFleet(ctx, s.client); err != nil {
+	if err := createSyncFleet(ctx, s.client, syncFleetNamespace, 0, syncFleetServices, 0); err != nil {
 		return err
 	}
 	fmt.Fprintf(logw, "  %d Services and their slices created in %.1f s\n", syncFleetServices, time.Since(start).Seconds())
@@ -389,7 +431,6 @@ func mergeIdle(r syncResults, one *syncResults) syncResults {
 // idleOnce starts the companion on dir, an applied fleet, and measures its
 // initial sync and its idle CPU into r.
 func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) error {
-	o := s.b.opts.sync
 	started := time.Now()
 	// gctrace: one line per garbage collection on its standard error, to
 	// say what the idle CPU is.
@@ -398,7 +439,16 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 		return err
 	}
 	defer c.stop()
-	watching, err := c.waitNth(ctx, "watching", 1, 5*time.Minute)
+	return s.measureIdle(ctx, c, started, r, 5*time.Minute, 3*time.Minute)
+}
+
+// measureIdle measures c, a companion started at started with gctrace on,
+// into r: the time to its "watching" line (waited for at most watchWait),
+// its initial sync (its CPU settled, waited for at most settleWait), its
+// CPU over the idle window, and its peak RSS then.
+func (s *syncBench) measureIdle(ctx context.Context, c *companionProc, started time.Time, r *syncResults, watchWait, settleWait time.Duration) error {
+	o := s.b.opts.sync
+	watching, err := c.waitNth(ctx, "watching", 1, watchWait)
 	if err != nil {
 		return err
 	}
@@ -406,7 +456,7 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 	// After its "watching" line the companion compares every pool with
 	// state once: part of the initial sync, which ends when its CPU stops
 	// growing (at most 1 tick, 10 ms, in 2 s).
-	before, settled, err := settleCPU(ctx, c.Pid(), 2*time.Second, 1, 3*time.Minute)
+	before, settled, err := settleCPU(ctx, c.Pid(), 2*time.Second, 1, settleWait)
 	if err != nil {
 		return err
 	}
@@ -434,19 +484,29 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 	r.idle = time.Since(idleStart).Seconds()
 	r.idleGC, r.idleForcedGC = c.countPrefix("gc ")-gcBefore, c.countForcedGC()-forcedBefore
 	r.idleCPU = float64(after.Total()-before.Total()) / procstat.ClockTicks
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid()))
-	if err != nil {
+	if r.peakRSS, err = peakRSS(c.Pid()); err != nil {
 		return err
 	}
-	hwm, err := procstat.ParseVmHWM(status)
-	if err != nil {
-		return err
-	}
-	r.peakRSS = float64(hwm) / 1024
 	r.idleRuns = c.count("run started") + c.count("pool differs from state") - eventsBefore
 	fmt.Fprintf(logw, "  idle CPU %.3f s over %.1f s (%.2f %% of a core), peak RSS %.1f MiB\n", r.idleCPU, r.idle, r.idleCPU/r.idle*100, r.peakRSS)
 	return nil
 }
+
+// peakRSS is the process's peak resident set size so far (VmHWM), MiB.
+func peakRSS(pid int) (float64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	hwm, err := procstat.ParseVmHWM(status)
+	if err != nil {
+		return 0, err
+	}
+	return float64(hwm) / 1024, nil
+}
+
+// errNotSettled is settleCPU's timeout.
+var errNotSettled = errors.New("the companion's CPU did not settle")
 
 // settleCPU waits until the process's CPU (own and its waited-for
 // children's) grows by at most ticks clock ticks over window, and gives it
@@ -471,7 +531,7 @@ func settleCPU(ctx context.Context, pid int, window time.Duration, ticks int64, 
 			return now, time.Now(), nil
 		}
 		if time.Now().After(deadline) {
-			return procstat.Stat{}, time.Time{}, fmt.Errorf("the companion's CPU did not settle within %s", timeout)
+			return procstat.Stat{}, time.Time{}, fmt.Errorf("%w within %s", errNotSettled, timeout)
 		}
 		prev = now
 	}
@@ -493,38 +553,42 @@ func (s *syncBench) wantOutput(ctx context.Context, dir, name string, want int) 
 
 func syncFleetName(i int) string { return fmt.Sprintf("fleet-%04d", i) }
 
-// createSyncFleet makes the selector-less Services of syncFleetNamespace and
-// one slice of each, as a controller other than Kubernetes' would.
-func createSyncFleet(ctx context.Context, client kubernetes.Interface) error {
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: syncFleetNamespace}}, metav1.CreateOptions{}); err != nil {
+// createSyncFleet makes the selector-less Services fleet-from ... fleet-(to-1)
+// of namespace (created if it is not there) and one slice of each, as a
+// controller other than Kubernetes' would. The endpoints' addresses are
+// numbered from first (Service i's from first + i*syncFleetEndpoints), so
+// that fleets given distinct ranges have distinct addresses.
+func createSyncFleet(ctx context.Context, client kubernetes.Interface, namespace string, from, to, first int) error {
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	ready, node, zone, port, name := true, fixture.Node, fixture.Zone, int32(8080), "http"
-	return fixture.Parallel(ctx, syncFleetServices, func(ctx context.Context, i int) error {
+	return fixture.Parallel(ctx, to-from, func(ctx context.Context, n int) error {
+		i := from + n
 		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: syncFleetNamespace, Name: syncFleetName(i)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: syncFleetName(i)},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
 		}
-		if _, err := client.CoreV1().Services(syncFleetNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 		slice := &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Namespace: syncFleetNamespace, Name: syncFleetName(i) + "-1", Labels: map[string]string{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: syncFleetName(i) + "-1", Labels: map[string]string{
 				discoveryv1.LabelServiceName: syncFleetName(i), discoveryv1.LabelManagedBy: "harness-bench",
 			}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port}},
 		}
 		for e := range syncFleetEndpoints {
-			k := i*syncFleetEndpoints + e
+			k := first + i*syncFleetEndpoints + e
 			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
 				Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 20+k/62500, k/250%250, k%250+1)},
 				Conditions: discoveryv1.EndpointConditions{Ready: &ready},
 				NodeName:   &node, Zone: &zone,
-				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: syncFleetNamespace, Name: fmt.Sprintf("%s-%d", syncFleetName(i), e)},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: fmt.Sprintf("%s-%d", syncFleetName(i), e)},
 			})
 		}
-		_, err := client.DiscoveryV1().EndpointSlices(syncFleetNamespace).Create(ctx, slice, metav1.CreateOptions{})
+		_, err := client.DiscoveryV1().EndpointSlices(namespace).Create(ctx, slice, metav1.CreateOptions{})
 		return err
 	})
 }
@@ -557,6 +621,7 @@ func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 		r.checks = append(r.checks, m)
 		check := []string{s.b.provider, "check", "-chdir", dir, "-terraform", s.terraform, "-kubeconfig", s.b.cluster.Kubeconfig()}
 		plan := []string{s.terraform, "-chdir=" + dir, "plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color", "-detailed-exitcode"}
+		pull := []string{s.terraform, "-chdir=" + dir, "state", "pull"}
 		// One untimed run of each, then the rounds.
 		for round := 0; round <= s.b.opts.sync.rounds; round++ {
 			cw, cc, err := s.timed(ctx, check, "matches the cluster")
@@ -567,12 +632,17 @@ func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 			if err != nil {
 				return err
 			}
+			sw, sc, err := s.timed(ctx, pull, `"lineage"`)
+			if err != nil {
+				return err
+			}
 			if round == 0 {
 				continue
 			}
 			m.checkWall, m.checkCPU = append(m.checkWall, cw), append(m.checkCPU, cc)
 			m.planWall, m.planCPU = append(m.planWall, pw), append(m.planCPU, pc)
-			fmt.Fprintf(logw, "  %s, round %d: check %.2fs (CPU %.2fs), plan %.2fs (CPU %.2fs)\n", cfg.title, round, cw, cc, pw, pc)
+			m.pullWall, m.pullCPU = append(m.pullWall, sw), append(m.pullCPU, sc)
+			fmt.Fprintf(logw, "  %s, round %d: check %.2fs (CPU %.2fs), plan %.2fs (CPU %.2fs), state pull %.2fs (CPU %.2fs)\n", cfg.title, round, cw, cc, pw, pc, sw, sc)
 		}
 	}
 	return nil
@@ -693,6 +763,7 @@ func syncTargetRows(r *syncResults) []string {
 	rows = append(rows, backendLatencyRows(r.backends)...)
 	rows = append(rows, clusterLatencyRows(r.clusters)...)
 	rows = append(rows, baselineSyncRows(r)...)
+	rows = append(rows, scaleTargetRows(r.scale)...)
 	if r.idle > 0 {
 		pct := r.idleCPU / r.idle * 100
 		idleVerdict := stats.Verdict(pct, 1, " %")
@@ -712,6 +783,11 @@ func syncTargetRows(r *syncResults) []string {
 		ratio := stats.Median(c.checkWall) / stats.Median(c.planWall)
 		row("| `check` / `terraform plan`, %s, wall (medians, same rounds) | %.3f× | ≤ 0.2× | %s |", c.title, ratio, stats.Verdict(ratio, 0.2, "×"))
 		row("| the same, CPU of the process trees | %.3f× | — | |", stats.Median(c.checkCPU)/stats.Median(c.planCPU))
+		if len(c.pullWall) > 0 {
+			pull, check := stats.Median(c.pullWall), stats.Median(c.checkWall)
+			row("| of that `check`, the CLI's `terraform state pull` alone (same rounds): wall; the rest, ours | %.3f s (%.0f %% of check, %.3f× plan); %.3f s (%.3f× plan) | — | |",
+				pull, pull/check*100, pull/stats.Median(c.planWall), check-pull, (check-pull)/stats.Median(c.planWall))
+		}
 	}
 	return rows
 }
@@ -738,6 +814,7 @@ func syncSection(r *syncResults) string {
 	b.WriteString(backendLatencySection(r.backends))
 	b.WriteString(clusterLatencySection(r.clusters))
 	b.WriteString(baselineSyncSection(r))
+	b.WriteString(scaleSection(r.scale))
 	if r.idle > 0 {
 		var each []string
 		for _, v := range r.idleSlices {
@@ -748,13 +825,14 @@ func syncSection(r *syncResults) string {
 		p("")
 	}
 	if len(r.checks) > 0 {
-		p("`check` and `terraform plan` of the same applied configuration (the data sources and an output that sums their endpoints; no resource), alternately; CPU is user + system of the finished process and the descendants it waited for (wait4's rusage: for plan, Terraform and its provider processes). Medians of %d rounds after one untimed.", len(r.checks[0].planWall))
+		p("`check`, `terraform plan` and the CLI's `terraform state pull` alone (the read of state that `check` starts) of the same applied configuration (the data sources and an output that sums their endpoints; no resource), in turn; CPU is user + system of the finished process and the descendants it waited for (wait4's rusage: for plan, Terraform and its provider processes; for check, its `terraform state pull` included). Medians of %d rounds after one untimed. \"ours\" is check minus the state pull: the informers or LISTs and the comparison.", len(r.checks[0].planWall))
 		p("")
-		p("| configuration | check wall, s | check CPU, s | plan wall, s | plan CPU, s | wall ratio | CPU ratio |")
-		p("|---|---:|---:|---:|---:|---:|---:|")
+		p("| configuration | check wall, s | check CPU, s | plan wall, s | plan CPU, s | wall ratio | CPU ratio | state pull wall, s | state pull CPU, s | ours (check − pull): wall, CPU, s |")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, c := range r.checks {
-			p("| %s | %.3f (%s) | %.3f | %.3f (%s) | %.3f | %.3f× | %.3f× |", c.title, stats.Median(c.checkWall), stats.MinMax(c.checkWall, "%.2f"), stats.Median(c.checkCPU),
-				stats.Median(c.planWall), stats.MinMax(c.planWall, "%.2f"), stats.Median(c.planCPU), stats.Median(c.checkWall)/stats.Median(c.planWall), stats.Median(c.checkCPU)/stats.Median(c.planCPU))
+			p("| %s | %.3f (%s) | %.3f | %.3f (%s) | %.3f | %.3f× | %.3f× | %.3f (%s) | %.3f | %.3f, %.3f |", c.title, stats.Median(c.checkWall), stats.MinMax(c.checkWall, "%.2f"), stats.Median(c.checkCPU),
+				stats.Median(c.planWall), stats.MinMax(c.planWall, "%.2f"), stats.Median(c.planCPU), stats.Median(c.checkWall)/stats.Median(c.planWall), stats.Median(c.checkCPU)/stats.Median(c.planCPU),
+				stats.Median(c.pullWall), stats.MinMax(c.pullWall, "%.2f"), stats.Median(c.pullCPU), stats.Median(c.checkWall)-stats.Median(c.pullWall), stats.Median(c.checkCPU)-stats.Median(c.pullCPU))
 		}
 		p("")
 	}

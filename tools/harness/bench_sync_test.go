@@ -40,7 +40,8 @@ func TestSyncRowsGiveVerdicts(t *testing.T) {
 		detection:  []float64{0.1, 0.2, 0.3, 1.4},
 		idleSlices: []float64{0.1, 0.2},
 		idle:       60, idleCPU: 0.9, peakRSS: 160, syncWall: 12.5, syncCPU: 9, syncChildCPU: 1,
-		checks: []*checkVsPlan{{title: "500 `k8s_ready_endpoints`", checkWall: []float64{1, 1, 1}, checkCPU: []float64{1, 1, 1}, planWall: []float64{10, 10, 10}, planCPU: []float64{4, 4, 4}}},
+		checks: []*checkVsPlan{{title: "500 `k8s_ready_endpoints`", checkWall: []float64{1, 1, 1}, checkCPU: []float64{1, 1, 1}, planWall: []float64{10, 10, 10}, planCPU: []float64{4, 4, 4},
+			pullWall: []float64{0.6, 0.7, 0.8}, pullCPU: []float64{0.5, 0.5, 0.5}}},
 	}
 	rows := syncTargetRows(r)
 	want := []string{
@@ -51,6 +52,7 @@ func TestSyncRowsGiveVerdicts(t *testing.T) {
 		"| 12.5 s; 9.00 s + 1.00 s | — | |",
 		"| 0.100× | ≤ 0.2× | **pass** (50 % under) |",
 		"| 0.250× | — | |",
+		"| 0.700 s (70 % of check, 0.070× plan); 0.300 s (0.030× plan) | — | |",
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("%d rows, want %d:\n%s", len(rows), len(want), strings.Join(rows, "\n"))
@@ -67,7 +69,8 @@ func TestSyncRowsGiveVerdicts(t *testing.T) {
 	if syncSection(nil) != "" {
 		t.Error("no results gave a section")
 	}
-	if s := syncSection(r); !strings.Contains(s, "## Companion") || !strings.Contains(s, "by sixths: 0.10, 0.20 s") || !strings.Contains(s, "| 500 `k8s_ready_endpoints` | 1.000") {
+	if s := syncSection(r); !strings.Contains(s, "## Companion") || !strings.Contains(s, "by sixths: 0.10, 0.20 s") || !strings.Contains(s, "| 500 `k8s_ready_endpoints` | 1.000") ||
+		!strings.Contains(s, "| 0.100× | 0.250× | 0.700 (0.60–0.80) | 0.500 | 0.300, 0.500 |") {
 		t.Errorf("section:\n%s", s)
 	}
 }
