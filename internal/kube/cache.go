@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"unique"
 
@@ -435,7 +437,21 @@ func sliceServiceIndex(obj any) ([]string, error) {
 	if !ok || s.kind != packedSlice {
 		return nil, nil
 	}
-	return []string{s.namespace + "/" + s.service}, nil
+	return []string{serviceBucket(s.namespace, s.service)}, nil
+}
+
+// serviceBuckets is how many groups the slices index falls into. The index
+// keeps a set per value: one per Service would cost more than many
+// Services' slices themselves, so slices are grouped by a hash of their
+// Service, and a lookup keeps those of its Service among its group's.
+const serviceBuckets = 4096
+
+func serviceBucket(namespace, service string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(namespace))
+	_, _ = h.Write([]byte{'/'})
+	_, _ = h.Write([]byte(service))
+	return strconv.Itoa(int(h.Sum32() % serviceBuckets))
 }
 
 // Run runs the informers until ctx ends.
@@ -560,9 +576,15 @@ func (k *Cache) EndpointSlices(_ context.Context, namespace, service string) (po
 	if idx == nil {
 		return pools.Slices{}, &NotWatchedError{Resource: "endpointslices", Namespace: namespace}
 	}
-	objs, err := idx.ByIndex(byService, namespace+"/"+service)
+	group, err := idx.ByIndex(byService, serviceBucket(namespace, service))
 	if err != nil {
 		return pools.Slices{}, err
+	}
+	var objs []any
+	for _, o := range group {
+		if p, ok := o.(*packed); ok && p.namespace == namespace && p.service == service {
+			objs = append(objs, o)
+		}
 	}
 	items, err := unpackMatching[discoveryv1.EndpointSlice](objs, labels.Everything())
 	return pools.Slices{Items: items}, err
