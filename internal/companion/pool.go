@@ -174,11 +174,10 @@ type fleetPool struct {
 	skipped map[string]endpoints.SkippedService
 }
 
-// fleetService is what one Service gave the fleet: a pool (its digest and
-// ready count), or a skip.
+// fleetService is what one Service gave the fleet: a pool (its ready
+// count; its change, if it differs from state, is in changed), or a skip.
 type fleetService struct {
-	sum     [sha256.Size]byte
-	ready   int
+	ready   int32
 	skipped *endpoints.SkippedService
 }
 
@@ -300,7 +299,7 @@ func (p *fleetPool) setResult(name string, res endpoints.FleetResult) {
 
 func (p *fleetPool) setPool(name string, pool *endpoints.ServicePool) {
 	sum := p.digest.ServicePool(*pool)
-	p.set(name, &fleetService{sum: sum, ready: endpoints.CountReady(pool.Endpoints)})
+	p.set(name, &fleetService{ready: int32(endpoints.CountReady(pool.Endpoints))})
 	if inState, ok := p.state.State(name); !ok || inState.Sum != sum {
 		p.changed[name] = newPoolChange(name, inState, sum, provider.Members(pool.Endpoints))
 	}
@@ -329,7 +328,7 @@ func (p *fleetPool) set(name string, now *fleetService) {
 	}
 	p.of[name] = *now
 	p.pools++
-	if now.ready < p.request.MinReady {
+	if int(now.ready) < p.request.MinReady {
 		p.short[name] = true
 	}
 }
