@@ -42,6 +42,24 @@ func fleetObjects(n int) map[string]any {
 	return out
 }
 
+func sliceOf(t *testing.T, objects map[string]any, name string) *discoveryv1.EndpointSlice {
+	t.Helper()
+	s, ok := objects["slice "+name].(*discoveryv1.EndpointSlice)
+	if !ok {
+		t.Fatalf("no slice of %s", name)
+	}
+	return s
+}
+
+func serviceOf(t *testing.T, objects map[string]any, name string) *corev1.Service {
+	t.Helper()
+	s, ok := objects["service "+name].(*corev1.Service)
+	if !ok {
+		t.Fatalf("no Service %s", name)
+	}
+	return s
+}
+
 func cacheOfObjects(t *testing.T, objects map[string]any) *kube.Cache {
 	t.Helper()
 	var list []any
@@ -88,23 +106,23 @@ func TestAChangeOfOneServiceOfAFleetRecomputesThatServiceAlone(t *testing.T) {
 		computed int
 	}{
 		{"an endpoint of one Service goes", func() {
-			s := objects["slice svc-042"].(*discoveryv1.EndpointSlice)
+			s := sliceOf(t, objects, "svc-042")
 			s.Endpoints = s.Endpoints[:2]
 		}, touched{services: map[string]bool{"shop/svc-042": true}}, 1},
 		{"one Service is relabelled out of the selection", func() {
-			objects["service svc-010"].(*corev1.Service).Labels = map[string]string{"lb": "y"}
+			serviceOf(t, objects, "svc-010").Labels = map[string]string{"lb": "y"}
 		}, touched{services: map[string]bool{"shop/svc-010": true}}, 1},
 		{"one Service is deleted, and its slice", func() {
 			delete(objects, "service svc-007")
 			delete(objects, "slice svc-007")
 		}, touched{services: map[string]bool{"shop/svc-007": true}}, 0},
 		{"a Service gets the port that it lacked", func() {
-			objects["service svc-100"].(*corev1.Service).Spec.Ports[0].Name = "http"
-			objects["slice svc-100"].(*discoveryv1.EndpointSlice).Ports[0].Name = ptr.To("http")
+			serviceOf(t, objects, "svc-100").Spec.Ports[0].Name = "http"
+			sliceOf(t, objects, "svc-100").Ports[0].Name = ptr.To("http")
 		}, touched{services: map[string]bool{"shop/svc-100": true}}, 1},
 		{"two Services change in one batch", func() {
-			objects["slice svc-001"].(*discoveryv1.EndpointSlice).Endpoints[0].Conditions.Ready = ptr.To(false)
-			objects["slice svc-002"].(*discoveryv1.EndpointSlice).Endpoints[0].Addresses = []string{"10.9.9.9"}
+			sliceOf(t, objects, "svc-001").Endpoints[0].Conditions.Ready = ptr.To(false)
+			sliceOf(t, objects, "svc-002").Endpoints[0].Addresses = []string{"10.9.9.9"}
 		}, touched{services: map[string]bool{"shop/svc-001": true, "shop/svc-002": true}}, 2},
 		{"a Node changes: the fleet is recomputed whole", func() {}, everything, 99},
 	} {
@@ -136,7 +154,7 @@ func TestAServiceRecomputedAloneStillAnswersToTheFleetsGuards(t *testing.T) {
 	if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, everything); e.unreadable != "" {
 		t.Fatalf("first evaluation: %q", e.unreadable)
 	}
-	s := objects["slice svc-003"].(*discoveryv1.EndpointSlice)
+	s := sliceOf(t, objects, "svc-003")
 	full := s.Endpoints
 	s.Endpoints = full[:1]
 	one := touched{services: map[string]bool{"shop/svc-003": true}}

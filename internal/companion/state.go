@@ -138,7 +138,7 @@ func stateError(err error) error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &syntax) || errors.As(err, &typ) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("%w: %v", provider.ErrStateSyntax, err)
+		return fmt.Errorf("%w: %w", provider.ErrStateSyntax, err)
 	}
 	return err
 }

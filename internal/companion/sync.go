@@ -191,7 +191,7 @@ func (s *syncer) loadState(ctx context.Context) error {
 		found, readErr = readStatePools(ctx, r, served, s.stateID)
 		return readErr
 	})
-	if errors.Is(err, errNoState) || refusedByBackend(err) || err != nil && err == readErr {
+	if errors.Is(err, errNoState) || refusedByBackend(err) || readErr != nil && errors.Is(err, readErr) {
 		return &permanentError{err}
 	}
 	if err != nil {

@@ -78,7 +78,8 @@ func BenchmarkCacheHeldBytesPerService(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					held, objs = k, nil
+					held = k
+					clear(objs)
 				}
 				after := heapAfterGC()
 				b.ReportMetric(float64(after-before)/n, "bytes/service")

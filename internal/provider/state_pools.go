@@ -201,13 +201,13 @@ func readAttributes(dec *json.Decoder, typeName string, typ tftypes.Object, p *S
 			fields[key] = json.RawMessage("null")
 			var raw json.RawMessage
 			if err := dec.Decode(&raw); err != nil {
-				return nil, nil, nil, fmt.Errorf("%w: %v", ErrStateSyntax, err)
+				return nil, nil, nil, fmt.Errorf("%w: %w", ErrStateSyntax, err)
 			}
 			found[key] = raw
 		default:
 			var raw json.RawMessage
 			if err := dec.Decode(&raw); err != nil {
-				return nil, nil, nil, fmt.Errorf("%w: %v", ErrStateSyntax, err)
+				return nil, nil, nil, fmt.Errorf("%w: %w", ErrStateSyntax, err)
 			}
 			fields[key] = raw
 		}
@@ -220,7 +220,7 @@ func readAttributes(dec *json.Decoder, typeName string, typ tftypes.Object, p *S
 func eachStateService(dec *json.Decoder, each func(name string, raw json.RawMessage)) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrStateSyntax, err)
+		return fmt.Errorf("%w: %w", ErrStateSyntax, err)
 	}
 	if tok == nil {
 		return nil
@@ -235,7 +235,7 @@ func eachStateService(dec *json.Decoder, each func(name string, raw json.RawMess
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return fmt.Errorf("%w: %v", ErrStateSyntax, err)
+			return fmt.Errorf("%w: %w", ErrStateSyntax, err)
 		}
 		each(name, raw)
 	}
@@ -246,7 +246,7 @@ func eachStateService(dec *json.Decoder, each func(name string, raw json.RawMess
 func wantDelim(dec *json.Decoder, d json.Delim) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrStateSyntax, err)
+		return fmt.Errorf("%w: %w", ErrStateSyntax, err)
 	}
 	if got, ok := tok.(json.Delim); !ok || got != d {
 		return fmt.Errorf("%w: %v where %v was expected", ErrStateSyntax, tok, d)
@@ -258,7 +258,7 @@ func wantDelim(dec *json.Decoder, d json.Delim) error {
 func stringToken(dec *json.Decoder) (string, error) {
 	tok, err := dec.Token()
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrStateSyntax, err)
+		return "", fmt.Errorf("%w: %w", ErrStateSyntax, err)
 	}
 	s, ok := tok.(string)
 	if !ok {
