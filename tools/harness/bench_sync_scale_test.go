@@ -132,6 +132,9 @@ func TestScaleRowsGiveTheTargetsAtTheLargestSize(t *testing.T) {
 			t.Errorf("row %d = %q, want it to end with %q", i, rows[i], w)
 		}
 	}
+	if !strings.Contains(rows[1], "p99 (nearest rank) of 20 changes; 1 of them met the loop reading state |") {
+		t.Errorf("the latency row does not count the overdue change: %q", rows[1])
+	}
 	if !strings.Contains(rows[0], "at 2000 Services x 10 endpoints (the target is at 50000), no memory limit (-memory-limit-mib 0)") {
 		t.Errorf("row 0 does not say the size and the limit: %q", rows[0])
 	}
