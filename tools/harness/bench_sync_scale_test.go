@@ -111,7 +111,7 @@ func scaleFixture() *scaleResults {
 		{services: 500, namespaces: 1, created: 500, create: 3, apply: 10, stateMB: 3,
 			current: done(40, 0.06, []float64{0.01, 0.02}), base: done(80, 0.06, []float64{0.02, 0.04})},
 		{services: 2000, namespaces: 1, created: 1500, create: 9, apply: 30, stateMB: 12,
-			current: done(160, 0.3, twenty()), base: &scaleRun{timeout: "no 1 line(s) \"watching\": context deadline exceeded", reached: stageStarted}},
+			current: func() *scaleRun { r := done(160, 0.3, twenty()); r.overdue = 1; return r }(), base: &scaleRun{timeout: "no 1 line(s) \"watching\": context deadline exceeded", reached: stageStarted}},
 	}}
 }
 
@@ -131,6 +131,9 @@ func TestScaleRowsGiveTheTargetsAtTheLargestSize(t *testing.T) {
 		if !strings.HasSuffix(rows[i], w) {
 			t.Errorf("row %d = %q, want it to end with %q", i, rows[i], w)
 		}
+	}
+	if !strings.Contains(rows[1], "p99 (nearest rank) of 20 changes; 1 of them met the loop reading state |") {
+		t.Errorf("the latency row does not count the overdue change: %q", rows[1])
 	}
 	if !strings.Contains(rows[0], "at 2000 Services x 10 endpoints (the target is at 50000), no memory limit (-memory-limit-mib 0)") {
 		t.Errorf("row 0 does not say the size and the limit: %q", rows[0])
@@ -165,8 +168,8 @@ func TestTheScaleCurveHasARowPerSizeAndEachFigureOverTheBaselines(t *testing.T) 
 	section := scaleSection(scaleFixture())
 	for _, want := range []string{
 		"| Services | namespaces | created (this size's), s | apply, s | state, MB | start → `watching`, s |",
-		"| 500 | 1 | 3.0 (500) | 10.0 | 3.0 | 4.0 | 9.5 | 7.00 | 30.0 | 40.0 | 0.100 | 0.010 | 0.020 | 0 |",
-		"| 2000 | 1 | 9.0 (1500) | 30.0 | 12.0 | 4.0 | 9.5 | 7.00 | 150.0 | 160.0 | 0.500 | 0.100 | 0.200 | 0 |",
+		"| 500 | 1 | 3.0 (500) | 10.0 | 3.0 | 4.0 | 9.5 | 7.00 | 30.0 | 40.0 | 0.100 | 0.010 | 0.020 | 0 | 0 |",
+		"| 2000 | 1 | 9.0 (1500) | 30.0 | 12.0 | 4.0 | 9.5 | 7.00 | 150.0 | 160.0 | 0.500 | 0.100 | 0.200 | 1 | 0 |",
 		"The baseline's companion (6a43b01) right after this one",
 		"p99 of 20 changes is the largest",
 		"| 500 | peak RSS, MiB | 40.0 | 80.0 | 0.500× |",
@@ -195,6 +198,25 @@ func TestTheScaleCurveHasARowPerSizeAndEachFigureOverTheBaselines(t *testing.T) 
 	res.points[0].current = &scaleRun{failed: "the companion exited (1)"}
 	if section := scaleSection(res); !strings.Contains(section, "| 500 | 1 | 3.0 (500) | 10.0 | 3.0 | failed | failed |") {
 		t.Errorf("a failed run:\n%s", section)
+	}
+}
+
+func TestAChangeWhoseWindowOutlastedSettleMaxIsOverdue(t *testing.T) {
+	quiet := 200 * time.Millisecond
+	for _, tt := range []struct {
+		latency, detection float64
+		want               bool
+	}{
+		// run started 0.25 s after the write, the window opened after 0.05 s: 0.2 s
+		{0.05, 0.05, false},
+		// the window closed by -settle-max (2.2 s), 0.3 s after the write
+		{2.3, 0.3, false},
+		// 9.6 s after the write, the window opened after 0.357 s: 9.24 s
+		{9.404, 0.357, true},
+	} {
+		if got := windowOverdue(tt.latency, tt.detection, quiet); got != tt.want {
+			t.Errorf("windowOverdue(%v, %v) = %v, want %v", tt.latency, tt.detection, got, tt.want)
+		}
 	}
 }
 
