@@ -19,7 +19,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -345,13 +344,19 @@ var errTooManyPages = fmt.Errorf("more than %d pages; the API server keeps retur
 // error on any page fails it, and an expired continue token starts it over,
 // since pages of two snapshots cannot be mixed. It never returns a nil slice
 // without an error.
+//
+// The items of each page are moved into one slice as the page arrives, and
+// the page goes on to the pager without them: the pager's own list of
+// pointers into every page would keep each page's array of whole objects
+// (a Pod is 1.2 kB before any field is set) until the end of the list, and
+// the slice made from it would be one more copy.
 func listAll[T any](ctx context.Context, c *Client, selector string,
 	fetch func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []T, error),
 ) ([]T, string, error) {
 	var (
 		pages     int
 		continued bool // whether the last page asked for was a continued one
-		lastItems []T  // the items of the last page, for a list of one page
+		items     []T  // of the pages so far
 	)
 	lister := &pager.ListPager{
 		PageSize: c.opts.PageSize,
@@ -365,13 +370,23 @@ func listAll[T any](ctx context.Context, c *Client, selector string,
 			}
 			pages++
 			continued = opts.Continue != ""
-			var page runtime.Object
+			if !continued {
+				items = nil // the list starts (over)
+			}
+			var (
+				page runtime.Object
+				got  []T
+			)
 			err := c.withRetries(ctx, func(ctx context.Context) error {
 				var err error
-				page, lastItems, err = fetch(ctx, opts)
+				page, got, err = fetch(ctx, opts)
 				return err
 			})
-			return page, err
+			if err != nil {
+				return page, err
+			}
+			items = appendPage(items, got, page)
+			return page, meta.SetList(page, nil)
 		},
 	}
 	for relists := 0; ; relists++ {
@@ -382,34 +397,35 @@ func listAll[T any](ctx context.Context, c *Client, selector string,
 		if err != nil {
 			return nil, "", err
 		}
-		return listItems(got, lastItems)
+		list, err := meta.ListAccessor(got)
+		if err != nil {
+			return nil, "", err
+		}
+		if items == nil {
+			items = []T{}
+		}
+		return items, list.GetResourceVersion(), nil
 	}
 }
 
-// listItems takes the items out of what the pager gives: the page itself
-// when the list had one page (whose items are lastItems), else a list of
-// pointers into each page's items.
-func listItems[T any](got runtime.Object, lastItems []T) ([]T, string, error) {
-	if pages, ok := got.(*metainternalversion.List); ok {
-		items := make([]T, 0, len(pages.Items))
-		for _, obj := range pages.Items {
-			item, ok := any(obj).(*T)
-			if !ok {
-				return nil, "", fmt.Errorf("unexpected %T in a list of %T", obj, item)
-			}
-			items = append(items, *item)
+// appendPage adds a page's items to those of the pages before it. A first
+// page that does not end the list is copied into a slice sized for the
+// whole list when the API server says how many items remain.
+func appendPage[T any](items, got []T, page runtime.Object) []T {
+	if items != nil {
+		return append(items, got...)
+	}
+	if list, err := meta.ListAccessor(page); err == nil && list.GetContinue() != "" {
+		if remaining := list.GetRemainingItemCount(); remaining != nil && *remaining > 0 && *remaining < maxPresized {
+			return append(make([]T, 0, len(got)+int(*remaining)), got...)
 		}
-		return items, pages.ResourceVersion, nil
 	}
-	list, err := meta.ListAccessor(got)
-	if err != nil {
-		return nil, "", err
-	}
-	if lastItems == nil {
-		lastItems = []T{}
-	}
-	return lastItems, list.GetResourceVersion(), nil
+	return got
 }
+
+// maxPresized bounds the slice made from the count of items that an API
+// server says remain.
+const maxPresized = 1 << 20
 
 // TimeoutError is a request attempt that got no answer within its bound.
 type TimeoutError struct {

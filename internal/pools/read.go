@@ -3,6 +3,7 @@ package pools
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -274,7 +275,14 @@ func (r FleetRequest) Read(ctx context.Context, src Reader, o FleetReadOptions) 
 			if err != nil {
 				return endpoints.FleetResult{}, &ReadError{Object: PodsObject, Namespace: ns, Err: err}
 			}
-			snapshot.Pods = append(snapshot.Pods, pods...)
+			if snapshot.Pods == nil {
+				// One namespace (or all at once) is not copied; clipped, so
+				// that the next one's append cannot write into the
+				// reader's array.
+				snapshot.Pods = slices.Clip(pods)
+			} else {
+				snapshot.Pods = append(snapshot.Pods, pods...)
+			}
 		}
 		if res, err = r.Compute(r.Objects(snapshot), now()); err != nil {
 			return endpoints.FleetResult{}, &RuleError{Err: err}

@@ -60,6 +60,8 @@ type benchOptions struct {
 	// times (bench_profile.go; 0: not counted).
 	instructionBaselines []string
 	instructionRounds    int
+	// profilePlans is how many plans of each read are profiled.
+	profilePlans int
 }
 
 func bench(ctx context.Context, args []string) error {
@@ -69,6 +71,7 @@ func bench(ctx context.Context, args []string) error {
 	out := flags.String("out", "bench/results.md", "Markdown file written, relative to the repository root")
 	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also profile the provider (CPU and heap) in four reads and count its instructions per read under callgrind (PROFILE=1; bench_profile.go)")
 	instructions := flags.String("instructions", os.Getenv("K8S_TF_BENCH_INSTRUCTIONS"), "with -profile: revisions, comma-separated, whose instructions per read are counted beside the current build's (K8S_TF_BENCH_INSTRUCTIONS; default the -baseline)")
+	profilePlans := flags.Int("profile-plans", 10, "with -profile: plans of each read profiled, for CPU and again for the heap (one plan gives a few dozen samples at 100 Hz, too few to rank anything; 0: none)")
 	instructionRounds := flags.Int("instruction-rounds", 3, "with -profile: rounds of the instruction counts (0: none)")
 	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
 	only := flags.String("only", "", "run one part alone: profile (the provider's profiles and instruction counts; default bench/results-profile.md), sync (the companion; writes -out, default bench/results-sync.md), traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md) or image (the companion's image; default bench/results-image.md)")
@@ -83,7 +86,7 @@ func bench(ctx context.Context, args []string) error {
 	_ = flags.Parse(args)
 	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
 		baseline: *baseline, only: *only, withSync: *withSync, sync: syncOpts, withImage: *withImage, image: imageOpts, trafficSamples: *trafficSamplesFlag}
-	opts.instructionRounds = *instructionRounds
+	opts.instructionRounds, opts.profilePlans = *instructionRounds, *profilePlans
 	revs := *instructions
 	if revs == "" {
 		revs = opts.baseline
@@ -100,9 +103,8 @@ func bench(ctx context.Context, args []string) error {
 		if !isFlagSet(flags, "out") {
 			opts.out = "bench/results-profile.md"
 		}
-		// The profiles plan nothing with -baseline; the instruction counts
-		// have the revisions already.
-		opts.baseline = ""
+		// -baseline plans the four reads with the baseline's release build
+		// too, beside the current one's (wall, CPU, RSS).
 	case "sync", "traffic", "image":
 		if !isFlagSet(flags, "out") {
 			opts.out = "bench/results-" + opts.only + ".md"
@@ -532,6 +534,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 var baselineCompared = []string{
 	"`terraform plan`, 100 `k8s_ready_endpoints`",
 	"`terraform plan`, 1 `k8s_services`",
+	"`terraform plan`, 1 `k8s_services` of the same 500 Services with `pod_health_checks`",
 	"`terraform plan`, 1 `k8s_ready_endpoints` of a Service",
 }
 

@@ -26,26 +26,43 @@ type profiledRead struct {
 	dir   string // b.dirOf(dir)
 	title string
 	reads int // data source reads per plan, for per-read figures
+	// measurement is the title of the bench's measurement of the same
+	// plan with the release build.
+	measurement string
 }
 
 func profiledReads() []profiledRead {
 	return []profiledRead{
-		{"plan-100", "k8s-100", "a plan of 100 `k8s_ready_endpoints`", 100},
-		{"fleet-500", "fleet", fmt.Sprintf("a plan of 1 `k8s_services` of %d Services x 10 pods", fixture.FleetServices), 1},
-		{"fleet-500-checks", "fleet-checks", "the same with `pod_health_checks`", 1},
-		{"read-5000", "big", fmt.Sprintf("a plan of 1 `k8s_ready_endpoints` of %d endpoints", fixture.BigEndpoints), 1},
+		{"plan-100", "k8s-100", "a plan of 100 `k8s_ready_endpoints`", 100, "`terraform plan`, 100 `k8s_ready_endpoints`"},
+		{"fleet-500", "fleet", fmt.Sprintf("a plan of 1 `k8s_services` of %d Services x 10 pods", fixture.FleetServices), 1,
+			fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fixture.FleetServices)},
+		{"fleet-500-checks", "fleet-checks", "the same with `pod_health_checks`", 1,
+			fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services with `pod_health_checks`", fixture.FleetServices)},
+		{"read-5000", "big", fmt.Sprintf("a plan of 1 `k8s_ready_endpoints` of %d endpoints", fixture.BigEndpoints), 1,
+			fmt.Sprintf("`terraform plan`, 1 `k8s_ready_endpoints` of a Service with %d endpoints", fixture.BigEndpoints)},
 	}
 }
 
-// profiledPlans is how many plans of each read PROFILE=1 profiles: one
-// plan gives a few dozen samples at 100 Hz, too few to rank anything.
-const profiledPlans = 10
+// findTitle is the measurement of the current build with that title.
+func (b *benchRun) findTitle(title string) *measurement {
+	for _, m := range b.ms {
+		if m.baselineOf == nil && m.title == title {
+			return m
+		}
+	}
+	return nil
+}
 
 // profileTopN is how many functions each table of the profiles lists.
 const profileTopN = 15
 
 type profileResults struct {
-	reads []profiledReadResult
+	// plans are the bench's measurements of the reads with the release
+	// build, when the part runs alone (bench -only profile); the whole
+	// bench has them in its commands table.
+	plans        []*measurement
+	reads        []profiledReadResult
+	profilePlans int
 	// instructions are the callgrind counts, nil when not measured.
 	instructions *instructionResults
 }
@@ -67,9 +84,39 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "profile"}); err != nil {
 		return nil, err
 	}
-	res := &profileResults{}
+	res := &profileResults{profilePlans: b.opts.profilePlans}
+	if b.opts.only == "profile" {
+		b.say("%d rounds of the four reads with the release build (wall, CPU, peak RSS)", b.opts.runs)
+		for _, read := range profiledReads() {
+			m := b.findTitle(read.measurement)
+			if m == nil {
+				return nil, fmt.Errorf("no measurement %s", read.measurement)
+			}
+			res.plans = append(res.plans, m)
+			for _, base := range b.ms {
+				if base.baselineOf == m {
+					res.plans = append(res.plans, base)
+				}
+			}
+		}
+		for _, m := range res.plans {
+			if _, err := b.runOnce(ctx, m, false); err != nil {
+				return nil, err
+			}
+		}
+		for range b.opts.runs {
+			for _, m := range res.plans {
+				if _, err := b.runOnce(ctx, m, true); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	for _, read := range profiledReads() {
-		b.say("profiles of the provider: %d plans of %s for CPU, %d for the heap", profiledPlans, read.title, profiledPlans)
+		if b.opts.profilePlans == 0 {
+			break
+		}
+		b.say("profiles of the provider: %d plans of %s for CPU, %d for the heap", b.opts.profilePlans, read.title, b.opts.profilePlans)
 		r := profiledReadResult{read: read}
 		for _, kind := range []string{"cpu", "heap"} {
 			dir := filepath.Join(b.work, "profiles", read.name, kind)
@@ -80,7 +127,7 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 			if kind == "heap" {
 				env = "K8S_TF_HEAPPROFILE_DIR=" + dir
 			}
-			for range profiledPlans {
+			for range b.opts.profilePlans {
 				cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + b.dirOf(read.dir)}, planArgs()...)...)
 				cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc, env)
 				if out, err := cmd.CombinedOutput(); err != nil {
@@ -393,7 +440,20 @@ func profileSection(res *profileResults) string {
 	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
 	p("## Where the provider's time and memory go (PROFILE=1)")
 	p("")
-	p("pprof profiles of the provider process (tools/harness/profiledprovider: the provider as the release serves it, profiling itself), %d plans of each read for CPU and %d others for the heap (sampled one byte in 4 KiB), every provider process of those plans merged (schema, validation and reads). Kept in bench/ (git-ignored): `go tool pprof -http=: bench/cpu-NAME.pprof`; `heap-NAME.pprof` with `-sample_index=alloc_space` is every allocation, `heap-peak-NAME.pprof` with `-sample_index=inuse_space` the live heap of each process at its largest, summed over the processes. Totals are over the %d plans.", profiledPlans, profiledPlans, profiledPlans)
+	if len(res.plans) > 0 {
+		p("The four reads with the release build through the rusage wrapper, as in `make bench` (medians of %d rounds, interleaved; CPU and peak RSS of the provider processes of each plan):", len(res.plans[0].wall))
+		p("")
+		p("| command | wall, s | min–max, s | provider CPU, s | peak RSS, MiB | min–max, MiB |")
+		p("|---|---:|---:|---:|---:|---:|")
+		for _, m := range res.plans {
+			p("| %s | %.3f | %s | %.3f | %.1f | %s |", m.title, stats.Median(m.wall), stats.MinMax(m.wall, "%.3f"), stats.Median(m.cpu), stats.Median(m.rss), stats.MinMax(m.rss, "%.1f"))
+		}
+		p("")
+	}
+	if len(res.reads) == 0 {
+		return r.String() + instructionSection(res.instructions)
+	}
+	p("pprof profiles of the provider process (tools/harness/profiledprovider: the provider as the release serves it, profiling itself), %d plans of each read for CPU and %d others for the heap (sampled one byte in 4 KiB), every provider process of those plans merged (schema, validation and reads). Kept in bench/ (git-ignored): `go tool pprof -http=: bench/cpu-NAME.pprof`; `heap-NAME.pprof` with `-sample_index=alloc_space` is every allocation, `heap-peak-NAME.pprof` with `-sample_index=inuse_space` the live heap of each process at its largest, summed over the processes. Totals are over the %d plans. The heap's profiles hold the profiler's own allocations too (runtime/pprof, compress/flate: writing the profile).", res.profilePlans, res.profilePlans, res.profilePlans)
 	p("")
 	for _, rr := range res.reads {
 		p("### %s (`%s`)", capitalise(rr.read.title), rr.read.name)
@@ -429,6 +489,9 @@ func capitalise(s string) string {
 // instructionSection is the table of instructions per read, current over
 // each baseline, and the functions whose instructions grew most.
 func instructionSection(res *instructionResults) string {
+	if res == nil {
+		return ""
+	}
 	var r strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
 	p("## Provider instructions per read, under callgrind (PROFILE=1)")
