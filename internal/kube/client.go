@@ -267,18 +267,40 @@ type PodList struct {
 // or not at all, each trimmed as it comes (see TrimPod). Its error starts
 // with "list pods in namespace NAMESPACE: " or "list pods in all namespaces: ".
 func (c *Client) ListPods(ctx context.Context, namespace, selector string) (PodList, error) {
-	items, rv, err := listAll(ctx, c, selector, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
+	items, rv, err := listAll(ctx, c, selector, c.podPage(namespace))
+	if err != nil {
+		return PodList{}, fmt.Errorf("list pods in %s: %w", Scope(namespace), err)
+	}
+	return PodList{Items: items, ResourceVersion: rv}, nil
+}
+
+// PodPages is ListPods giving each page's Pods, trimmed, to each as the page
+// comes, and keeping none: a reader of every Pod of a namespace holds one
+// page at a time. restart is set when the list started over (an expired
+// continue token), from then on of another snapshot: what each made of the
+// pages before must be dropped. Its errors are ListPods's.
+func (c *Client) PodPages(ctx context.Context, namespace, selector string, each func(pods []corev1.Pod, restart bool)) error {
+	started := false
+	_, err := listPages(ctx, c, selector, c.podPage(namespace), func(pods []corev1.Pod, _ runtime.Object, first bool) {
+		each(pods, first && started)
+		started = true
+	})
+	if err != nil {
+		return fmt.Errorf("list pods in %s: %w", Scope(namespace), err)
+	}
+	return nil
+}
+
+// podPage asks for one page of the Pods of namespace, each trimmed as it comes.
+func (c *Client) podPage(namespace string) func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
+	return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
 		page := &corev1.PodList{}
 		err := pageRequest(c.core.Get(), namespace, "pods", opts).Do(ctx).Into(page)
 		for i := range page.Items {
 			page.Items[i] = TrimPod(&page.Items[i])
 		}
 		return page, page.Items, err
-	})
-	if err != nil {
-		return PodList{}, fmt.Errorf("list pods in %s: %w", Scope(namespace), err)
 	}
-	return PodList{Items: items, ResourceVersion: rv}, nil
 }
 
 // TrimPod keeps of a Pod what a health check reads: its name, namespace and
@@ -353,10 +375,33 @@ var errTooManyPages = fmt.Errorf("more than %d pages; the API server keeps retur
 func listAll[T any](ctx context.Context, c *Client, selector string,
 	fetch func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []T, error),
 ) ([]T, string, error) {
+	var items []T // of the pages so far
+	rv, err := listPages(ctx, c, selector, fetch, func(got []T, page runtime.Object, first bool) {
+		if first {
+			items = nil // the list starts (over)
+		}
+		items = appendPage(items, got, page)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if items == nil {
+		items = []T{}
+	}
+	return items, rv, nil
+}
+
+// listPages is listAll giving each page's items to each as the page comes,
+// first set on the first page of the list and of each start over (whatever
+// each kept of the pages before is then of another snapshot); it gives the
+// list's resourceVersion. The page is not kept.
+func listPages[T any](ctx context.Context, c *Client, selector string,
+	fetch func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []T, error),
+	each func(items []T, page runtime.Object, first bool),
+) (string, error) {
 	var (
 		pages     int
 		continued bool // whether the last page asked for was a continued one
-		items     []T  // of the pages so far
 	)
 	lister := &pager.ListPager{
 		PageSize: c.opts.PageSize,
@@ -370,9 +415,6 @@ func listAll[T any](ctx context.Context, c *Client, selector string,
 			}
 			pages++
 			continued = opts.Continue != ""
-			if !continued {
-				items = nil // the list starts (over)
-			}
 			var (
 				page runtime.Object
 				got  []T
@@ -385,7 +427,7 @@ func listAll[T any](ctx context.Context, c *Client, selector string,
 			if err != nil {
 				return page, err
 			}
-			items = appendPage(items, got, page)
+			each(got, page, !continued)
 			return page, meta.SetList(page, nil)
 		},
 	}
@@ -395,16 +437,13 @@ func listAll[T any](ctx context.Context, c *Client, selector string,
 			continue
 		}
 		if err != nil {
-			return nil, "", err
+			return "", err
 		}
 		list, err := meta.ListAccessor(got)
 		if err != nil {
-			return nil, "", err
+			return "", err
 		}
-		if items == nil {
-			items = []T{}
-		}
-		return items, list.GetResourceVersion(), nil
+		return list.GetResourceVersion(), nil
 	}
 }
 

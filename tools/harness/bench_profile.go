@@ -155,9 +155,9 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 		}{
 			{&r.cpuFlat, cpu, []string{"-top"}},
 			{&r.cpuCum, cpu, []string{"-top", "-cum"}},
-			{&r.alloc, heap, []string{"-top", "-sample_index=alloc_space"}},
-			{&r.allocCum, heap, []string{"-top", "-cum", "-sample_index=alloc_space"}},
-			{&r.peak, peak, []string{"-top", "-sample_index=inuse_space"}},
+			{&r.alloc, heap, []string{"-top", "-sample_index=alloc_space", profilerOwn}},
+			{&r.allocCum, heap, []string{"-top", "-cum", "-sample_index=alloc_space", profilerOwn}},
+			{&r.peak, peak, []string{"-top", "-sample_index=inuse_space", profilerOwn}},
 		} {
 			if *t.into, err = pprofTop(ctx, t.file, t.args...); err != nil {
 				return nil, err
@@ -173,6 +173,10 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 	}
 	return res, nil
 }
+
+// profilerOwn leaves out of the heap's tables what the profiled provider
+// allocates to write its profiles.
+const profilerOwn = `-ignore=^main\.(writeHeap|watchPeak)`
 
 func planArgs() []string {
 	return []string{"plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color"}
@@ -202,7 +206,8 @@ func pprofTop(ctx context.Context, file string, args ...string) (string, error) 
 	// The header's file, build and type lines say nothing the section does not.
 	var keep []string
 	for line := range strings.SplitSeq(strings.TrimRight(string(out), "\n"), "\n") {
-		if strings.HasPrefix(line, "File: ") || strings.HasPrefix(line, "Build ID: ") || strings.HasPrefix(line, "Type: ") || strings.HasPrefix(line, "Time: ") {
+		if strings.HasPrefix(line, "File: ") || strings.HasPrefix(line, "Build ID: ") || strings.HasPrefix(line, "Type: ") || strings.HasPrefix(line, "Time: ") ||
+			strings.HasPrefix(line, "Active filters:") || strings.HasPrefix(line, "   ignore=") {
 			continue
 		}
 		keep = append(keep, line)
@@ -453,7 +458,7 @@ func profileSection(res *profileResults) string {
 	if len(res.reads) == 0 {
 		return r.String() + instructionSection(res.instructions)
 	}
-	p("pprof profiles of the provider process (tools/harness/profiledprovider: the provider as the release serves it, profiling itself), %d plans of each read for CPU and %d others for the heap (sampled one byte in 4 KiB), every provider process of those plans merged (schema, validation and reads). Kept in bench/ (git-ignored): `go tool pprof -http=: bench/cpu-NAME.pprof`; `heap-NAME.pprof` with `-sample_index=alloc_space` is every allocation, `heap-peak-NAME.pprof` with `-sample_index=inuse_space` the live heap of each process at its largest, summed over the processes. Totals are over the %d plans. The heap's profiles hold the profiler's own allocations too (runtime/pprof, compress/flate: writing the profile).", res.profilePlans, res.profilePlans, res.profilePlans)
+	p("pprof profiles of the provider process (tools/harness/profiledprovider: the provider as the release serves it, profiling itself), %d plans of each read for CPU and %d others for the heap (sampled one byte in 4 KiB), every provider process of those plans merged (schema, validation and reads). Kept in bench/ (git-ignored): `go tool pprof -http=: bench/cpu-NAME.pprof`; `heap-NAME.pprof` with `-sample_index=alloc_space` is every allocation, `heap-peak-NAME.pprof` with `-sample_index=inuse_space` the live heap of each process at its largest, summed over the processes. Totals are over the %d plans. The heap's tables leave out the profiler's own allocations (writing the profiles), which the files keep.", res.profilePlans, res.profilePlans, res.profilePlans)
 	p("")
 	for _, rr := range res.reads {
 		p("### %s (`%s`)", capitalise(rr.read.title), rr.read.name)
