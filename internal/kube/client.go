@@ -291,11 +291,21 @@ func (c *Client) PodPages(ctx context.Context, namespace, selector string, each 
 	return nil
 }
 
-// podPage asks for one page of the Pods of namespace, each trimmed as it comes.
+// podPage asks for one page of the Pods of namespace, each trimmed as it
+// comes: decoded straight into what TrimPod keeps when the answer is
+// protobuf (podproto.go), else decoded whole and trimmed.
 func (c *Client) podPage(namespace string) func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
 	return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
+		result := pageRequest(c.core.Get(), namespace, "pods", opts).Do(ctx)
+		body, err := result.Raw()
+		if err != nil {
+			return &corev1.PodList{}, nil, err
+		}
+		if list, pods, ok, err := decodeTrimmedPods(body); ok {
+			return &corev1.PodList{ListMeta: list}, pods, err
+		}
 		page := &corev1.PodList{}
-		err := pageRequest(c.core.Get(), namespace, "pods", opts).Do(ctx).Into(page)
+		err = result.Into(page)
 		for i := range page.Items {
 			page.Items[i] = TrimPod(&page.Items[i])
 		}

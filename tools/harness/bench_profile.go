@@ -377,7 +377,8 @@ func callgrindTotal(path string) (float64, error) {
 
 // parseAnnotate reads callgrind_annotate's table of instructions by
 // function ("1,234 (5.6%)  file:function [binary]" or older "1,234  file:function"):
-// the function's own instructions, by its name without the file.
+// the function's own instructions, by its name without the file, the
+// levels of a recursion summed.
 func parseAnnotate(out string) map[string]float64 {
 	funcs := map[string]float64{}
 	inTable := false
@@ -409,6 +410,10 @@ func parseAnnotate(out string) map[string]float64 {
 		name := fields[0]
 		if _, fn, ok := strings.Cut(name, ":"); ok {
 			name = fn
+		}
+		// callgrind names the levels of a recursion f'2, f'3...: one function.
+		if i := strings.LastIndexByte(name, '\''); i > 0 && strings.Trim(name[i+1:], "0123456789") == "" {
+			name = name[:i]
 		}
 		funcs[name] += n
 	}

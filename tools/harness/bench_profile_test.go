@@ -22,6 +22,10 @@ func TestCallgrindAnnotateGivesEachFunctionsOwnInstructions(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", name, funcs[name], want)
 		}
 	}
+	recursive := parseAnnotate("Ir  file:function\n10 (1%)  a.go:f [bin]\n5 (0.5%)  a.go:f'2 [bin]\n")
+	if len(recursive) != 1 || recursive["f"] != 15 {
+		t.Errorf("the levels of a recursion: %v, want f: 15", recursive)
+	}
 	if _, ok := funcs["PROGRAM"]; ok {
 		t.Error("the program's total was read as a function")
 	}
