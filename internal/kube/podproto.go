@@ -36,8 +36,12 @@ const (
 	metaResourceVer = 6 // ObjectMeta.resourceVersion
 	metaLabels      = 11
 	specContainers  = 2 // PodSpec.containers
-	mapEntryKey     = 1
-	mapEntryValue   = 2
+	// Container.name, ports and readinessProbe.
+	containerName           = 1
+	containerPorts          = 6
+	containerReadinessProbe = 11
+	mapEntryKey             = 1
+	mapEntryValue           = 2
 )
 
 // decodeTrimmedPods decodes a protobuf PodList body into its ListMeta and
@@ -103,17 +107,40 @@ func decodeTrimmedPod(b []byte) (corev1.Pod, error) {
 				if num != specContainers {
 					return nil
 				}
-				var c corev1.Container
-				if err := c.Unmarshal(v); err != nil {
-					return err
-				}
-				pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: c.Name, Ports: c.Ports, ReadinessProbe: c.ReadinessProbe})
-				return nil
+				c, err := decodeTrimmedContainer(v)
+				pod.Spec.Containers = append(pod.Spec.Containers, c)
+				return err
 			})
 		}
 		return nil
 	})
 	return pod, err
+}
+
+// decodeTrimmedContainer is a Container as TrimPod keeps it: its name,
+// ports and readinessProbe (its environment, mounts and resources skipped).
+func decodeTrimmedContainer(b []byte) (corev1.Container, error) {
+	var c corev1.Container
+	err := eachField(b, func(num protowire.Number, v []byte) error {
+		switch num {
+		case containerName:
+			c.Name = string(v)
+		case containerPorts:
+			var port corev1.ContainerPort
+			if err := port.Unmarshal(v); err != nil {
+				return err
+			}
+			c.Ports = append(c.Ports, port)
+		case containerReadinessProbe:
+			probe := &corev1.Probe{}
+			if err := probe.Unmarshal(v); err != nil {
+				return err
+			}
+			c.ReadinessProbe = probe
+		}
+		return nil
+	})
+	return c, err
 }
 
 // eachField calls f with each length-delimited field of the message b (the
