@@ -83,15 +83,100 @@ func WithPodHealthChecks(res Result, svc *corev1.Service, pods []corev1.Pod) Res
 // pods being those of every namespace the fleet covers. Its cost grows with
 // the endpoints and the pods, not with their product.
 func FleetWithPodHealthChecks(res FleetResult, pods []corev1.Pod) FleetResult {
-	byNamespace := podsByName(pods)
+	checks := NewFleetPodChecks(res)
+	checks.Add(pods)
+	return checks.Result()
+}
+
+// FleetPodChecks gives the pools of a fleet their pods' health checks as
+// FleetWithPodHealthChecks does, from pods given in any number of parts (the
+// pages of a LIST), so that no part need be kept once added: what a fleet
+// reads from the API holds one page of Pods at a time rather than all of
+// them. Its result is FleetWithPodHealthChecks's for the pods added, in the
+// order added (a later pod of the same namespace and name replaces an
+// earlier one, as there).
+type FleetPodChecks struct {
+	res FleetResult
+	// byPod are the endpoints that name each pod, by namespace then name.
+	byPod map[string]map[string][]podEndpoint
+}
+
+// podEndpoint is endpoint j of pool i, whose Service selects by selector.
+type podEndpoint struct {
+	i, j     int
+	selector labels.Selector
+}
+
+// NewFleetPodChecks starts the checks of res, whose endpoints it copies: no
+// endpoint has a check until its pod is added.
+func NewFleetPodChecks(res FleetResult) *FleetPodChecks {
+	c := &FleetPodChecks{byPod: map[string]map[string][]podEndpoint{}}
 	out := make([]ServicePool, len(res.Pools))
 	for i, p := range res.Pools {
 		out[i] = p
-		out[i].Result = withPodHealthChecks(p.Result, selectedPod(p.Service, byNamespace))
+		if len(p.Endpoints) == 0 {
+			continue
+		}
+		eps := make([]Endpoint, len(p.Endpoints))
+		copy(eps, p.Endpoints)
+		out[i].Endpoints = eps
+		// A Service without a selector selects no pod: its endpoints keep none.
+		var selector labels.Selector
+		if len(p.Service.Spec.Selector) > 0 {
+			selector = labels.SelectorFromSet(p.Service.Spec.Selector)
+		}
+		for j := range eps {
+			eps[j].HealthCheck = nil
+			if eps[j].Pod == "" || selector == nil {
+				continue
+			}
+			byName := c.byPod[p.Service.Namespace]
+			if byName == nil {
+				byName = map[string][]podEndpoint{}
+				c.byPod[p.Service.Namespace] = byName
+			}
+			byName[eps[j].Pod] = append(byName[eps[j].Pod], podEndpoint{i: i, j: j, selector: selector})
+		}
 	}
 	res.Pools = out
-	return res
+	c.res = res
+	return c
 }
+
+// Add gives the endpoints that name one of pods its check (none when the
+// pod's Service does not select it, or its probe gives none). It keeps
+// nothing of pods.
+func (c *FleetPodChecks) Add(pods []corev1.Pod) {
+	for k := range pods {
+		pod := &pods[k]
+		for _, e := range c.byPod[pod.Namespace][pod.Name] {
+			ep := &c.res.Pools[e.i].Endpoints[e.j]
+			ep.HealthCheck = nil
+			if e.selector.Matches(labels.Set(pod.Labels)) {
+				ep.HealthCheck = podHealthCheck(pod, ep.Port)
+			}
+		}
+	}
+}
+
+// Forget takes back the checks of the pods of namespace ("" for every
+// namespace) added so far, as if none had been (a LIST of them that starts
+// over).
+func (c *FleetPodChecks) Forget(namespace string) {
+	for ns, byName := range c.byPod {
+		if namespace != "" && ns != namespace {
+			continue
+		}
+		for _, eps := range byName {
+			for _, e := range eps {
+				c.res.Pools[e.i].Endpoints[e.j].HealthCheck = nil
+			}
+		}
+	}
+}
+
+// Result is the fleet with the checks of the pods added.
+func (c *FleetPodChecks) Result() FleetResult { return c.res }
 
 // selectedPod looks up, by name, a pod that svc selects.
 func selectedPod(svc *corev1.Service, byNamespace map[string]map[string]*corev1.Pod) func(name string) *corev1.Pod {

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -261,5 +262,91 @@ func TestFleetPodHealthChecksComeFromThePodsEachServiceSelects(t *testing.T) {
 		if p.Endpoints[0].HealthCheck != nil {
 			t.Error("the fleet given was modified")
 		}
+	}
+}
+
+func TestFleetPodChecksAddedPageByPageAreThoseOfTheWholeList(t *testing.T) {
+	services := make([]corev1.Service, 0, 3)
+	var endpointSlices []discoveryv1.EndpointSlice
+	var pods []corev1.Pod
+	for _, namespace := range []string{"a", "b", "c"} {
+		s := namedService(namespace, "web", http)
+		s.Spec.Selector = map[string]string{"app": "web"}
+		services = append(services, s)
+		var endpoints []discoveryv1.Endpoint
+		for i := range 4 {
+			name := fmt.Sprintf("web-%d", i)
+			e := ep(fmt.Sprintf("10.0.%d.%d", len(services), i))
+			e.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: name}
+			endpoints = append(endpoints, e)
+			p := probedPod(name, container(httpProbe("/"+namespace+name, intstr.FromInt32(8080), ""), 8080))
+			p.Namespace = namespace
+			if i == 3 {
+				p.Labels = map[string]string{"app": "other"} // not selected
+			}
+			pods = append(pods, p)
+		}
+		endpointSlices = append(endpointSlices, fleetSlice(namespace, "web", namespace+"1", endpoints...))
+	}
+	res, err := Fleet(services, endpointSlices, Query{PortName: "http"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := FleetWithPodHealthChecks(res, pods)
+	// a/web-1 deleted between two LISTs
+	gone := append(append([]corev1.Pod{}, pods[:1]...), pods[2:]...)
+	for _, tt := range []struct {
+		name  string
+		pages func(c *FleetPodChecks)
+		want  FleetResult
+	}{
+		{"in pages of five", func(c *FleetPodChecks) {
+			for i := 0; i < len(pods); i += 5 {
+				c.Add(pods[i:min(i+5, len(pods))])
+			}
+		}, whole},
+		{"one pod at a time", func(c *FleetPodChecks) {
+			for i := range pods {
+				c.Add(pods[i : i+1])
+			}
+		}, whole},
+		{"a namespace's list started over: its first pages forgotten", func(c *FleetPodChecks) {
+			c.Add(pods[:4])
+			c.Add(pods[4:6])
+			c.Forget("b")
+			c.Add(pods[4:])
+		}, whole},
+		{"every namespace's list started over", func(c *FleetPodChecks) {
+			c.Add(gone)
+			c.Forget("")
+			c.Add(pods)
+		}, whole},
+		{"started over without a pod that is gone: that pod's check goes too", func(c *FleetPodChecks) {
+			c.Add(pods[:2])
+			c.Forget("a")
+			c.Add(gone)
+		}, FleetWithPodHealthChecks(res, gone)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewFleetPodChecks(res)
+			tt.pages(c)
+			if got := c.Result(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+	checked := 0
+	for _, p := range whole.Pools {
+		for _, e := range p.Endpoints {
+			if e.HealthCheck != nil {
+				checked++
+			}
+		}
+	}
+	if checked != 9 {
+		t.Errorf("%d endpoints checked, want the 9 whose pods are selected", checked)
+	}
+	if a1 := FleetWithPodHealthChecks(res, gone).Pools[0].Endpoints[1]; a1.HealthCheck != nil {
+		t.Errorf("a/web-1 gone: check %+v, want none", a1.HealthCheck)
 	}
 }

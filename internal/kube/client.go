@@ -19,7 +19,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -268,18 +267,50 @@ type PodList struct {
 // or not at all, each trimmed as it comes (see TrimPod). Its error starts
 // with "list pods in namespace NAMESPACE: " or "list pods in all namespaces: ".
 func (c *Client) ListPods(ctx context.Context, namespace, selector string) (PodList, error) {
-	items, rv, err := listAll(ctx, c, selector, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
-		page := &corev1.PodList{}
-		err := pageRequest(c.core.Get(), namespace, "pods", opts).Do(ctx).Into(page)
-		for i := range page.Items {
-			page.Items[i] = TrimPod(&page.Items[i])
-		}
-		return page, page.Items, err
-	})
+	items, rv, err := listAll(ctx, c, selector, c.podPage(namespace))
 	if err != nil {
 		return PodList{}, fmt.Errorf("list pods in %s: %w", Scope(namespace), err)
 	}
 	return PodList{Items: items, ResourceVersion: rv}, nil
+}
+
+// PodPages is ListPods giving each page's Pods, trimmed, to each as the page
+// comes, and keeping none: a reader of every Pod of a namespace holds one
+// page at a time. restart is set when the list started over (an expired
+// continue token), from then on of another snapshot: what each made of the
+// pages before must be dropped. Its errors are ListPods's.
+func (c *Client) PodPages(ctx context.Context, namespace, selector string, each func(pods []corev1.Pod, restart bool)) error {
+	started := false
+	_, err := listPages(ctx, c, selector, c.podPage(namespace), func(pods []corev1.Pod, _ runtime.Object, first bool) {
+		each(pods, first && started)
+		started = true
+	})
+	if err != nil {
+		return fmt.Errorf("list pods in %s: %w", Scope(namespace), err)
+	}
+	return nil
+}
+
+// podPage asks for one page of the Pods of namespace, each trimmed as it
+// comes: decoded straight into what TrimPod keeps when the answer is
+// protobuf (podproto.go), else decoded whole and trimmed.
+func (c *Client) podPage(namespace string) func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
+	return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
+		result := pageRequest(c.core.Get(), namespace, "pods", opts).Do(ctx)
+		body, err := result.Raw()
+		if err != nil {
+			return &corev1.PodList{}, nil, err
+		}
+		if list, pods, ok, err := decodeTrimmedPods(body); ok {
+			return &corev1.PodList{ListMeta: list}, pods, err
+		}
+		page := &corev1.PodList{}
+		err = result.Into(page)
+		for i := range page.Items {
+			page.Items[i] = TrimPod(&page.Items[i])
+		}
+		return page, page.Items, err
+	}
 }
 
 // TrimPod keeps of a Pod what a health check reads: its name, namespace and
@@ -345,13 +376,42 @@ var errTooManyPages = fmt.Errorf("more than %d pages; the API server keeps retur
 // error on any page fails it, and an expired continue token starts it over,
 // since pages of two snapshots cannot be mixed. It never returns a nil slice
 // without an error.
+//
+// The items of each page are moved into one slice as the page arrives, and
+// the page goes on to the pager without them: the pager's own list of
+// pointers into every page would keep each page's array of whole objects
+// (a Pod is 1.2 kB before any field is set) until the end of the list, and
+// the slice made from it would be one more copy.
 func listAll[T any](ctx context.Context, c *Client, selector string,
 	fetch func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []T, error),
 ) ([]T, string, error) {
+	var items []T // of the pages so far
+	rv, err := listPages(ctx, c, selector, fetch, func(got []T, page runtime.Object, first bool) {
+		if first {
+			items = nil // the list starts (over)
+		}
+		items = appendPage(items, got, page)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if items == nil {
+		items = []T{}
+	}
+	return items, rv, nil
+}
+
+// listPages is listAll giving each page's items to each as the page comes,
+// first set on the first page of the list and of each start over (whatever
+// each kept of the pages before is then of another snapshot); it gives the
+// list's resourceVersion. The page is not kept.
+func listPages[T any](ctx context.Context, c *Client, selector string,
+	fetch func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []T, error),
+	each func(items []T, page runtime.Object, first bool),
+) (string, error) {
 	var (
 		pages     int
 		continued bool // whether the last page asked for was a continued one
-		lastItems []T  // the items of the last page, for a list of one page
 	)
 	lister := &pager.ListPager{
 		PageSize: c.opts.PageSize,
@@ -365,13 +425,20 @@ func listAll[T any](ctx context.Context, c *Client, selector string,
 			}
 			pages++
 			continued = opts.Continue != ""
-			var page runtime.Object
+			var (
+				page runtime.Object
+				got  []T
+			)
 			err := c.withRetries(ctx, func(ctx context.Context) error {
 				var err error
-				page, lastItems, err = fetch(ctx, opts)
+				page, got, err = fetch(ctx, opts)
 				return err
 			})
-			return page, err
+			if err != nil {
+				return page, err
+			}
+			each(got, page, !continued)
+			return page, meta.SetList(page, nil)
 		},
 	}
 	for relists := 0; ; relists++ {
@@ -380,36 +447,34 @@ func listAll[T any](ctx context.Context, c *Client, selector string,
 			continue
 		}
 		if err != nil {
-			return nil, "", err
+			return "", err
 		}
-		return listItems(got, lastItems)
+		list, err := meta.ListAccessor(got)
+		if err != nil {
+			return "", err
+		}
+		return list.GetResourceVersion(), nil
 	}
 }
 
-// listItems takes the items out of what the pager gives: the page itself
-// when the list had one page (whose items are lastItems), else a list of
-// pointers into each page's items.
-func listItems[T any](got runtime.Object, lastItems []T) ([]T, string, error) {
-	if pages, ok := got.(*metainternalversion.List); ok {
-		items := make([]T, 0, len(pages.Items))
-		for _, obj := range pages.Items {
-			item, ok := any(obj).(*T)
-			if !ok {
-				return nil, "", fmt.Errorf("unexpected %T in a list of %T", obj, item)
-			}
-			items = append(items, *item)
+// appendPage adds a page's items to those of the pages before it. A first
+// page that does not end the list is copied into a slice sized for the
+// whole list when the API server says how many items remain.
+func appendPage[T any](items, got []T, page runtime.Object) []T {
+	if items != nil {
+		return append(items, got...)
+	}
+	if list, err := meta.ListAccessor(page); err == nil && list.GetContinue() != "" {
+		if remaining := list.GetRemainingItemCount(); remaining != nil && *remaining > 0 && *remaining < maxPresized {
+			return append(make([]T, 0, len(got)+int(*remaining)), got...)
 		}
-		return items, pages.ResourceVersion, nil
 	}
-	list, err := meta.ListAccessor(got)
-	if err != nil {
-		return nil, "", err
-	}
-	if lastItems == nil {
-		lastItems = []T{}
-	}
-	return lastItems, list.GetResourceVersion(), nil
+	return got
 }
+
+// maxPresized bounds the slice made from the count of items that an API
+// server says remain.
+const maxPresized = 1 << 20
 
 // TimeoutError is a request attempt that got no answer within its bound.
 type TimeoutError struct {

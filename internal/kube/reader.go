@@ -41,6 +41,11 @@ func (r apiReader) Pods(ctx context.Context, namespace, selector string) ([]core
 	return list.Items, err
 }
 
+// PodPages gives the Pods page by page (pools.PodPager).
+func (r apiReader) PodPages(ctx context.Context, namespace, selector string, each func(pods []corev1.Pod, restart bool)) error {
+	return r.c.PodPages(ctx, namespace, selector, each)
+}
+
 // Ping asks the API server whether it is ready (/readyz, which every
 // identity may read), once, bounded by the request timeout: the sync
 // companion's probe of a cluster between its informers' events.

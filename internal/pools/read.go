@@ -3,6 +3,7 @@ package pools
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,16 @@ type Reader interface {
 	Nodes(ctx context.Context, selector string) ([]corev1.Node, error)
 	// Pods are those of namespace that the label selector matches ("" for all).
 	Pods(ctx context.Context, namespace, selector string) ([]corev1.Pod, error)
+}
+
+// PodPager is a Reader that can give the Pods of a namespace page by page
+// (the API client; a cache holds them all already). A fleet with health
+// checks reads them so, holding one page at a time: each page's checks are
+// taken and the page dropped. each is given each page as it comes; restart
+// says that the list started over, of another snapshot, so that what each
+// made of the pages before is to be dropped.
+type PodPager interface {
+	PodPages(ctx context.Context, namespace, selector string, each func(pods []corev1.Pod, restart bool)) error
 }
 
 // Slices are EndpointSlices as of one resourceVersion, from which a watch
@@ -268,13 +279,23 @@ func (r FleetRequest) Read(ctx context.Context, src Reader, o FleetReadOptions) 
 		return res, &FleetShortError{Services: len(res.Pools), MinServices: r.MinServices, Short: r.ShortPools(res),
 			MinReady: r.MinReady, Waited: waited, WaitErr: waitErr}
 	}
+	if pager, ok := src.(PodPager); ok && r.ReadsPods() {
+		return r.checkPodsByPage(ctx, pager, snapshot, now())
+	}
 	if r.ReadsPods() {
 		for _, ns := range r.Namespaces {
 			pods, err := src.Pods(ctx, ns, "")
 			if err != nil {
 				return endpoints.FleetResult{}, &ReadError{Object: PodsObject, Namespace: ns, Err: err}
 			}
-			snapshot.Pods = append(snapshot.Pods, pods...)
+			if snapshot.Pods == nil {
+				// One namespace (or all at once) is not copied; clipped, so
+				// that the next one's append cannot write into the
+				// reader's array.
+				snapshot.Pods = slices.Clip(pods)
+			} else {
+				snapshot.Pods = append(snapshot.Pods, pods...)
+			}
 		}
 		if res, err = r.Compute(r.Objects(snapshot), now()); err != nil {
 			return endpoints.FleetResult{}, &RuleError{Err: err}
@@ -327,4 +348,30 @@ func (r FleetRequest) ReadService(ctx context.Context, src Reader, namespace, na
 		return none, &RuleError{Err: err}
 	}
 	return res, nil
+}
+
+// checkPodsByPage is the end of Read for a PodPager: the fleet of snapshot
+// at now, each pool's endpoints given the health checks of their pods page
+// by page (endpoints.FleetPodChecks), which is what Compute gives with every
+// Pod of the snapshot's namespaces, without holding them all.
+func (r FleetRequest) checkPodsByPage(ctx context.Context, src PodPager, snapshot *FleetSnapshot, now time.Time) (endpoints.FleetResult, error) {
+	plain := r
+	plain.PodHealthChecks = false
+	res, err := plain.Compute(r.Objects(snapshot), now)
+	if err != nil {
+		return endpoints.FleetResult{}, &RuleError{Err: err}
+	}
+	checks := endpoints.NewFleetPodChecks(res)
+	for _, ns := range r.Namespaces {
+		err := src.PodPages(ctx, ns, "", func(pods []corev1.Pod, restart bool) {
+			if restart {
+				checks.Forget(ns)
+			}
+			checks.Add(pods)
+		})
+		if err != nil {
+			return endpoints.FleetResult{}, &ReadError{Object: PodsObject, Namespace: ns, Err: err}
+		}
+	}
+	return checks.Result(), nil
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
@@ -254,5 +255,87 @@ func TestAServiceOfAFleetReadAloneIsWhatTheFleetGivesForIt(t *testing.T) {
 	var read *ReadError
 	if !errors.As(err, &read) || read.Object != ServiceObject || read.Name != "gone" {
 		t.Errorf("a Service gone: %v, want a read error of that Service", err)
+	}
+}
+
+// pagingReader is a reader that gives the Pods page by page (a PodPager),
+// one Pod a page, starting the list over once after restartAfter pages
+// when it is set.
+type pagingReader struct {
+	*reader
+	restartAfter int
+	pages        int
+}
+
+func (r *pagingReader) PodPages(_ context.Context, namespace, selector string, each func([]corev1.Pod, bool)) error {
+	if err := r.ask(PodsObject, namespace, selector); err != nil {
+		return err
+	}
+	if r.restartAfter > 0 {
+		for i := range min(r.restartAfter, len(r.pods)) {
+			r.pages++
+			each(r.pods[i:i+1], false)
+		}
+	}
+	for i := range r.pods {
+		r.pages++
+		each(r.pods[i:i+1], r.restartAfter > 0 && i == 0)
+	}
+	return nil
+}
+
+func TestAFleetReadPageByPageGivesWhatTheWholeListGives(t *testing.T) {
+	var services []corev1.Service
+	var slices []discoveryv1.EndpointSlice
+	var pods []corev1.Pod
+	for _, name := range []string{"web", "api"} {
+		services = append(services, selecting(service(name, corev1.ServiceTypeClusterIP, 0)))
+		s := slice(name, "10.0.0.1", "10.0.0.2")
+		for i := range s.Endpoints {
+			pod := fmt.Sprintf("%s-%d", name, i)
+			s.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: pod}
+			probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080 + int32(i))}}}
+			pods = append(pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: pod, Labels: map[string]string{"app": name}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", ReadinessProbe: probe, Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}}})
+		}
+		slices = append(slices, s)
+	}
+	r := FleetRequest{Namespaces: []string{"shop"}, Query: endpoints.Query{PortName: "http"}, PodHealthChecks: true}
+	now := func() time.Time { return time.Unix(1700000000, 0) }
+	whole, err := r.Read(context.Background(), &reader{services: services, slices: slices, pods: pods}, FleetReadOptions{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, p := range whole.Pools {
+		for _, e := range p.Endpoints {
+			if e.HealthCheck != nil {
+				checked++
+			}
+		}
+	}
+	if checked != 4 {
+		t.Fatalf("%d endpoints with a check from the whole list, want 4", checked)
+	}
+	for _, restartAfter := range []int{0, 3} {
+		t.Run(fmt.Sprintf("started over after %d pages", restartAfter), func(t *testing.T) {
+			src := &pagingReader{reader: &reader{services: services, slices: slices, pods: pods}, restartAfter: restartAfter}
+			got, err := r.Read(context.Background(), src, FleetReadOptions{Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, whole) {
+				t.Errorf("page by page:\n%+v\nwhole list:\n%+v", got, whole)
+			}
+			if want := len(pods) + restartAfter; src.pages != want {
+				t.Errorf("%d pages given, want %d", src.pages, want)
+			}
+		})
+	}
+	src := &pagingReader{reader: &reader{services: services, slices: slices, fail: map[Object]error{PodsObject: errRefused}}}
+	_, err = r.Read(context.Background(), src, FleetReadOptions{Now: now})
+	var read *ReadError
+	if !errors.As(err, &read) || read.Object != PodsObject || read.Namespace != "shop" || !errors.Is(err, errRefused) {
+		t.Errorf("error %v, want a read error of the pods of shop wrapping the API's", err)
 	}
 }

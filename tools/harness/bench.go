@@ -55,6 +55,13 @@ type benchOptions struct {
 	// trafficSamples is the number of pods per load balancer of the
 	// traffic latency (bench_traffic.go).
 	trafficSamples int
+	// instructionBaselines are the revisions whose instructions per read
+	// are counted beside the current build's, instructionRounds how many
+	// times (bench_profile.go; 0: not counted).
+	instructionBaselines []string
+	instructionRounds    int
+	// profilePlans is how many plans of each read are profiled.
+	profilePlans int
 }
 
 func bench(ctx context.Context, args []string) error {
@@ -62,9 +69,12 @@ func bench(ctx context.Context, args []string) error {
 	runs := flags.Int("runs", envInt("K8S_TF_BENCH_RUNS", 7), "timed runs of each command (rounds, interleaved)")
 	sizes := flags.String("sizes", "1,10,100,300,1000", "numbers of data sources planned")
 	out := flags.String("out", "bench/results.md", "Markdown file written, relative to the repository root")
-	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also write a CPU profile of the provider during a plan of 100 (PROFILE=1)")
+	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also profile the provider (CPU and heap) in four reads and count its instructions per read under callgrind (PROFILE=1; bench_profile.go)")
+	instructions := flags.String("instructions", os.Getenv("K8S_TF_BENCH_INSTRUCTIONS"), "with -profile: revisions, comma-separated, whose instructions per read are counted beside the current build's (K8S_TF_BENCH_INSTRUCTIONS; default the -baseline)")
+	profilePlans := flags.Int("profile-plans", 10, "with -profile: plans of each read profiled, for CPU and again for the heap (one plan gives a few dozen samples at 100 Hz, too few to rank anything; 0: none)")
+	instructionRounds := flags.Int("instruction-rounds", 3, "with -profile: rounds of the instruction counts (0: none)")
 	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
-	only := flags.String("only", "", "run one part alone: sync (the companion; writes -out, default bench/results-sync.md), traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md) or image (the companion's image; default bench/results-image.md)")
+	only := flags.String("only", "", "run one part alone: profile (the provider's profiles and instruction counts; default bench/results-profile.md), sync (the companion; writes -out, default bench/results-sync.md), traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md) or image (the companion's image; default bench/results-image.md)")
 	withSync := flags.Bool("sync", true, "also measure the sync companion (bench_sync.go)")
 	withImage := flags.Bool("image-part", true, "also measure the companion's image (bench_image.go; needs make image)")
 	var imageOpts imageOptions
@@ -76,8 +86,25 @@ func bench(ctx context.Context, args []string) error {
 	_ = flags.Parse(args)
 	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
 		baseline: *baseline, only: *only, withSync: *withSync, sync: syncOpts, withImage: *withImage, image: imageOpts, trafficSamples: *trafficSamplesFlag}
+	opts.instructionRounds, opts.profilePlans = *instructionRounds, *profilePlans
+	revs := *instructions
+	if revs == "" {
+		revs = opts.baseline
+	}
+	for rev := range strings.SplitSeq(revs, ",") {
+		if rev = strings.TrimSpace(rev); rev != "" {
+			opts.instructionBaselines = append(opts.instructionBaselines, rev)
+		}
+	}
 	switch opts.only {
 	case "":
+	case "profile":
+		opts.profile = true
+		if !isFlagSet(flags, "out") {
+			opts.out = "bench/results-profile.md"
+		}
+		// -baseline plans the four reads with the baseline's release build
+		// too, beside the current one's (wall, CPU, RSS).
 	case "sync", "traffic", "image":
 		if !isFlagSet(flags, "out") {
 			opts.out = "bench/results-" + opts.only + ".md"
@@ -88,7 +115,7 @@ func bench(ctx context.Context, args []string) error {
 			opts.baseline = ""
 		}
 	default:
-		return fmt.Errorf("-only %q: the parts that run alone are sync, traffic and image", opts.only)
+		return fmt.Errorf("-only %q: the parts that run alone are profile, sync, traffic and image", opts.only)
 	}
 	if opts.trafficSamples < 1 || opts.trafficSamples > 100 {
 		return fmt.Errorf("-traffic-samples %d: want 1 to 100", opts.trafficSamples)
@@ -203,6 +230,9 @@ func (b *benchRun) run(ctx context.Context) error {
 	if b.opts.profile {
 		builds = append(builds, []string{filepath.Join(b.root, "tools", "harness"), "-o", filepath.Join(b.work, "profile", "terraform-provider-k8s"), "./profiledprovider"})
 	}
+	if b.opts.only == "profile" {
+		builds = slices.Delete(builds, 2, 3) // no trivial provider
+	}
 	for _, build := range builds {
 		if err := goBuild(ctx, build[0], build[1:]...); err != nil {
 			return err
@@ -247,6 +277,9 @@ func (b *benchRun) run(ctx context.Context) error {
 		return runPart(ctx, b, client, b.benchSync, syncSection, "make bench-sync", "`make bench-sync` (tools/harness bench -only sync)")
 	case "image":
 		return runPart(ctx, b, client, b.benchImage, imageSection, "make bench-image", "`make bench-image` (tools/harness bench -only image)")
+	case "profile":
+		return runPart(ctx, b, client, func(ctx context.Context, _ kubernetes.Interface) (*profileResults, error) { return b.profileReads(ctx) },
+			profileSection, "bench -only profile", "`bin/harness bench -only profile` (tools/harness)")
 	}
 
 	b.say("warm-up: one untimed run of each command")
@@ -281,10 +314,9 @@ func (b *benchRun) run(ctx context.Context) error {
 		return err
 	}
 
-	var profileTop string
+	var profiles *profileResults
 	if b.opts.profile {
-		b.say("CPU profile of the provider during a plan of 100")
-		if profileTop, err = b.profilePlan(ctx); err != nil {
+		if profiles, err = b.profileReads(ctx); err != nil {
 			return err
 		}
 	}
@@ -314,14 +346,25 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, profileTop, currentReportEnv()) + syncSection(syncRes) + "\n" + imageSection(imageRes) + "\n" + trafficSection(trafficRes)
+	report := b.report(requests, sizesTable, gobench, currentReportEnv()) + profileSection(profiles) + syncSection(syncRes) + "\n" + imageSection(imageRes) + "\n" + trafficSection(trafficRes)
 	return b.writeReport(report)
 }
 
 // buildBaseline builds the provider at opts.baseline as run builds the
-// current one, from that revision's tree (git archive: nothing of the
-// repository changes) in the work directory, which bench removes at the end.
+// current one.
 func (b *benchRun) buildBaseline(ctx context.Context) error {
+	b.baselineProvider = filepath.Join(b.work, "bin", "baseline", "terraform-provider-k8s")
+	var err error
+	b.baselineCommit, err = b.buildAt(ctx, b.opts.baseline, b.baselineProvider, true)
+	return err
+}
+
+// buildAt builds the provider at the git revision rev into program, as run
+// builds the current one (stripped: -ldflags "-s -w"; else with its
+// symbols), from that revision's tree (git archive: nothing of the
+// repository changes) in the work directory, which bench removes at the
+// end, and gives the revision's commit. It sets currentCommit too.
+func (b *benchRun) buildAt(ctx context.Context, rev, program string, stripped bool) (string, error) {
 	git := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, "git", args...)
 		cmd.Dir = b.root
@@ -331,31 +374,34 @@ func (b *benchRun) buildBaseline(ctx context.Context) error {
 		}
 		return strings.TrimSpace(string(out)), nil
 	}
-	var err error
-	if b.baselineCommit, err = git("rev-parse", "--verify", "--short", b.opts.baseline+"^{commit}"); err != nil {
-		return fmt.Errorf("the baseline %q is not a revision of this repository: %w", b.opts.baseline, err)
+	commit, err := git("rev-parse", "--verify", "--short", rev+"^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("the baseline %q is not a revision of this repository: %w", rev, err)
 	}
 	if b.currentCommit, err = git("rev-parse", "--short", "HEAD"); err != nil {
-		return err
+		return "", err
 	}
 	if changes, err := git("status", "--porcelain", "--untracked-files=no"); err != nil {
-		return err
+		return "", err
 	} else if changes != "" {
 		b.currentCommit += " + uncommitted changes"
 	}
-	src := filepath.Join(b.work, "baseline-src")
-	tarball := filepath.Join(b.work, "baseline.tar")
+	src := filepath.Join(b.work, "src-"+commit)
+	tarball := filepath.Join(b.work, "src-"+commit+".tar")
 	if err := os.MkdirAll(src, 0o755); err != nil {
-		return err
+		return "", err
 	}
-	if _, err := git("archive", "--format=tar", "-o", tarball, b.baselineCommit); err != nil {
-		return err
+	if _, err := git("archive", "--format=tar", "-o", tarball, commit); err != nil {
+		return "", err
 	}
 	if out, err := exec.CommandContext(ctx, "tar", "-x", "-f", tarball, "-C", src).CombinedOutput(); err != nil {
-		return fmt.Errorf("tar -x %s: %w\n%s", tarball, err, out)
+		return "", fmt.Errorf("tar -x %s: %w\n%s", tarball, err, out)
 	}
-	b.baselineProvider = filepath.Join(b.work, "bin", "baseline", "terraform-provider-k8s")
-	return goBuild(ctx, src, "-ldflags", "-s -w", "-o", b.baselineProvider, ".")
+	args := []string{"-o", program, "."}
+	if stripped {
+		args = append([]string{"-ldflags", "-s -w"}, args...)
+	}
+	return commit, goBuild(ctx, src, args...)
 }
 
 func goBuild(ctx context.Context, dir string, args ...string) error {
@@ -488,6 +534,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 var baselineCompared = []string{
 	"`terraform plan`, 100 `k8s_ready_endpoints`",
 	"`terraform plan`, 1 `k8s_services`",
+	"`terraform plan`, 1 `k8s_services` of the same 500 Services with `pod_health_checks`",
 	"`terraform plan`, 1 `k8s_ready_endpoints` of a Service",
 }
 
@@ -762,56 +809,6 @@ func readRusage(path string) (cpu, rss float64, starts int, err error) {
 	}
 	return cpu, rss, starts, nil
 }
-
-// profilePlan plans 100 reads profiledPlans times with the provider built to
-// write a CPU profile, keeps the profiles of all its processes merged as
-// bench/cpu-plan-100.pprof, and gives its top functions.
-func (b *benchRun) profilePlan(ctx context.Context) (string, error) {
-	profiles := filepath.Join(b.work, "profiles")
-	if err := os.MkdirAll(profiles, 0o755); err != nil {
-		return "", err
-	}
-	rc := filepath.Join(b.work, "terraformrc-profile")
-	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "profile"}); err != nil {
-		return "", err
-	}
-	// One plan gives a few hundred milliseconds of samples at 100 Hz: too few
-	// to rank anything. The profiles of every process of profiledPlans plans
-	// are merged, so that the starts (schema, validation) count as they do
-	// in the provider CPU of the tables.
-	for range profiledPlans {
-		cmd := exec.CommandContext(ctx, "terraform", "-chdir="+b.dirOf("k8s-100"), "plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color")
-		cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc, "K8S_TF_CPUPROFILE_DIR="+profiles)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("profiled plan: %w\n%s", err, out)
-		}
-	}
-	written, err := filepath.Glob(filepath.Join(profiles, "*.pprof"))
-	if err != nil || len(written) == 0 {
-		return "", fmt.Errorf("the profiled provider wrote no profile in %s", profiles)
-	}
-	kept := filepath.Join(b.root, "bench", "cpu-plan-100.pprof")
-	merged, err := exec.CommandContext(ctx, "go", append([]string{"tool", "pprof", "-proto"}, written...)...).Output()
-	if err != nil {
-		return "", fmt.Errorf("go tool pprof -proto: %w", err)
-	}
-	if err := os.WriteFile(kept, merged, 0o644); err != nil {
-		return "", err
-	}
-	var top strings.Builder
-	for _, order := range [][]string{{"-top"}, {"-top", "-cum"}} {
-		out, err := exec.CommandContext(ctx, "go", append(append([]string{"tool", "pprof"}, order...), "-nodecount=30", kept)...).Output()
-		if err != nil {
-			return "", fmt.Errorf("go tool pprof: %w", err)
-		}
-		top.Write(out)
-		top.WriteString("\n")
-	}
-	return top.String(), nil
-}
-
-// profiledPlans is how many plans of 100 reads PROFILE=1 profiles.
-const profiledPlans = 10
 
 // auditCount is the provider's requests, by verb, resource and code.
 type auditCount struct {

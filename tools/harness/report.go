@@ -132,7 +132,7 @@ func currentReportEnv() reportEnv {
 	return env
 }
 
-func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenchmark, profileTop string, env reportEnv) string {
+func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenchmark, env reportEnv) string {
 	var r strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
 	runs := b.opts.runs
@@ -296,15 +296,6 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 			prev = g
 		}
 		p("")
-	}
-	if profileTop != "" {
-		p("## CPU profile of the provider, %d plans of 100 reads (PROFILE=1)", profiledPlans)
-		p("")
-		p("Every provider process of those plans (schema, validation, reads), merged; by own time, then by cumulative time. Kept as bench/cpu-plan-100.pprof (not committed); `go tool pprof -http=: bench/cpu-plan-100.pprof` to explore it.")
-		p("")
-		p("```")
-		r.WriteString(profileTop)
-		p("```")
 	}
 	return r.String()
 }

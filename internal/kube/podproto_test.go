@@ -1,0 +1,98 @@
+package kube
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// fullPod is a pod with what an API server gives besides what a health
+// check reads: status, volumes, annotations, managed fields, env.
+func fullPod(name string, labels map[string]string, containers ...corev1.Container) corev1.Pod {
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: labels, ResourceVersion: "17", UID: "u-" + "1",
+			Annotations:     map[string]string{"a": "b"},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: "rs"}}},
+		Spec: corev1.PodSpec{Containers: containers, NodeName: "node-a",
+			Volumes: []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To(int32(420))}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+func TestAProtobufPageOfPodsDecodesToWhatTrimPodKeeps(t *testing.T) {
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http"), Scheme: corev1.URISchemeHTTPS}},
+		PeriodSeconds: 5}
+	serving := corev1.Container{Name: "web", Image: "nginx", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {Name: "admin", ContainerPort: 9090}},
+		ReadinessProbe: probe, Env: []corev1.EnvVar{{Name: "A", Value: "b"}}, VolumeMounts: []corev1.VolumeMount{{Name: "token", MountPath: "/var/run"}}}
+	sidecar := corev1.Container{Name: "proxy", Image: "envoy", ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(15000)}}}}
+	for _, tt := range []struct {
+		name string
+		list corev1.PodList
+	}{
+		{"pods of one and two containers, labelled or not", corev1.PodList{
+			ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "next", RemainingItemCount: ptr.To(int64(3))},
+			Items: []corev1.Pod{
+				fullPod("web-1", map[string]string{"app": "web", "pod-template-hash": "abc"}, serving, sidecar),
+				fullPod("web-2", nil, sidecar),
+				fullPod("bare", map[string]string{"app": "web"}),
+			}}},
+		{"an empty page", corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "43"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var body bytes.Buffer
+			encoder := codecs.EncoderForVersion(protobufSerializer(t), corev1.SchemeGroupVersion)
+			if err := encoder.Encode(&tt.list, &body); err != nil {
+				t.Fatal(err)
+			}
+			list, pods, ok, err := decodeTrimmedPods(body.Bytes())
+			if err != nil || !ok {
+				t.Fatalf("ok %v, err %v", ok, err)
+			}
+			if !reflect.DeepEqual(list, tt.list.ListMeta) {
+				t.Errorf("list meta %+v, want %+v", list, tt.list.ListMeta)
+			}
+			if len(pods) != len(tt.list.Items) {
+				t.Fatalf("%d pods, want %d", len(pods), len(tt.list.Items))
+			}
+			for i := range pods {
+				if want := TrimPod(&tt.list.Items[i]); !reflect.DeepEqual(pods[i], want) {
+					t.Errorf("pod %d:\n%+v\nwant what TrimPod keeps:\n%+v", i, pods[i], want)
+				}
+			}
+		})
+	}
+}
+
+func TestABodyThatIsNotProtobufIsLeftToTheCodecs(t *testing.T) {
+	if _, _, ok, _ := decodeTrimmedPods([]byte(`{"kind":"PodList","apiVersion":"v1","items":[]}`)); ok {
+		t.Error("a JSON body was taken for protobuf")
+	}
+}
+
+func TestAProtobufBodyCutShortIsAnError(t *testing.T) {
+	var body bytes.Buffer
+	list := corev1.PodList{Items: []corev1.Pod{fullPod("web-1", map[string]string{"app": "web"})}}
+	if err := codecs.EncoderForVersion(protobufSerializer(t), corev1.SchemeGroupVersion).Encode(&list, &body); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := decodeTrimmedPods(body.Bytes()[:body.Len()-7]); !ok || err == nil {
+		t.Errorf("ok %v, err %v; want an error", ok, err)
+	}
+}
+
+func protobufSerializer(t *testing.T) runtime.Encoder {
+	t.Helper()
+	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	if !ok {
+		t.Fatal("no protobuf serializer")
+	}
+	return info.Serializer
+}
