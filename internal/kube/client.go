@@ -297,15 +297,16 @@ func (c *Client) PodPages(ctx context.Context, namespace, selector string, each 
 func (c *Client) podPage(namespace string) func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
 	return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
 		result := pageRequest(c.core.Get(), namespace, "pods", opts).Do(ctx)
-		body, err := result.Raw()
-		if err != nil {
+		// Error, not Raw's error: it is the API's Status when the body has one.
+		if err := result.Error(); err != nil {
 			return &corev1.PodList{}, nil, err
 		}
+		body, _ := result.Raw()
 		if list, pods, ok, err := decodeTrimmedPods(body); ok {
 			return &corev1.PodList{ListMeta: list}, pods, err
 		}
 		page := &corev1.PodList{}
-		err = result.Into(page)
+		err := result.Into(page)
 		for i := range page.Items {
 			page.Items[i] = TrimPod(&page.Items[i])
 		}

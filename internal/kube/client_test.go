@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 )
@@ -475,5 +477,30 @@ func TestListNodesForbiddenIsWrappedWithItsPrefix(t *testing.T) {
 	_, err := c.ListNodes(context.Background(), "")
 	if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), "list nodes: ") {
 		t.Errorf("error = %v, want a forbidden error starting with \"list nodes: \"", err)
+	}
+}
+
+// The Pods' pages are decoded apart from the codecs: an answer of the API
+// that refuses them is still its Status, by ListPods and by PodPages.
+func TestListPodsForbiddenIsTheAPIsStatusWrappedWithItsPrefix(t *testing.T) {
+	// As an API server answers a client that asks for protobuf.
+	var status bytes.Buffer
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no")).Status()
+	if err := codecs.EncoderForVersion(protobufSerializer(t), metav1.SchemeGroupVersion).Encode(&forbidden, &status); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, _ int32) {
+		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write(status.Bytes())
+	})
+	_, err := c.ListPods(context.Background(), "shop", "")
+	const want = "list pods in namespace shop: pods is forbidden: no"
+	if !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Errorf("ListPods: error = %v, want the API's, %q", err, want)
+	}
+	err = c.PodPages(context.Background(), "shop", "", func([]corev1.Pod, bool) { t.Error("a page was given") })
+	if !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Errorf("PodPages: error = %v, want the API's, %q", err, want)
 	}
 }

@@ -149,19 +149,19 @@ func eachField(b []byte, f func(num protowire.Number, v []byte) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return fmt.Errorf("%w: %v", errBadProtobuf, protowire.ParseError(n))
+			return fmt.Errorf("%w: %w", errBadProtobuf, protowire.ParseError(n))
 		}
 		b = b[n:]
 		if typ != protowire.BytesType {
 			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return fmt.Errorf("%w: %v", errBadProtobuf, protowire.ParseError(n))
+				return fmt.Errorf("%w: %w", errBadProtobuf, protowire.ParseError(n))
 			}
 			b = b[n:]
 			continue
 		}
 		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return fmt.Errorf("%w: %v", errBadProtobuf, protowire.ParseError(n))
+			return fmt.Errorf("%w: %w", errBadProtobuf, protowire.ParseError(n))
 		}
 		b = b[n:]
 		if err := f(num, v); err != nil {

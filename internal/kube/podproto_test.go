@@ -18,7 +18,7 @@ func fullPod(name string, labels map[string]string, containers ...corev1.Contain
 	return corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: labels, ResourceVersion: "17", UID: "u-" + "1",
 			Annotations:     map[string]string{"a": "b"},
-			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`)}},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: "rs"}}},
 		Spec: corev1.PodSpec{Containers: containers, NodeName: "node-a",
 			Volumes: []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To(int32(420))}}}}},
