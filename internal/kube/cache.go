@@ -173,7 +173,7 @@ func (c *Client) Snapshot(ctx context.Context, scope CacheScope) (*Cache, error)
 		}
 		objects = append(objects, pointers(nodes.Items)...)
 	}
-	snapshot, err := CacheOf(scope, objects...)
+	snapshot, err := cacheOf(scope, keepForRead, objects)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +185,33 @@ func (c *Client) Snapshot(ctx context.Context, scope CacheScope) (*Cache, error)
 // Pods and Nodes) as the informers of scope would keep them once listed,
 // with none to run: a snapshot, and what tests of its readers read.
 func CacheOf(scope CacheScope, objects ...any) (*Cache, error) {
+	return cacheOf(scope, trimForCache, objects)
+}
+
+// keepForRead is trimForCache for a snapshot, which is read once: the
+// objects trimmed but not encoded, since each would be decoded once.
+func keepForRead(obj any) (any, error) {
+	kept, err := trimForCache(obj)
+	p, ok := kept.(*packed)
+	if err != nil || !ok {
+		return kept, err
+	}
+	switch o := obj.(type) {
+	case *corev1.Service:
+		trimmed := trimService(o)
+		p.obj = &trimmed
+	case *discoveryv1.EndpointSlice:
+		trimmed := trimSlice(o)
+		p.obj = &trimmed
+	case *corev1.Pod:
+		trimmed := TrimPod(o)
+		p.obj = &trimmed
+	}
+	p.data, p.deflated = nil, false
+	return p, nil
+}
+
+func cacheOf(scope CacheScope, keep func(any) (any, error), objects []any) (*Cache, error) {
 	k := newCacheOf(scope, nil)
 	empty := func(of map[string]cache.Indexer, namespaces []string, indexers cache.Indexers) {
 		for _, ns := range namespaces {
@@ -212,7 +239,7 @@ func CacheOf(scope CacheScope, objects ...any) (*Cache, error) {
 		if idx == nil {
 			return nil, fmt.Errorf("a %T is outside the cache's scope", o)
 		}
-		kept, err := trimForCache(o)
+		kept, err := keep(o)
 		if err != nil {
 			return nil, err
 		}
@@ -295,6 +322,8 @@ type packed struct {
 	// labels are a Service's or a Pod's, for selectors.
 	labels map[string]string
 	data   []byte
+	// obj, in a snapshot, is the trimmed object itself, not encoded.
+	obj any
 }
 
 type packedKind uint8
@@ -336,6 +365,9 @@ func pack[T any, P protoObject[T]](kind packedKind, o P, service string, labels 
 
 func unpack[T any, P protoObject[T]](p *packed) (T, error) {
 	var out T
+	if o, ok := p.obj.(P); ok {
+		return *o, nil
+	}
 	data := p.data
 	if p.deflated {
 		buf, ok := inflaters.Get().(*inflater)
@@ -413,8 +445,7 @@ func trimForCache(obj any) (any, error) {
 	case *packed:
 		return o, nil
 	case *corev1.Service:
-		trimmed := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
-			Annotations: withoutLastApplied(o.Annotations)}, Spec: o.Spec, Status: o.Status}
+		trimmed := trimService(o)
 		return pack(packedService, &trimmed, "", o.Labels)
 	case *discoveryv1.EndpointSlice:
 		trimmed := trimSlice(o)
@@ -431,6 +462,12 @@ func trimForCache(obj any) (any, error) {
 		return pack(packedPod, &trimmed, "", trimmed.Labels)
 	}
 	return obj, nil
+}
+
+// trimService keeps of a Service what the rules and its state read.
+func trimService(o *corev1.Service) corev1.Service {
+	return corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, Labels: o.Labels,
+		Annotations: withoutLastApplied(o.Annotations)}, Spec: o.Spec, Status: o.Status}
 }
 
 // trimSlice keeps of an EndpointSlice what the rules read.

@@ -80,10 +80,10 @@ func apiObjects() (corev1.Service, []discoveryv1.EndpointSlice, []corev1.Pod) {
 	return svc, []discoveryv1.EndpointSlice{slice}, pods
 }
 
-func cacheOf(t *testing.T, svc corev1.Service, slices []discoveryv1.EndpointSlice, pods []corev1.Pod) *Cache {
+func cacheWith(t *testing.T, keep func(any) (any, error), svc corev1.Service, slices []discoveryv1.EndpointSlice, pods []corev1.Pod) *Cache {
 	t.Helper()
 	objects := append(append([]any{&svc}, pointers(slices)...), pointers(pods)...)
-	k, err := CacheOf(CacheScope{Namespaces: []string{"shop"}, PodNamespaces: []string{"shop"}}, objects...)
+	k, err := cacheOf(CacheScope{Namespaces: []string{"shop"}, PodNamespaces: []string{"shop"}}, keep, objects)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +95,16 @@ func cacheOf(t *testing.T, svc corev1.Service, slices []discoveryv1.EndpointSlic
 // fleet's, read through the cache as the companion reads them, equal the
 // pools computed from the objects as the API gave them.
 func TestWhatTheCacheKeepsGivesThePoolsTheObjectsGive(t *testing.T) {
+	for name, keep := range map[string]func(any) (any, error){"the informers' cache": trimForCache, "check's snapshot": keepForRead} {
+		t.Run(name, func(t *testing.T) { cacheGivesThePoolsTheObjectsGive(t, keep) })
+	}
+}
+
+func cacheGivesThePoolsTheObjectsGive(t *testing.T, keep func(any) (any, error)) {
 	ctx := context.Background()
 	now := time.Unix(2e9, 0)
 	svc, slices, pods := apiObjects()
-	k := cacheOf(t, *svc.DeepCopy(), deepCopies(slices), deepCopies(pods))
+	k := cacheWith(t, keep, *svc.DeepCopy(), deepCopies(slices), deepCopies(pods))
 
 	req := pools.Request{Namespace: "shop", Service: "web", Query: endpoints.Query{PortName: "http", Terminating: endpoints.TerminatingInclude}, PodHealthChecks: true}
 	want, err := req.Compute(pools.Objects{Service: &svc, EndpointSlices: slices, Pods: pods}, now)
