@@ -191,24 +191,18 @@ func CacheOf(scope CacheScope, objects ...any) (*Cache, error) {
 // keepForRead is trimForCache for a snapshot, which is read once: the
 // objects trimmed but not encoded, since each would be decoded once.
 func keepForRead(obj any) (any, error) {
-	kept, err := trimForCache(obj)
-	p, ok := kept.(*packed)
-	if err != nil || !ok {
-		return kept, err
-	}
 	switch o := obj.(type) {
 	case *corev1.Service:
 		trimmed := trimService(o)
-		p.obj = &trimmed
+		return &packed{kind: packedService, namespace: o.Namespace, name: o.Name, labels: o.Labels, obj: &trimmed}, nil
 	case *discoveryv1.EndpointSlice:
 		trimmed := trimSlice(o)
-		p.obj = &trimmed
+		return &packed{kind: packedSlice, namespace: o.Namespace, name: o.Name, service: o.Labels[discoveryv1.LabelServiceName], obj: &trimmed}, nil
 	case *corev1.Pod:
 		trimmed := TrimPod(o)
-		p.obj = &trimmed
+		return &packed{kind: packedPod, namespace: o.Namespace, name: o.Name, labels: trimmed.Labels, obj: &trimmed}, nil
 	}
-	p.data, p.deflated = nil, false
-	return p, nil
+	return trimForCache(obj)
 }
 
 func cacheOf(scope CacheScope, keep func(any) (any, error), objects []any) (*Cache, error) {
