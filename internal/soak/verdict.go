@@ -259,7 +259,8 @@ func (s *soak) verdict() *Result {
 		for _, e := range rep.proc.Events("run refused by the shrink guard", nil) {
 			r.ShrinkRefused++
 			if !j.driverShrank(e.Time) && !j.badInputShrank(e.Time, e.Str("reason")) {
-				r.Violations = append(r.Violations, fmt.Sprintf("%s: shrink guard refusal the driver did not make: %s", rep.identity, e.Str("reason")))
+				r.Violations = append(r.Violations, fmt.Sprintf("%s: shrink guard refusal the driver did not make: %s (%s)",
+					rep.identity, e.Str("reason"), j.shrinkContext(rep, e.Time, e.Str("reason"))))
 			}
 		}
 	}
@@ -304,6 +305,42 @@ func (j *judge) driverShrank(t time.Time) bool {
 		}
 	}
 	return false
+}
+
+// shrinkContext says, for a refusal at t whose reason names a pool, what
+// the judge and the replica saw of that pool before it: the members in
+// state and those the driver last made, as the judge read them, and the
+// replica's own notes of how the pool differed, in the 30 s before.
+func (j *judge) shrinkContext(rep *replica, t time.Time, reason string) string {
+	var out []string
+	for key, hist := range j.history {
+		if !strings.Contains(reason, "."+key+" ") {
+			continue
+		}
+		var inState []string
+		for _, o := range hist {
+			if !o.at.After(t) {
+				inState = o.members
+			}
+		}
+		var want []string
+		for _, c := range j.changes {
+			if stateKey(c.pool) == key && !c.at.After(t) {
+				want = c.want
+			}
+		}
+		out = append(out, fmt.Sprintf("state %v, the driver's last %v", inState, want))
+		for _, e := range rep.proc.Events("pool differs from state", nil) {
+			if e.Time.After(t) || e.Time.Before(t.Add(-30*time.Second)) || !strings.HasSuffix(e.Str("data_source"), "."+key) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("at %s: added %q, removed %q", e.Time.UTC().Format("15:04:05.000"), e.Str("added"), e.Str("removed")))
+		}
+	}
+	if len(out) == 0 {
+		return "no pool of the judge's named"
+	}
+	return strings.Join(out, "; ")
 }
 
 // badInputShrank says whether a refusal at t names the pool of a bad
