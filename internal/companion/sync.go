@@ -465,10 +465,7 @@ func (s *syncer) view(ctx context.Context) view {
 			s.evals[i] = evaluation{unreadable: reason}
 		} else if cl.cache == nil {
 			s.evals[i] = evaluation{unreadable: fmt.Sprintf("%s%s: its informers did not start (%v): not recomputed", unreachablePrefix, cl.name, cl.scopeErr)}
-		} else if all || s.evals[i].unreadable != "" && strings.HasPrefix(s.evals[i].unreadable, unreachablePrefix) {
-			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now, everything)
-			s.metrics.poolsComputed.Add(float64(s.evals[i].computed))
-		} else if t := dirty[i]; t != nil {
+		} else if t := touchedOf(all || strings.HasPrefix(s.evals[i].unreadable, unreachablePrefix), dirty[i]); t != nil {
 			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now, *t)
 			s.metrics.poolsComputed.Add(float64(s.evals[i].computed))
 		}
@@ -480,6 +477,15 @@ func (s *syncer) view(ctx context.Context) view {
 		}
 	}
 	return v
+}
+
+// touchedOf is what an instance must be evaluated for: everything when
+// whole, else what changed of it (nil: nothing).
+func touchedOf(whole bool, changed *touched) *touched {
+	if whole {
+		return &everything
+	}
+	return changed
 }
 
 // nextExpiry is the earliest expiry annotation to pass among the pools that

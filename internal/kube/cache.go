@@ -101,12 +101,12 @@ func (c *Client) NewCache(scope CacheScope, onChange func(Change)) (*Cache, erro
 		k.informers = append(k.informers, inf)
 	}
 	for _, ns := range k.namespaces() {
-		add(k.services, ns, newInformer(c.core, coreWatch, "services", ns, "", &corev1.Service{}, serviceIndexers, onChange))
+		add(k.services, ns, newInformer(c.core, coreWatch, "services", ns, "", &corev1.Service{}, namespaceIndexers, onChange))
 		add(k.slices, ns, newInformer(c.discovery, discoveryWatch, "endpointslices", ns, discoveryv1.LabelServiceName,
 			&discoveryv1.EndpointSlice{}, sliceIndexers, onChange))
 	}
 	for _, ns := range k.podNamespaces() {
-		add(k.pods, ns, newInformer(c.core, coreWatch, "pods", ns, "", &corev1.Pod{}, serviceIndexers, onChange))
+		add(k.pods, ns, newInformer(c.core, coreWatch, "pods", ns, "", &corev1.Pod{}, namespaceIndexers, onChange))
 	}
 	if scope.Nodes {
 		inf := newInformer(c.core, coreWatch, "nodes", "", "", &corev1.Node{}, cache.Indexers{}, onChange)
@@ -117,7 +117,7 @@ func (c *Client) NewCache(scope CacheScope, onChange func(Change)) (*Cache, erro
 }
 
 var (
-	serviceIndexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	namespaceIndexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	sliceIndexers   = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byService: sliceServiceIndex}
 )
 
@@ -188,21 +188,39 @@ func CacheOf(scope CacheScope, objects ...any) (*Cache, error) {
 	return cacheOf(scope, trimForCache, objects)
 }
 
-// keepForRead is trimForCache for a snapshot, which is read once: the
-// objects trimmed but not encoded, since each would be decoded once.
+// keepForRead is what the cache keeps of obj, trimmed to what the rules
+// and the state writers read (Nodes, few, are kept trimmed; a Service, a
+// slice or a Pod as a packed object holding its trimmed form). A snapshot,
+// read once, keeps it so; the informers' transform encodes it
+// (trimForCache). Of a Service it keeps its name, labels, annotations (but
+// kubectl's copy of the whole object), spec and status; of a slice its
+// name, Service label, annotations, address type, ports and, of each
+// endpoint, what package endpoints reads (a targetRef's kind and name); of
+// a Pod what TrimPod keeps.
 func keepForRead(obj any) (any, error) {
+	keep := func(kind packedKind, meta metav1.Object, service string, labels map[string]string, trimmed any) *packed {
+		return &packed{kind: kind, namespace: unique.Make(meta.GetNamespace()).Value(), name: meta.GetName(), service: service,
+			labels: labels, obj: trimmed}
+	}
 	switch o := obj.(type) {
 	case *corev1.Service:
 		trimmed := trimService(o)
-		return &packed{kind: packedService, namespace: o.Namespace, name: o.Name, labels: o.Labels, obj: &trimmed}, nil
+		return keep(packedService, o, "", o.Labels, &trimmed), nil
 	case *discoveryv1.EndpointSlice:
 		trimmed := trimSlice(o)
-		return &packed{kind: packedSlice, namespace: o.Namespace, name: o.Name, service: o.Labels[discoveryv1.LabelServiceName], obj: &trimmed}, nil
+		return keep(packedSlice, o, o.Labels[discoveryv1.LabelServiceName], nil, &trimmed), nil
 	case *corev1.Pod:
 		trimmed := TrimPod(o)
-		return &packed{kind: packedPod, namespace: o.Namespace, name: o.Name, labels: trimmed.Labels, obj: &trimmed}, nil
+		// What changes with every status update: the cache compares
+		// what it keeps of a Pod to say whether it changed (samePacked).
+		trimmed.ResourceVersion = ""
+		return keep(packedPod, o, "", trimmed.Labels, &trimmed), nil
+	case *corev1.Node:
+		trimmed := trimNode(o)
+		trimmed.ResourceVersion = o.ResourceVersion
+		return &trimmed, nil
 	}
-	return trimForCache(obj)
+	return obj, nil
 }
 
 func cacheOf(scope CacheScope, keep func(any) (any, error), objects []any) (*Cache, error) {
@@ -212,9 +230,9 @@ func cacheOf(scope CacheScope, keep func(any) (any, error), objects []any) (*Cac
 			of[ns] = cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
 		}
 	}
-	empty(k.services, k.namespaces(), serviceIndexers)
+	empty(k.services, k.namespaces(), namespaceIndexers)
 	empty(k.slices, k.namespaces(), sliceIndexers)
-	empty(k.pods, k.podNamespaces(), serviceIndexers)
+	empty(k.pods, k.podNamespaces(), namespaceIndexers)
 	if scope.Nodes {
 		k.nodes = cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
 	}
@@ -342,19 +360,24 @@ type protoObject[T any] interface {
 	Unmarshal([]byte) error
 }
 
-func pack[T any, P protoObject[T]](kind packedKind, o P, service string, labels map[string]string) (*packed, error) {
+// encode replaces p's trimmed object by its protobuf encoding, deflated
+// when that pays.
+func (p *packed) encode() error {
+	o, ok := p.obj.(interface{ Marshal() ([]byte, error) })
+	if !ok {
+		return fmt.Errorf("pack %s/%s: a %T has no protobuf encoding", p.namespace, p.name, p.obj)
+	}
 	data, err := o.Marshal()
 	if err != nil {
-		return nil, fmt.Errorf("pack %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+		return fmt.Errorf("pack %s/%s: %w", p.namespace, p.name, err)
 	}
-	p := &packed{kind: kind, namespace: unique.Make(o.GetNamespace()).Value(), name: o.GetName(), service: service,
-		labels: labels, data: data}
+	p.obj, p.data = nil, data
 	if len(data) >= deflateFrom {
 		if small := deflate(data); len(small) < len(data)*3/4 {
 			p.data, p.deflated = small, true
 		}
 	}
-	return p, nil
+	return nil
 }
 
 func unpack[T any, P protoObject[T]](p *packed) (T, error) {
@@ -427,35 +450,22 @@ func (f *inflater) inflate(data []byte) ([]byte, error) {
 	return f.out.Bytes(), nil
 }
 
-// trimForCache keeps what the rules and the state writers read, packed
-// (Nodes, few, are kept trimmed): of a Service its name, labels,
-// annotations (but kubectl's copy of the whole object), spec and status;
-// of a slice its name, Service label, annotations, address type, ports
-// and, of each endpoint, what package endpoints reads (a targetRef's kind
-// and name); of a Pod what TrimPod keeps. It is idempotent, as an
-// informer's transform must be: a packed object is given back as it is.
+// trimForCache is the informers' transform: what keepForRead keeps,
+// encoded. It is idempotent, as an informer's transform must be: a packed
+// object is given back as it is.
 func trimForCache(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *packed:
-		return o, nil
-	case *corev1.Service:
-		trimmed := trimService(o)
-		return pack(packedService, &trimmed, "", o.Labels)
-	case *discoveryv1.EndpointSlice:
-		trimmed := trimSlice(o)
-		return pack(packedSlice, &trimmed, o.Labels[discoveryv1.LabelServiceName], nil)
-	case *corev1.Node:
-		trimmed := trimNode(o)
-		trimmed.ResourceVersion = o.ResourceVersion
-		return &trimmed, nil
-	case *corev1.Pod:
-		trimmed := TrimPod(o)
-		// What changes with every status update: the cache compares
-		// what it keeps of a Pod to say whether it changed (samePacked).
-		trimmed.ResourceVersion = ""
-		return pack(packedPod, &trimmed, "", trimmed.Labels)
+	if p, ok := obj.(*packed); ok {
+		return p, nil
 	}
-	return obj, nil
+	kept, err := keepForRead(obj)
+	p, ok := kept.(*packed)
+	if err != nil || !ok {
+		return kept, err
+	}
+	if err := p.encode(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // trimService keeps of a Service what the rules and its state read.
