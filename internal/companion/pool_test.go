@@ -44,20 +44,21 @@ func fleetObjects(n int) map[string]any {
 
 func sliceOf(t *testing.T, objects map[string]any, name string) *discoveryv1.EndpointSlice {
 	t.Helper()
-	s, ok := objects["slice "+name].(*discoveryv1.EndpointSlice)
-	if !ok {
-		t.Fatalf("no slice of %s", name)
-	}
-	return s
+	return objectOf[discoveryv1.EndpointSlice](t, objects, "slice "+name)
 }
 
 func serviceOf(t *testing.T, objects map[string]any, name string) *corev1.Service {
 	t.Helper()
-	s, ok := objects["service "+name].(*corev1.Service)
+	return objectOf[corev1.Service](t, objects, "service "+name)
+}
+
+func objectOf[T any](t *testing.T, objects map[string]any, key string) *T {
+	t.Helper()
+	o, ok := objects[key].(*T)
 	if !ok {
-		t.Fatalf("no Service %s", name)
+		t.Fatalf("no %s", key)
 	}
-	return s
+	return o
 }
 
 func cacheOfObjects(t *testing.T, objects map[string]any) *kube.Cache {

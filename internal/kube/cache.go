@@ -118,7 +118,7 @@ func (c *Client) NewCache(scope CacheScope, onChange func(Change)) (*Cache, erro
 
 var (
 	namespaceIndexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	sliceIndexers   = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byService: sliceServiceIndex}
+	sliceIndexers     = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byService: sliceServiceIndex}
 )
 
 func newCacheOf(scope CacheScope, c *Client) *Cache {

@@ -298,20 +298,7 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 			if err != nil {
 				return err
 			}
-			started, err := c.waitNth(ctx, "run started", before+1, 2*time.Minute)
-			if err != nil {
-				return err
-			}
-			ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
-			if err != nil {
-				return err
-			}
-			// A -command's run is "delivered" since the companion tells it
-			// from an apply of its own (issue 24); "applied" before.
-			if res, _ := ended.Fields["result"].(string); res != "applied" && res != "delivered" {
-				return fmt.Errorf("change %d: the run ended %q, not delivered:\n%s", i+1, res, c.Log())
-			}
-			lat, det, err := changeLatency(written, started, o.quiet)
+			lat, det, err := c.timedRun(ctx, before, written, o.quiet, i)
 			if err != nil {
 				return err
 			}
@@ -345,6 +332,26 @@ func changeLatency(written time.Time, started syncproc.Event, quiet time.Duratio
 
 // writeReady writes the pod's Ready condition, as a kubelet does, and gives
 // the time just before the write.
+// timedRun waits for the companion's run after change i, written at
+// written when it had started before runs, checks that the run delivered
+// it, and gives its latency and detection (changeLatency).
+func (c *companionProc) timedRun(ctx context.Context, before int, written time.Time, quiet time.Duration, i int) (latency, detection float64, err error) {
+	started, err := c.waitNth(ctx, "run started", before+1, 2*time.Minute)
+	if err != nil {
+		return 0, 0, err
+	}
+	ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
+	if err != nil {
+		return 0, 0, err
+	}
+	// A -command's run is "delivered" since the companion tells it from an
+	// apply of its own (issue 24); "applied" before.
+	if res, _ := ended.Fields["result"].(string); res != "applied" && res != "delivered" {
+		return 0, 0, fmt.Errorf("change %d: the run ended %q, not delivered:\n%s", i+1, res, c.Log())
+	}
+	return changeLatency(written, started, quiet)
+}
+
 func writeReady(ctx context.Context, client kubernetes.Interface, namespace, name string, ready bool) (time.Time, error) {
 	pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

@@ -372,18 +372,7 @@ func (s *syncBench) scaleChangeOnce(ctx context.Context, c *companionProc, n, i 
 	if err != nil {
 		return err
 	}
-	started, err := c.waitNth(ctx, "run started", before+1, 2*time.Minute)
-	if err != nil {
-		return err
-	}
-	ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
-	if err != nil {
-		return err
-	}
-	if res, _ := ended.Fields["result"].(string); res != "applied" && res != "delivered" {
-		return fmt.Errorf("change %d: the run ended %q, not delivered", i+1, res)
-	}
-	lat, det, err := changeLatency(written, started, o.quiet)
+	lat, det, err := c.timedRun(ctx, before, written, o.quiet, i)
 	if err != nil {
 		return err
 	}
