@@ -17,10 +17,12 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -150,6 +152,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		allowed        stringList
 		listen         string
 		leaderElect    bool
+		profiling      bool
 		leaseNamespace string
 		leaseName      string
 		identity       string
@@ -169,6 +172,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.BoolVar(&c.opts.Refresh, "refresh", true, "plan with -refresh (false: only the data sources are read again)")
 	fs.DurationVar(&c.opts.StateInterval, "state-interval", c.opts.StateInterval, "how often state is read again without a run")
 	fs.StringVar(&listen, "listen", "127.0.0.1:9464", "address of /healthz and /metrics; empty for none")
+	fs.BoolVar(&profiling, "profiling", false, "also serve Go's profiles (/debug/pprof/) on -listen, as Kubernetes components' --profiling")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "run only while holding a Lease, so that of several replicas one runs")
 	fs.StringVar(&leaseNamespace, "lease-namespace", "default", "namespace of the Lease")
 	fs.StringVar(&leaseName, "lease-name", "terraform-provider-k8s-sync", "name of the Lease")
@@ -215,6 +219,13 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, s.healthText()) })
 		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+		if profiling {
+			mux.HandleFunc("/debug/pprof/", httppprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+		}
 		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = server.Serve(l) }()
 		defer server.Close()
@@ -263,9 +274,19 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	var c common
 	c.register(fs)
+	var cpuProfile string
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of this check to the file")
 	fs.Usage = usage("check", "One pass: says whether each pool of the working directory's state matches the cluster.", checkExitCodes, fs.PrintDefaults, stderr)
 	if code, done := parsed(fs.Parse(args)); done {
 		return code
+	}
+	if cpuProfile != "" {
+		stop, err := startCPUProfile(cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "-cpuprofile: %v\n", err)
+			return exitError
+		}
+		defer stop()
 	}
 	client, log, err := c.prepare(stderr)
 	if errors.Is(err, errCluster) {
@@ -292,6 +313,22 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer s.stopCaches()
 	return report(stdout, log, s.instances, s.undecodable, s.view(ctx))
+}
+
+// startCPUProfile profiles the process's CPU into path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // report writes what check found, a line per instance, and gives its exit

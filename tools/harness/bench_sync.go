@@ -60,6 +60,10 @@ type syncOptions struct {
 	scale        sizeList
 	scaleChanges int
 	scaleWait    time.Duration
+	// scaleProfile, when set, is where each scale run's log (with the
+	// collector's trace) and a heap profile after its first comparison go,
+	// and a CPU profile of the last check of each check-against-plan.
+	scaleProfile string
 	// parts are the parts run (syncParts).
 	parts map[string]bool
 }
@@ -75,6 +79,7 @@ func (o *syncOptions) register(flags *flag.FlagSet) {
 	flags.Var(&o.scale, "sync-scale", "companion: the sizes of the scale curve, Services x 10 endpoints in one state, ascending (\"\": none)")
 	flags.IntVar(&o.scaleChanges, "sync-scale-changes", 20, "companion: changes timed at each size of the scale curve")
 	flags.DurationVar(&o.scaleWait, "sync-scale-wait", 10*time.Minute, "companion: at each size of the scale curve, the longest wait for `watching`, for the first comparison, and for quiet after a run")
+	flags.StringVar(&o.scaleProfile, "sync-profile", "", "companion: a directory for each scale run's log (with GODEBUG=gctrace=1) and heap profile (pprof) after its first comparison, and a CPU profile of the last check of each check against plan (\"\": none)")
 	o.parts = map[string]bool{}
 	for _, name := range syncParts {
 		o.parts[name] = true
@@ -631,7 +636,13 @@ func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 		pull := []string{s.terraform, "-chdir=" + dir, "state", "pull"}
 		// One untimed run of each, then the rounds.
 		for round := 0; round <= s.b.opts.sync.rounds; round++ {
-			cw, cc, err := s.timed(ctx, check, "matches the cluster")
+			argv := check
+			if dir := s.b.opts.sync.scaleProfile; dir != "" && round == s.b.opts.sync.rounds {
+				// The last round's check is profiled (the CPU profile's
+				// own cost is in its figures).
+				argv = append(slices.Clone(check), "-cpuprofile", filepath.Join(dir, "check-"+cfg.name+".pprof"))
+			}
+			cw, cc, err := s.timed(ctx, argv, "matches the cluster")
 			if err != nil {
 				return err
 			}

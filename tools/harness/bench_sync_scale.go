@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -291,6 +293,10 @@ func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun,
 	if s.knowsSyncFlag("memory-limit-mib") {
 		args, run.noLimit = append(args, "-memory-limit-mib", "0"), "-memory-limit-mib 0"
 	}
+	profile := o.scaleProfile != "" && s.knowsSyncFlag("profiling")
+	if profile {
+		args = append(args, "-profiling")
+	}
 	env := []string{"GODEBUG=gctrace=1"}
 	for _, v := range os.Environ() {
 		if strings.HasPrefix(v, "GOMEMLIMIT=") {
@@ -308,6 +314,14 @@ func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun,
 	err = s.measureIdle(ctx, c, started, idle, o.scaleWait, o.scaleWait)
 	run.watching, run.compared, run.syncCPU, run.syncChildCPU = idle.watching, idle.syncWall, idle.syncCPU, idle.syncChildCPU
 	run.idle, run.idleCPU, run.rssCompared = idle.idle, idle.idleCPU, idle.peakRSS
+	if o.scaleProfile != "" {
+		base := s.keepHeapProfile(ctx, c, n, profile)
+		defer func() {
+			if err := os.WriteFile(base+".log", []byte(c.Log()), 0o644); err != nil {
+				fmt.Fprintf(logw, "  -sync-profile: %v\n", err)
+			}
+		}()
+	}
 	if idle.watching > 0 {
 		run.reached = stageWatching
 	}
@@ -343,6 +357,50 @@ func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun,
 			stats.Percentile(run.latency, 50)*1000, stats.Percentile(run.latency, 99)*1000, run.peakRSS, run.extraRuns)
 	}
 	return run, nil
+}
+
+// keepHeapProfile writes, with heap, c's heap profile to -sync-profile
+// as scale-N-LABEL.heap.pb.gz, and returns the path without its ending
+// (for the log, kept when the run ends).
+func (s *syncBench) keepHeapProfile(ctx context.Context, c *companionProc, n int, heap bool) string {
+	dir := s.b.opts.sync.scaleProfile
+	base := filepath.Join(dir, fmt.Sprintf("scale-%d-%s", n, strings.NewReplacer(" ", "-", "/", "-").Replace(s.label())))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(logw, "  -sync-profile: %v\n", err)
+	} else if heap {
+		if err := fetchHeapProfile(ctx, c, base+".heap.pb.gz"); err != nil {
+			fmt.Fprintf(logw, "  heap profile: %v\n", err)
+		}
+	}
+	fmt.Fprintf(logw, "  log and heap profile kept as %s.*\n", base)
+	return base
+}
+
+// fetchHeapProfile saves the heap profile served on c's -listen address.
+func fetchHeapProfile(ctx context.Context, c *companionProc, path string) error {
+	served := c.Events("serving /healthz and /metrics", nil)
+	if len(served) == 0 {
+		return errors.New("the companion serves no /debug/pprof")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+served[0].Str("address")+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, body, 0o644)
 }
 
 // nearestRank names the rank of the p-th percentile of n values.
