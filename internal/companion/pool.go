@@ -12,6 +12,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
@@ -261,24 +262,39 @@ func (p *fleetPool) update(ctx context.Context, src pools.Reader, now time.Time,
 
 // recompute reads the whole fleet, as a plan's read would, and keeps what
 // each Service gives; it says how many Service pools it computed, and why
-// the read would fail, "" when it would not.
+// the read would fail, "" when it would not. It reads Service by Service
+// (pools.FleetRequest.ReadEach), so that what it holds at once is one
+// Service's objects decoded from the cache, not the fleet's; but a fleet
+// with pod health checks is read whole, as each Service's Pods would
+// otherwise be picked among all of the namespace's once per Service.
 func (p *fleetPool) recompute(ctx context.Context, src pools.Reader, now time.Time) (int, string) {
-	res, err := p.request.Read(ctx, src, pools.FleetReadOptions{Now: func() time.Time { return now }})
-	if err != nil {
-		var short *pools.FleetShortError
-		if errors.As(err, &short) {
-			return len(res.Pools) + len(res.Skipped), unreadableText(err)
-		}
-		return 0, unreadableText(err)
-	}
 	p.of, p.changed, p.short, p.pools = map[string]fleetService{}, map[string]poolChange{}, map[string]bool{}, 0
 	p.skipped = map[string]endpoints.SkippedService{}
 	for _, name := range p.state.StateNames() {
 		// Each pool of state is gone until a Service gives it.
 		p.set(name, nil)
 	}
-	p.setResult("", res)
-	return len(res.Pools) + len(res.Skipped), ""
+	if p.request.ReadsPods() {
+		res, err := p.request.Read(ctx, src, pools.FleetReadOptions{Now: func() time.Time { return now }})
+		if err != nil {
+			var short *pools.FleetShortError
+			if errors.As(err, &short) {
+				return len(res.Pools) + len(res.Skipped), unreadableText(err)
+			}
+			return 0, unreadableText(err)
+		}
+		p.setResult("", res)
+		return len(res.Pools) + len(res.Skipped), ""
+	}
+	computed := 0
+	err := p.request.ReadEach(ctx, src, now, func(svc types.NamespacedName, res endpoints.FleetResult) {
+		computed += len(res.Pools) + len(res.Skipped)
+		p.setResult(svc.String(), res)
+	})
+	if err != nil {
+		return computed, unreadableText(err)
+	}
+	return computed, ""
 }
 
 // setResult keeps what res, a read of the Service name ("" for all of

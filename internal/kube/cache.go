@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -706,6 +707,30 @@ func (k *Cache) EndpointSlices(_ context.Context, namespace, service string) (po
 // the label selector matches.
 func (k *Cache) Services(_ context.Context, namespace, selector string) ([]corev1.Service, error) {
 	return lookupMatching[corev1.Service](k.services, "services", namespace, selector)
+}
+
+// ServiceNames are the Services of namespace ("" for every watched one)
+// that the label selector matches, by name, sorted as the API lists them:
+// none is decoded (pools.ServiceNamer).
+func (k *Cache) ServiceNames(_ context.Context, namespace, selector string) ([]types.NamespacedName, error) {
+	sel, err := parseSelector(selector)
+	if err != nil {
+		return nil, err
+	}
+	found, err := lookup(k.services, "services", namespace)
+	if err != nil {
+		return nil, err
+	}
+	var names []types.NamespacedName
+	for _, o := range found {
+		if p, ok := o.(*packed); ok && sel.Matches(labels.Set(p.labels)) {
+			names = append(names, types.NamespacedName{Namespace: p.namespace, Name: p.name})
+		}
+	}
+	slices.SortFunc(names, func(a, b types.NamespacedName) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return names, nil
 }
 
 // ServiceEndpointSlices are the slices of namespace ("" for every watched

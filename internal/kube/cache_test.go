@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -141,6 +143,47 @@ func cacheGivesThePoolsTheObjectsGive(t *testing.T, keep func(any) (any, error))
 	}
 	if !reflect.DeepEqual(gotFleet, wantFleet) {
 		t.Errorf("fleet through the cache:\n%+v\nwant\n%+v", gotFleet, wantFleet)
+	}
+	// Read Service by Service, the Services named by the cache.
+	each := endpoints.FleetResult{Pools: []endpoints.ServicePool{}, Skipped: []endpoints.SkippedService{}}
+	if err := fleet.ReadEach(ctx, k, now, func(_ types.NamespacedName, res endpoints.FleetResult) {
+		each.Pools = append(each.Pools, res.Pools...)
+		each.Skipped = append(each.Skipped, res.Skipped...)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(each, wantFleet) {
+		t.Errorf("fleet through the cache, Service by Service:\n%+v\nwant\n%+v", each, wantFleet)
+	}
+}
+
+// The cache names the Services a selector matches, in a namespace watched,
+// without decoding them.
+func TestTheCacheNamesTheServicesASelectorMatches(t *testing.T) {
+	svc, slices, _ := apiObjects()
+	other := *svc.DeepCopy()
+	other.Name, other.Labels = "api", map[string]string{"lb": "f5"}
+	k, err := cacheOf(CacheScope{Namespaces: []string{"shop"}}, trimForCache, append([]any{&svc, &other}, pointers(slices)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for selector, want := range map[string][]types.NamespacedName{
+		"":           {{Namespace: "shop", Name: "api"}, {Namespace: "shop", Name: "web"}},
+		"lb=haproxy": {{Namespace: "shop", Name: "web"}},
+		"lb=nginx":   nil,
+	} {
+		got, err := k.ServiceNames(ctx, "shop", selector)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("selector %q: %v, %v; want %v", selector, got, err, want)
+		}
+	}
+	if _, err := k.ServiceNames(ctx, "shop", "lb in ("); err == nil {
+		t.Error("a selector that does not parse gave no error")
+	}
+	var notWatched *NotWatchedError
+	if _, err := k.ServiceNames(ctx, "elsewhere", ""); !errors.As(err, &notWatched) {
+		t.Errorf("a namespace not watched: %v, want a NotWatchedError", err)
 	}
 }
 

@@ -2,13 +2,16 @@ package pools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
@@ -314,6 +317,75 @@ func (r FleetRequest) Read(ctx context.Context, src Reader, o FleetReadOptions) 
 // errors are a *ReadError (the Service's own when it is gone) or a
 // *RuleError.
 func (r FleetRequest) ReadService(ctx context.Context, src Reader, namespace, name string, now time.Time) (endpoints.FleetResult, error) {
+	nodes := func() ([]corev1.Node, error) { return src.Nodes(ctx, r.Nodes.Selector) }
+	return r.readService(ctx, src, namespace, name, nodes, now)
+}
+
+// ServiceNamer is a Reader that can name the Services of a namespace ("" for
+// every one it holds) that a label selector matches without decoding them:
+// the companion's cache, which keeps them encoded.
+type ServiceNamer interface {
+	ServiceNames(ctx context.Context, namespace, selector string) ([]types.NamespacedName, error)
+}
+
+// ReadEach is the fleet of r read Service by Service, each as ReadService
+// reads it (the Nodes of node pools read once), given to each with its
+// result as it comes: what a read of the fleet holds at once is one
+// Service's objects, not the fleet's. The Services are those the label
+// selector matches in each namespace in scope (by name, from a
+// ServiceNamer; else listed); one deleted meanwhile is left out. The guards
+// are the caller's. Its errors are those of ReadService, or a *ReadError of
+// the Services or the Nodes.
+func (r FleetRequest) ReadEach(ctx context.Context, src Reader, now time.Time, each func(service types.NamespacedName, res endpoints.FleetResult)) error {
+	var names []types.NamespacedName
+	for _, ns := range r.Namespaces {
+		found, err := serviceNames(ctx, src, ns, r.Selector)
+		if err != nil {
+			return &ReadError{Object: ServicesObject, Namespace: ns, Err: err}
+		}
+		names = append(names, found...)
+	}
+	var nodes []corev1.Node
+	if r.Nodes.Enabled {
+		var err error
+		if nodes, err = src.Nodes(ctx, r.Nodes.Selector); err != nil {
+			return &ReadError{Object: NodesObject, Err: err}
+		}
+	}
+	readNodes := func() ([]corev1.Node, error) { return nodes, nil }
+	for _, n := range names {
+		res, err := r.readService(ctx, src, n.Namespace, n.Name, readNodes, now)
+		var read *ReadError
+		if errors.As(err, &read) && read.Object == ServiceObject && apierrors.IsNotFound(read.Err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		each(n, res)
+	}
+	return nil
+}
+
+// serviceNames are the Services of namespace that selector matches, by
+// name.
+func serviceNames(ctx context.Context, src Reader, namespace, selector string) ([]types.NamespacedName, error) {
+	if namer, ok := src.(ServiceNamer); ok {
+		return namer.ServiceNames(ctx, namespace, selector)
+	}
+	services, err := src.Services(ctx, namespace, selector)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]types.NamespacedName, len(services))
+	for i := range services {
+		names[i] = types.NamespacedName{Namespace: services[i].Namespace, Name: services[i].Name}
+	}
+	return names, nil
+}
+
+// readService is ReadService with the Nodes read by nodes.
+func (r FleetRequest) readService(ctx context.Context, src Reader, namespace, name string, nodes func() ([]corev1.Node, error), now time.Time) (endpoints.FleetResult, error) {
 	none := endpoints.FleetResult{Pools: []endpoints.ServicePool{}, Skipped: []endpoints.SkippedService{}}
 	svc, err := src.Service(ctx, namespace, name)
 	if err != nil {
@@ -332,7 +404,7 @@ func (r FleetRequest) ReadService(ctx context.Context, src Reader, namespace, na
 	}
 	objects := FleetObjects{Services: []corev1.Service{*svc}, EndpointSlices: list.Items}
 	if r.Nodes.Enabled {
-		if objects.Nodes, err = src.Nodes(ctx, r.Nodes.Selector); err != nil {
+		if objects.Nodes, err = nodes(); err != nil {
 			return none, &ReadError{Object: NodesObject, Err: err}
 		}
 	}

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
@@ -209,10 +213,11 @@ func TestAFleetReadsEachNamespaceThenThePods(t *testing.T) {
 	}
 }
 
-// Each Service of a fleet read alone gives what the read of the whole
-// fleet gives for it: its pool, its skip, or nothing when the fleet does
-// not select it (by label or by name) or when it is gone.
-func TestAServiceOfAFleetReadAloneIsWhatTheFleetGivesForIt(t *testing.T) {
+// aFleetOfFive is a reader of five Services, web and api selected, batch
+// selected but skipped (no port named http), other not labelled for the
+// fleet, admin not among its names; and the whole fleet's read of them.
+func aFleetOfFive(t *testing.T, now time.Time) (*reader, FleetRequest, endpoints.FleetResult) {
+	t.Helper()
 	labelled := func(s corev1.Service, lb string) corev1.Service {
 		s.Labels = map[string]string{"lb": lb}
 		return s
@@ -230,12 +235,23 @@ func TestAServiceOfAFleetReadAloneIsWhatTheFleetGivesForIt(t *testing.T) {
 		pods: []corev1.Pod{pod}}
 	r := FleetRequest{Namespaces: []string{"shop"}, Selector: "lb=x", Names: []string{"web", "api", "batch", "other"},
 		Query: endpoints.Query{PortName: "http"}, PodHealthChecks: true}
-	now := time.Unix(2e9, 0)
 	whole, err := r.Read(context.Background(), &reader{services: []corev1.Service{web, api, noPort}, slices: src.slices, pods: src.pods},
 		FleetReadOptions{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(whole.Pools) != 2 || len(whole.Skipped) != 1 {
+		t.Fatalf("the fleet %+v is not web and api with batch skipped: the test proves nothing", whole)
+	}
+	return src, r, whole
+}
+
+// Each Service of a fleet read alone gives what the read of the whole
+// fleet gives for it: its pool, its skip, or nothing when the fleet does
+// not select it (by label or by name) or when it is gone.
+func TestAServiceOfAFleetReadAloneIsWhatTheFleetGivesForIt(t *testing.T) {
+	now := time.Unix(2e9, 0)
+	src, r, whole := aFleetOfFive(t, now)
 	alone := endpoints.FleetResult{Pools: []endpoints.ServicePool{}, Skipped: []endpoints.SkippedService{}}
 	for _, name := range []string{"admin", "api", "batch", "other", "web"} {
 		one, err := r.ReadService(context.Background(), src, "shop", name, now)
@@ -248,14 +264,107 @@ func TestAServiceOfAFleetReadAloneIsWhatTheFleetGivesForIt(t *testing.T) {
 	if !reflect.DeepEqual(alone, whole) {
 		t.Errorf("read one by one:\n%+v\nthe fleet read:\n%+v", alone, whole)
 	}
-	if len(whole.Pools) != 2 || len(whole.Skipped) != 1 {
-		t.Fatalf("the fleet %+v is not web and api with batch skipped: the test proves nothing", whole)
-	}
-	_, err = r.ReadService(context.Background(), &reader{}, "shop", "gone", now)
+	_, err := r.ReadService(context.Background(), &reader{}, "shop", "gone", now)
 	var read *ReadError
 	if !errors.As(err, &read) || read.Object != ServiceObject || read.Name != "gone" {
 		t.Errorf("a Service gone: %v, want a read error of that Service", err)
 	}
+}
+
+// namingReader is a reader that names its Services (a ServiceNamer), one
+// of them gone when read.
+type namingReader struct {
+	*reader
+	names []types.NamespacedName
+}
+
+func (r *namingReader) ServiceNames(_ context.Context, namespace, selector string) ([]types.NamespacedName, error) {
+	return r.names, r.ask("names", namespace, selector)
+}
+
+func (r *namingReader) Service(ctx context.Context, namespace, name string) (*corev1.Service, error) {
+	if name == "gone" {
+		return nil, apierrors.NewNotFound(corev1.Resource("services"), name)
+	}
+	return r.reader.Service(ctx, namespace, name)
+}
+
+// A fleet read Service by Service gives each Service what the whole read
+// gives it, from the Services listed or named (a cache names them without
+// decoding them), with the Nodes of node pools read once, a Service gone
+// since it was named left out, and a failed read of the slices an error.
+func TestAFleetReadServiceByServiceGivesWhatTheWholeReadGives(t *testing.T) {
+	now := time.Unix(2e9, 0)
+	src, r, whole := aFleetOfFive(t, now)
+	var names []types.NamespacedName
+	for _, s := range src.services {
+		names = append(names, types.NamespacedName{Namespace: "shop", Name: s.Name})
+	}
+	named := &namingReader{reader: &reader{services: src.services, slices: src.slices, pods: src.pods},
+		names: append(names, types.NamespacedName{Namespace: "shop", Name: "gone"})}
+	for _, tc := range []struct {
+		name   string
+		src    Reader
+		reader *reader
+		first  string
+	}{
+		{"listed", src, src, "[services shop lb=x]"},
+		{"named", named, named.reader, "[names shop lb=x]"},
+	} {
+		tc.reader.asked = nil
+		each := endpoints.FleetResult{Pools: []endpoints.ServicePool{}, Skipped: []endpoints.SkippedService{}}
+		err := r.ReadEach(context.Background(), tc.src, now, func(svc types.NamespacedName, res endpoints.FleetResult) {
+			for _, p := range res.Pools {
+				if p.Service.Name != svc.Name {
+					t.Errorf("%s: %s gave the pool of %s", tc.name, svc, p.Service.Name)
+				}
+			}
+			for _, s := range res.Skipped {
+				if s.Name != svc.Name {
+					t.Errorf("%s: %s gave the skip of %s", tc.name, svc, s.Name)
+				}
+			}
+			each.Pools = append(each.Pools, res.Pools...)
+			each.Skipped = append(each.Skipped, res.Skipped...)
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		slices.SortFunc(each.Pools, func(a, b endpoints.ServicePool) int { return strings.Compare(a.Service.Name, b.Service.Name) })
+		if !reflect.DeepEqual(each, whole) {
+			t.Errorf("%s, read Service by Service:\n%+v\nthe fleet read:\n%+v", tc.name, each, whole)
+		}
+		if len(tc.reader.asked) == 0 || tc.reader.asked[0] != tc.first || slices.Contains(tc.reader.asked[1:], tc.first) {
+			t.Errorf("%s: asked %v, want %s once, first", tc.name, tc.reader.asked, tc.first)
+		}
+	}
+
+	nodes := r
+	nodes.Nodes.Enabled, nodes.PodHealthChecks = true, false
+	src.asked = nil
+	if err := nodes.ReadEach(context.Background(), src, now, func(types.NamespacedName, endpoints.FleetResult) {}); err != nil {
+		t.Fatal(err)
+	}
+	if n := countPrefix(src.asked, "[nodes"); n != 1 {
+		t.Errorf("node pools of %d Services asked for the Nodes %d times, want once: %v", len(src.services), n, src.asked)
+	}
+
+	src.fail = map[Object]error{EndpointSlicesObject: errRefused}
+	err := r.ReadEach(context.Background(), src, now, func(types.NamespacedName, endpoints.FleetResult) {})
+	var read *ReadError
+	if !errors.As(err, &read) || read.Object != EndpointSlicesObject || !errors.Is(err, errRefused) {
+		t.Errorf("error %v, want a read error of a Service's slices wrapping the API's", err)
+	}
+}
+
+func countPrefix(lines []string, prefix string) int {
+	n := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // pagingReader is a reader that gives the Pods page by page (a PodPager),

@@ -515,7 +515,13 @@ func hasChildren(pid int) bool {
 // names it).
 func (s *syncBench) knowsSyncFlag(name string) bool {
 	out, _ := exec.Command(s.companion(), "sync", "-h").CombinedOutput()
-	return strings.Contains(string(out), "-"+name+" ")
+	// "  -name value" for a flag with a value, "  -name" alone for a bool.
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "-"+name {
+			return true
+		}
+	}
+	return false
 }
 
 // waitTimeout says whether err is a bounded wait that ran out (and not the
