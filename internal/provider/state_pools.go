@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/big"
 	"net"
 	"slices"
 	"strconv"
@@ -18,7 +17,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
@@ -268,27 +266,23 @@ func stringToken(dec *json.Decoder) (string, error) {
 }
 
 // digestOfJSON is the digest of a value of state, given as JSON: its
-// MessagePack encoding as the read writes it (tftypes writes the same bytes:
-// TestStateIsWhatTftypesWrites), with last_change_trigger_time null, and the
-// members of its endpoints.
+// MessagePack encoding as the read writes it (state_digest.go), with
+// last_change_trigger_time null, and the members of its endpoints.
 func digestOfJSON(raw json.RawMessage, typ tftypes.Type) (PoolDigest, error) {
-	if len(raw) == 0 {
-		raw = json.RawMessage("null")
-	}
-	v, err := tftypes.ValueFromJSONWithOpts(raw, typ, tftypes.ValueFromJSONOpts{IgnoreUndefinedAttributes: true})
+	v, err := decodeStateJSON(raw)
 	if err != nil {
 		return PoolDigest{}, err
 	}
-	v = withoutTriggerTimes(v)
-	encoded, err := tfprotov6.NewDynamicValue(typ, v)
-	if err != nil {
+	var w msgpackWriter
+	if err := writeStateValue(&w, v, typ); err != nil {
 		return PoolDigest{}, err
 	}
 	list := v
 	if _, isObject := typ.(tftypes.Object); isObject {
-		list = attributeValue(v, "endpoints")
+		object, _ := v.(map[string]any)
+		list = object["endpoints"]
 	}
-	return PoolDigest{Sum: sha256.Sum256(encoded.MsgPack), members: strings.Join(members(list), "\n")}, nil
+	return PoolDigest{Sum: sha256.Sum256(w.b), members: strings.Join(membersOfState(list), "\n")}, nil
 }
 
 // State is the digest of the pool name of state ("" for a
@@ -334,53 +328,6 @@ func (d *Digester) Skipped(skipped []endpoints.SkippedService) [sha256.Size]byte
 	d.w.b = d.w.b[:0]
 	writeList(&d.w, skippedObject, skipped)
 	return sha256.Sum256(d.w.b)
-}
-
-// withoutTriggerTimes is v with every last_change_trigger_time null.
-func withoutTriggerTimes(v tftypes.Value) tftypes.Value {
-	out, err := tftypes.Transform(v, func(p *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
-		steps := p.Steps()
-		if len(steps) > 0 && steps[len(steps)-1] == tftypes.AttributeName("last_change_trigger_time") {
-			return tftypes.NewValue(v.Type(), nil), nil
-		}
-		return v, nil
-	})
-	if err != nil {
-		return v
-	}
-	return out
-}
-
-// attributeValue is the attribute name of object v, or a null value.
-func attributeValue(v tftypes.Value, name string) tftypes.Value {
-	var attrs map[string]tftypes.Value
-	if v.IsNull() || !v.IsKnown() || v.As(&attrs) != nil {
-		return tftypes.NewValue(tftypes.DynamicPseudoType, nil)
-	}
-	if a, ok := attrs[name]; ok {
-		return a
-	}
-	return tftypes.NewValue(tftypes.DynamicPseudoType, nil)
-}
-
-// members are the "address:port" of an endpoints list of state, sorted.
-func members(list tftypes.Value) []string {
-	var items []tftypes.Value
-	if list.IsNull() || !list.IsKnown() || list.As(&items) != nil {
-		return nil
-	}
-	out := make([]string, 0, len(items))
-	for _, item := range items {
-		var address string
-		var port big.Float
-		if attributeValue(item, "address").As(&address) != nil || attributeValue(item, "port").As(&port) != nil {
-			continue
-		}
-		n, _ := port.Int64()
-		out = append(out, net.JoinHostPort(address, strconv.FormatInt(n, 10)))
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // Members are the "address:port" of endpoints (IPv6 in brackets), sorted,

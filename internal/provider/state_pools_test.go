@@ -56,15 +56,32 @@ func TestAPoolOfStateComparesWithWhatAReadWouldWrite(t *testing.T) {
 	}
 }
 
+// A fleet decoded from the state a read wrote, recomputed from the same
+// objects, has the digests of state, a Service of several labels and
+// annotations among them however often state is read (a map is written in
+// order of key, not in Go's); with a pod gone, its Service differs alone.
 func TestAFleetOfStateComparesWithWhatAReadWouldWrite(t *testing.T) {
 	ctx := context.Background()
 	api := fleetFixture(t)
+	web := api.services["shop/web"]
+	web.Labels = map[string]string{"tier": "front", "app": "web", "version": "v2", "track": "stable"}
+	web.Annotations = map[string]string{"team": "payments", "owner": "shop", "pager": "shop-oncall", lastAppliedAnnotation: "{}"}
+	api.services["shop/web"] = web
 	p := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
 	state, diags := p.read(t, ServicesType, map[string]tftypes.Value{"namespaces": stringSet("shop", "blog"), "port_name": tfString("http")})
 	failOnDiagnostics(t, "read", diags)
 	fleet, err := DecodeStatePool(ctx, ServicesType, stateJSON(t, state))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for range 10 {
+		again, err := DecodeStatePool(ctx, ServicesType, stateJSON(t, state))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := again.pools["shop/web"], fleet.pools["shop/web"]; a.Sum != b.Sum {
+			t.Fatal("the same state read twice gave shop/web two digests")
+		}
 	}
 	if fleet.Fleet == nil || !slices.Equal(fleet.Fleet.Namespaces, []string{"blog", "shop"}) {
 		t.Fatalf("decoded %+v", fleet.Fleet)
