@@ -55,6 +55,18 @@ func decodeTrimmedPods(body []byte) (list metav1.ListMeta, pods []corev1.Pod, ok
 	if err != nil {
 		return list, nil, true, err
 	}
+	// The page's Pods are counted first, so that their slice is made once
+	// at its length rather than grown by append.
+	n := 0
+	if err := eachField(raw, func(num protowire.Number, _ []byte) error {
+		if num == listItems {
+			n++
+		}
+		return nil
+	}); err != nil {
+		return list, nil, true, err
+	}
+	pods = make([]corev1.Pod, 0, n)
 	err = eachField(raw, func(num protowire.Number, v []byte) error {
 		switch num {
 		case listMetadata:
