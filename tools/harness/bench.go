@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 )
 
@@ -30,8 +30,6 @@ import (
 // timed asserts in tests (a timing bound in a test fails on a busy CI
 // machine and proves nothing on a fast one). See bench/README.md for what
 // each number means.
-
-var logw io.Writer = os.Stderr
 
 type benchOptions struct {
 	runs      int
@@ -133,13 +131,13 @@ func bench(ctx context.Context, args []string) error {
 	if opts.runs < 1 {
 		return fmt.Errorf("-runs must be at least 1")
 	}
-	b := &benchRun{opts: opts, root: repoRoot(), loadStart: loadAverage()}
+	b := &benchRun{Run: &benchrun.Run{Root: repoRoot(), Out: opts.out, LoadStart: benchrun.LoadAverage()}, opts: opts}
 	work, err := os.MkdirTemp("", "k8s-tf-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	b.work = work
+	b.Work = work
 	return b.run(ctx)
 }
 
@@ -151,21 +149,12 @@ func envInt(name string, def int) int {
 }
 
 type benchRun struct {
-	opts      benchOptions
-	root      string
-	work      string
-	loadStart string
-	cluster   *testcluster.Cluster
-	harness   string
-	rc        string
-	env       []string
-	ms        []*measurement
-	provider  string // the release-style build
-	trivial   string
-	// baselineProvider is the same build at opts.baseline, baselineCommit
-	// that revision's commit and currentCommit the one the current build
-	// comes from (with "+ uncommitted changes" when the tree has some).
-	baselineProvider, baselineCommit, currentCommit string
+	*benchrun.Run
+	opts    benchOptions
+	harness string
+	rc      string
+	ms      []*measurement
+	trivial string
 	// baselineRC is the CLI configuration of the baseline's companion
 	// (bench_sync_baseline.go).
 	baselineRC string
@@ -200,10 +189,6 @@ type measurement struct {
 	server []float64
 }
 
-func (b *benchRun) say(format string, args ...any) {
-	fmt.Fprintf(logw, "\n==> "+format+"\n", args...)
-}
-
 func (b *benchRun) run(ctx context.Context) error {
 	var err error
 	if b.harness, err = os.Executable(); err != nil {
@@ -213,45 +198,45 @@ func (b *benchRun) run(ctx context.Context) error {
 		return fmt.Errorf("the bench runs the terraform CLI: %w", err)
 	}
 	if b.opts.only == "traffic" {
-		b.say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w')")
+		b.Say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w')")
 	} else {
-		b.say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w') and the trivial provider")
+		b.Say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w') and the trivial provider")
 	}
-	b.provider = filepath.Join(b.work, "bin", "terraform-provider-k8s")
-	b.trivial = filepath.Join(b.work, "bin", "terraform-provider-trivial")
+	b.Provider = filepath.Join(b.Work, "bin", "terraform-provider-k8s")
+	b.trivial = filepath.Join(b.Work, "bin", "terraform-provider-trivial")
 	builds := [][]string{
-		{b.root, "-ldflags", "-s -w", "-o", b.provider, "."},
-		{b.root, "-o", filepath.Join(b.work, "unstripped"), "."},
-		{filepath.Join(b.root, "tools", "harness"), "-ldflags", "-s -w", "-o", b.trivial, "./trivialprovider"},
+		{b.Root, "-ldflags", "-s -w", "-o", b.Provider, "."},
+		{b.Root, "-o", filepath.Join(b.Work, "unstripped"), "."},
+		{filepath.Join(b.Root, "tools", "harness"), "-ldflags", "-s -w", "-o", b.trivial, "./trivialprovider"},
 	}
 	if b.opts.only == "traffic" {
 		builds = builds[:1] // the provider alone: no plan is timed
 	}
 	if b.opts.profile {
-		builds = append(builds, []string{filepath.Join(b.root, "tools", "harness"), "-o", filepath.Join(b.work, "profile", "terraform-provider-k8s"), "./profiledprovider"})
+		builds = append(builds, []string{filepath.Join(b.Root, "tools", "harness"), "-o", filepath.Join(b.Work, "profile", "terraform-provider-k8s"), "./profiledprovider"})
 	}
 	if b.opts.only == "profile" {
 		builds = slices.Delete(builds, 2, 3) // no trivial provider
 	}
 	for _, build := range builds {
-		if err := goBuild(ctx, build[0], build[1:]...); err != nil {
+		if err := benchrun.GoBuild(ctx, build[0], build[1:]...); err != nil {
 			return err
 		}
 	}
 	if b.opts.baseline != "" {
-		b.say("building the provider at %s (the baseline) the same way", b.opts.baseline)
+		b.Say("building the provider at %s (the baseline) the same way", b.opts.baseline)
 		if err := b.buildBaseline(ctx); err != nil {
 			return err
 		}
 	}
 
-	b.say("starting the local control plane with an audit log")
-	b.cluster, err = testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(b.work, "cluster"), Version: os.Getenv("K8S_TF_K8S_VERSION"), Audit: true, Log: logw})
+	b.Say("starting the local control plane with an audit log")
+	b.Cluster, err = testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(b.Work, "cluster"), Version: os.Getenv("K8S_TF_K8S_VERSION"), Audit: true, Log: benchrun.Log})
 	if err != nil {
 		return err
 	}
-	defer b.cluster.Stop()
-	cfg, err := b.cluster.RESTConfig()
+	defer b.Cluster.Stop()
+	cfg, err := b.Cluster.RESTConfig()
 	if err != nil {
 		return err
 	}
@@ -262,11 +247,11 @@ func (b *benchRun) run(ctx context.Context) error {
 	}
 	if b.opts.only == "traffic" {
 		// Its own Service in its own namespace: no fixture.
-		b.env = cliEnv("", b.cluster.Kubeconfig())
+		b.Env = benchrun.CLIEnv("", b.Cluster.Kubeconfig())
 		return runPart(ctx, b, client, b.trafficLatency, trafficSection, "bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)")
 	}
-	b.say("fixture: %d Services x 10 ready pods, and a Service with %d endpoints", fixture.FleetServices, fixture.BigEndpoints)
-	if err := fixture.Create(ctx, client, fixture.FleetServices, 10, logw); err != nil {
+	b.Say("fixture: %d Services x 10 ready pods, and a Service with %d endpoints", fixture.FleetServices, fixture.BigEndpoints)
+	if err := fixture.Create(ctx, client, fixture.FleetServices, 10, benchrun.Log); err != nil {
 		return err
 	}
 	if err := b.prepare(ctx, client); err != nil {
@@ -282,14 +267,14 @@ func (b *benchRun) run(ctx context.Context) error {
 			profileSection, "bench -only profile", "`bin/harness bench -only profile` (tools/harness)")
 	}
 
-	b.say("warm-up: one untimed run of each command")
+	b.Say("warm-up: one untimed run of each command")
 	for _, m := range b.ms {
 		if _, err := b.runOnce(ctx, m, false); err != nil {
 			return err
 		}
 	}
-	b.say("%d rounds of every command, interleaved so that a busy moment hits them alike", b.opts.runs)
-	auditFrom := fileSize(filepath.Join(b.cluster.Dir, testcluster.AuditLog))
+	b.Say("%d rounds of every command, interleaved so that a busy moment hits them alike", b.opts.runs)
+	auditFrom := fileSize(filepath.Join(b.Cluster.Dir, testcluster.AuditLog))
 	for r := 1; r <= b.opts.runs; r++ {
 		var line []string
 		for _, m := range b.ms {
@@ -299,12 +284,12 @@ func (b *benchRun) run(ctx context.Context) error {
 			}
 			line = append(line, fmt.Sprintf("%.2fs", wall))
 		}
-		fmt.Fprintf(logw, "  round %d: %s\n", r, strings.Join(line, " "))
+		fmt.Fprintf(benchrun.Log, "  round %d: %s\n", r, strings.Join(line, " "))
 	}
 	// The audit backend writes each event when its request completes; give
 	// the last ones a moment.
 	time.Sleep(time.Second)
-	requests, err := readAudit(filepath.Join(b.cluster.Dir, testcluster.AuditLog), auditFrom)
+	requests, err := readAudit(filepath.Join(b.Cluster.Dir, testcluster.AuditLog), auditFrom)
 	if err != nil {
 		return err
 	}
@@ -332,106 +317,51 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	b.cluster.Stop()
+	b.Cluster.Stop()
 
-	b.say("binary size")
+	b.Say("binary size")
 	sizesTable, err := b.sizes()
 	if err != nil {
 		return err
 	}
 	var gobench []goBenchmark
 	if b.opts.gobench {
-		b.say("Go benchmarks of the rules (internal/endpoints), -count=5")
-		if gobench, err = runGoBenchmarks(ctx, b.root); err != nil {
+		b.Say("Go benchmarks of the rules (internal/endpoints), -count=5")
+		if gobench, err = runGoBenchmarks(ctx, b.Root); err != nil {
 			return err
 		}
 	}
 	report := b.report(requests, sizesTable, gobench, currentReportEnv()) + profileSection(profiles) + syncSection(syncRes) + "\n" + imageSection(imageRes) + "\n" + trafficSection(trafficRes)
-	return b.writeReport(report)
+	return b.WriteReport(report)
 }
 
 // buildBaseline builds the provider at opts.baseline as run builds the
 // current one.
 func (b *benchRun) buildBaseline(ctx context.Context) error {
-	b.baselineProvider = filepath.Join(b.work, "bin", "baseline", "terraform-provider-k8s")
+	b.BaselineProvider = filepath.Join(b.Work, "bin", "baseline", "terraform-provider-k8s")
 	var err error
-	b.baselineCommit, err = b.buildAt(ctx, b.opts.baseline, b.baselineProvider, true)
+	b.BaselineCommit, err = b.BuildAt(ctx, b.opts.baseline, b.BaselineProvider, true)
 	return err
-}
-
-// buildAt builds the provider at the git revision rev into program, as run
-// builds the current one (stripped: -ldflags "-s -w"; else with its
-// symbols), from that revision's tree (git archive: nothing of the
-// repository changes) in the work directory, which bench removes at the
-// end, and gives the revision's commit. It sets currentCommit too.
-func (b *benchRun) buildAt(ctx context.Context, rev, program string, stripped bool) (string, error) {
-	git := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "git", args...)
-		cmd.Dir = b.root
-		out, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
-		}
-		return strings.TrimSpace(string(out)), nil
-	}
-	commit, err := git("rev-parse", "--verify", "--short", rev+"^{commit}")
-	if err != nil {
-		return "", fmt.Errorf("the baseline %q is not a revision of this repository: %w", rev, err)
-	}
-	if b.currentCommit, err = git("rev-parse", "--short", "HEAD"); err != nil {
-		return "", err
-	}
-	if changes, err := git("status", "--porcelain", "--untracked-files=no"); err != nil {
-		return "", err
-	} else if changes != "" {
-		b.currentCommit += " + uncommitted changes"
-	}
-	src := filepath.Join(b.work, "src-"+commit)
-	tarball := filepath.Join(b.work, "src-"+commit+".tar")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return "", err
-	}
-	if _, err := git("archive", "--format=tar", "-o", tarball, commit); err != nil {
-		return "", err
-	}
-	if out, err := exec.CommandContext(ctx, "tar", "-x", "-f", tarball, "-C", src).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("tar -x %s: %w\n%s", tarball, err, out)
-	}
-	args := []string{"-o", program, "."}
-	if stripped {
-		args = append([]string{"-ldflags", "-s -w"}, args...)
-	}
-	return commit, goBuild(ctx, src, args...)
-}
-
-func goBuild(ctx context.Context, dir string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %v in %s: %w\n%s", args, dir, err, out)
-	}
-	return nil
 }
 
 // prepare writes the configurations, the wrappers and the CLI configuration,
 // and lists the measurements in the order of each round.
 func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) error {
-	kubeconfig := b.cluster.Kubeconfig()
+	kubeconfig := b.Cluster.Kubeconfig()
 	// A provider that reports what the kernel accounted to it: Terraform
 	// starts whatever it finds under the provider's name in the override
 	// directory, here a script that execs the wrapper, which runs the real one.
 	// The wrapper of the provider of type kind is wrap/name/terraform-provider-kind.
 	wrap := func(name, kind, program string) (string, error) {
-		dir := filepath.Join(b.work, "wrap", name)
+		dir := filepath.Join(b.Work, "wrap", name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
-		log := filepath.Join(b.work, "rusage-"+name+".log")
+		log := filepath.Join(b.Work, "rusage-"+name+".log")
 		script := fmt.Sprintf("#!/bin/sh\nexec %q rusage-wrap %q %q\n", b.harness, log, program)
 		return log, os.WriteFile(filepath.Join(dir, "terraform-provider-"+kind), []byte(script), 0o755)
 	}
-	k8sLog, err := wrap("k8s", "k8s", b.provider)
+	k8sLog, err := wrap("k8s", "k8s", b.Provider)
 	if err != nil {
 		return err
 	}
@@ -447,15 +377,15 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 		}
 		overrides["hashicorp/kubernetes"] = "kubernetes"
 	}
-	b.rc = filepath.Join(b.work, "terraformrc")
-	if err := writeRC(b.rc, filepath.Join(b.work, "wrap"), overrides); err != nil {
+	b.rc = filepath.Join(b.Work, "terraformrc")
+	if err := benchrun.WriteRC(b.rc, filepath.Join(b.Work, "wrap"), overrides); err != nil {
 		return err
 	}
-	b.env = cliEnv(b.rc, kubeconfig)
+	b.Env = benchrun.CLIEnv(b.rc, kubeconfig)
 
 	plan := []string{"plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color"}
 	for _, n := range b.opts.sizes {
-		dir, err := b.config(fmt.Sprintf("k8s-%d", n), k8sConfig(fixture.Namespace, n, nil))
+		dir, err := b.Config(fmt.Sprintf("k8s-%d", n), k8sConfig(fixture.Namespace, n, nil))
 		if err != nil {
 			return err
 		}
@@ -465,13 +395,13 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	// The same 100 reads with pod_health_checks: one more LIST each, of the
 	// Service's Pods (which declare a readinessProbe); the output counts the
 	// endpoints that got a check.
-	dir, err := b.config("k8s-100-checks", k8sCheckedConfig(fixture.Namespace, 100))
+	dir, err := b.Config("k8s-100-checks", k8sCheckedConfig(fixture.Namespace, 100))
 	if err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform plan`, 100 `k8s_ready_endpoints` with `pod_health_checks`", dir: dir, args: plan,
 		want: fmt.Sprintf("checked_endpoints = %d", 100*10), reads: 100, podLists: 100, perRead: 100, rusage: k8sLog})
-	if dir, err = b.config("trivial-100", trivialConfig(100)); err != nil {
+	if dir, err = b.Config("trivial-100", trivialConfig(100)); err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform plan`, 100 `trivial_constant` (Terraform's floor)", dir: dir, args: plan,
@@ -480,22 +410,22 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	for i := range fleet {
 		fleet[i] = fixture.ServiceName(i)
 	}
-	if dir, err = b.config(fmt.Sprintf("k8s-each-%d", fixture.FleetServices), k8sConfig(fixture.Namespace, fixture.FleetServices, fleet)); err != nil {
+	if dir, err = b.Config(fmt.Sprintf("k8s-each-%d", fixture.FleetServices), k8sConfig(fixture.Namespace, fixture.FleetServices, fleet)); err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fixture.FleetServices), dir: dir, args: plan,
 		want: fmt.Sprintf("ready_endpoints = %d", fixture.FleetServices*10), reads: fixture.FleetServices, perRead: fixture.FleetServices, rusage: k8sLog})
-	if dir, err = b.config("fleet", fleetConfig()); err != nil {
+	if dir, err = b.Config("fleet", fleetConfig()); err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fixture.FleetServices), dir: dir, args: plan,
 		want: fmt.Sprintf("fleet_endpoints = %d", fixture.FleetServices*10), fleetReads: 1, perRead: 1, rusage: k8sLog})
-	if dir, err = b.config("fleet-checks", fleetCheckedConfig()); err != nil {
+	if dir, err = b.Config("fleet-checks", fleetCheckedConfig()); err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services with `pod_health_checks`", fixture.FleetServices), dir: dir, args: plan,
 		want: fmt.Sprintf("checked_endpoints = %d", fixture.FleetServices*10), fleetReads: 1, podLists: fleetPodPages(), perRead: 1, rusage: k8sLog})
-	dir, err = b.config("big", k8sConfig(fixture.BigNamespace, 1, []string{fixture.BigService}))
+	dir, err = b.Config("big", k8sConfig(fixture.BigNamespace, 1, []string{fixture.BigService}))
 	if err != nil {
 		return err
 	}
@@ -507,7 +437,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 			return err
 		}
 		for _, kind := range []string{"kubernetes_endpoints_v1", "kubernetes_endpoint_slice_v1"} {
-			dir, err := b.config(kind, incumbentConfig(kind, kubeconfig, sliceNames))
+			dir, err := b.Config(kind, incumbentConfig(kind, kubeconfig, sliceNames))
 			if err != nil {
 				return err
 			}
@@ -516,8 +446,8 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 		}
 	}
 	validate := []string{"validate", "-no-color"}
-	b.ms = append(b.ms, &measurement{title: "`terraform validate`, 100 `k8s_ready_endpoints`", dir: b.dirOf("k8s-100"), args: validate, rusage: k8sLog})
-	dir, err = b.config("empty", "terraform {}\n")
+	b.ms = append(b.ms, &measurement{title: "`terraform validate`, 100 `k8s_ready_endpoints`", dir: b.DirOf("k8s-100"), args: validate, rusage: k8sLog})
+	dir, err = b.Config("empty", "terraform {}\n")
 	if err != nil {
 		return err
 	}
@@ -542,12 +472,12 @@ var baselineCompared = []string{
 // command, in the same directory, with a CLI configuration of its own whose
 // dev_overrides give the wrapped baseline provider.
 func (b *benchRun) addBaseline(wrap func(name, kind, program string) (string, error)) error {
-	log, err := wrap("k8s-baseline", "k8s", b.baselineProvider)
+	log, err := wrap("k8s-baseline", "k8s", b.BaselineProvider)
 	if err != nil {
 		return err
 	}
-	rc := filepath.Join(b.work, "terraformrc-baseline")
-	if err := os.WriteFile(rc, []byte(testcluster.DevOverrides(filepath.Join(b.work, "wrap", "k8s-baseline"))), 0o600); err != nil {
+	rc := filepath.Join(b.Work, "terraformrc-baseline")
+	if err := os.WriteFile(rc, []byte(testcluster.DevOverrides(filepath.Join(b.Work, "wrap", "k8s-baseline"))), 0o600); err != nil {
 		return err
 	}
 	var ms []*measurement
@@ -564,50 +494,6 @@ func (b *benchRun) addBaseline(wrap func(name, kind, program string) (string, er
 	}
 	b.ms = ms
 	return nil
-}
-
-// cliEnv is the environment of the CLIs the bench runs: the CLI
-// configuration rc (none when "": the caller adds its own) and nothing of
-// the machine's or the environment's: no plugin cache, no logging, no
-// version pin of the test framework.
-func cliEnv(rc, kubeconfig string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "TF_") || name == "KUBECONFIG" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	if rc != "" {
-		env = append(env, "TF_CLI_CONFIG_FILE="+rc)
-	}
-	return append(env, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+kubeconfig)
-}
-
-func writeRC(path, wrapDir string, overrides map[string]string) error {
-	var rc strings.Builder
-	rc.WriteString("provider_installation {\n  dev_overrides {\n")
-	keys := make([]string, 0, len(overrides))
-	for k := range overrides {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&rc, "    %q = %q\n", k, filepath.Join(wrapDir, overrides[k]))
-	}
-	rc.WriteString("  }\n  direct {}\n}\n")
-	return os.WriteFile(path, []byte(rc.String()), 0o600)
-}
-
-func (b *benchRun) dirOf(name string) string { return filepath.Join(b.work, "tf", name) }
-
-func (b *benchRun) config(name, main string) (string, error) {
-	dir := b.dirOf(name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	return dir, os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644)
 }
 
 // k8sConfig is n data sources, the i-th on Service svc-(i mod 100) (or on
@@ -719,13 +605,13 @@ func (b *benchRun) runOnce(ctx context.Context, m *measurement, record bool) (fl
 		}
 	}
 	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + m.dir}, m.args...)...)
-	cmd.Env = b.env
+	cmd.Env = b.Env
 	if m.rc != "" {
-		cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+m.rc)
+		cmd.Env = append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+m.rc)
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	pids := b.cluster.PIDs()
+	pids := b.Cluster.PIDs()
 	serverBefore := processesCPU(pids)
 	start := time.Now()
 	err := cmd.Run()
@@ -884,53 +770,4 @@ func isDiscovery(path string) bool {
 		return len(parts) <= 3
 	}
 	return false
-}
-
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Join(strings.Fields(string(data))[:3], " ")
-}
-
-func machine() string {
-	model := ""
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	mem := ""
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kib int64
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if strings.HasPrefix(line, "MemTotal:") {
-				_, _ = fmt.Sscan(strings.TrimPrefix(line, "MemTotal:"), &kib)
-			}
-		}
-		mem = fmt.Sprintf("%.1f GiB", float64(kib)/1048576)
-	}
-	return fmt.Sprintf("%d cores (%s), %s memory", runtime.NumCPU(), model, mem)
-}
-
-// writeReport writes the report to -out (relative to the repository) and
-// prints it.
-func (b *benchRun) writeReport(report string) error {
-	out := b.opts.out
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(b.root, out)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
-		return err
-	}
-	b.say("results (also in %s)", b.opts.out)
-	fmt.Print(report)
-	return nil
 }

@@ -15,7 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/clis"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
@@ -65,7 +67,7 @@ var imageLayers = []string{"base files (passwd, CA certificates, CLI configurati
 func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) (*imageResults, error) {
 	o := b.opts.image
 	r := &imageResults{pools: fixture.FleetServices}
-	raw, err := os.ReadFile(filepath.Join(b.root, o.report))
+	raw, err := os.ReadFile(filepath.Join(b.Root, o.report))
 	if err != nil {
 		return nil, fmt.Errorf("the image's sizes (make image writes %s): %w", o.report, err)
 	}
@@ -76,32 +78,32 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		r.skipped = fmt.Sprintf("podman is not on PATH (%v; make container-runtime installs it)", err)
 		return r, nil
 	}
-	p, err := newBenchPodman(filepath.Join(b.work, "podman"))
+	p, err := newBenchPodman(filepath.Join(b.Work, "podman"))
 	if err != nil {
 		return nil, err
 	}
-	out, err := p.run(ctx, "load", "-i", filepath.Join(b.root, o.archive))
+	out, err := p.run(ctx, "load", "-i", filepath.Join(b.Root, o.archive))
 	if err != nil {
 		return nil, err
 	}
 	image := strings.TrimSpace(out[strings.LastIndex(out, "Loaded image: ")+len("Loaded image: "):])
 
-	b.say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fixture.FleetServices, o.rounds)
+	b.Say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fixture.FleetServices, o.rounds)
 	s, err := b.newSyncBench(nil, "image")
 	if err != nil {
 		return nil, err
 	}
-	dir, err := b.config("image-each", readyEndpointsEach(fixture.FleetServices))
+	dir, err := b.Config("image-each", benchrun.ReadyEndpointsEach(fixture.FleetServices))
 	if err != nil {
 		return nil, err
 	}
-	if err := s.apply(ctx, dir); err != nil {
+	if err := s.Apply(ctx, dir); err != nil {
 		return nil, err
 	}
 	// The container's user (65532) reads the configuration and a copy of
 	// the kubeconfig.
-	kubeconfig := filepath.Join(b.work, "kubeconfig-image")
-	if err := copyReadable(b.cluster.Kubeconfig(), kubeconfig); err != nil {
+	kubeconfig := filepath.Join(b.Work, "kubeconfig-image")
+	if err := copyReadable(b.Cluster.Kubeconfig(), kubeconfig); err != nil {
 		return nil, err
 	}
 	if err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
@@ -113,11 +115,11 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		return nil, err
 	}
 	// The same OpenTofu as the image's, for the binary too.
-	tofu, err := clis.Find(ctx, "tofu", b.root)
+	tofu, err := clis.Find(ctx, "tofu", b.Root)
 	if err != nil {
 		return nil, err
 	}
-	binary := []string{b.provider, "sync", "-chdir", dir, "-terraform", tofu, "-kubeconfig", b.cluster.Kubeconfig(), "-listen="}
+	binary := []string{b.Provider, "sync", "-chdir", dir, "-terraform", tofu, "-kubeconfig", b.Cluster.Kubeconfig(), "-listen="}
 	container := p.argv("run", "--rm", "--network=host", "--pull=never", "--read-only", "--read-only-tmpfs",
 		"-v", dir+":/config:ro", "-v", kubeconfig+":/kube/config:ro", image, "sync", "-kubeconfig=/kube/config", "-listen=")
 	for round := 0; round <= o.rounds; round++ {
@@ -125,17 +127,17 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		if err != nil {
 			return nil, fmt.Errorf("the container's cold start: %w", err)
 		}
-		bw, err := coldStart(ctx, binary, s.env)
+		bw, err := coldStart(ctx, binary, s.Env)
 		if err != nil {
 			return nil, fmt.Errorf("the binary's cold start: %w", err)
 		}
-		fmt.Fprintf(logw, "  round %d: container %.2fs, binary %.2fs\n", round, cw, bw)
+		fmt.Fprintf(benchrun.Log, "  round %d: container %.2fs, binary %.2fs\n", round, cw, bw)
 		if round > 0 { // the first warms the page cache
 			r.container, r.binary = append(r.container, cw), append(r.binary, bw)
 		}
 	}
 	if o.changes > 0 {
-		b.say("image: a pod's Ready to the end of the apply, %d changes in the container and as the binary, both with OpenTofu", o.changes)
+		b.Say("image: a pod's Ready to the end of the apply, %d changes in the container and as the binary, both with OpenTofu", o.changes)
 		if err := b.imageLatency(ctx, client, p, image, tofu, kubeconfig, r); err != nil {
 			return nil, fmt.Errorf("image latency: %w", err)
 		}
@@ -161,20 +163,20 @@ func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface
 	if err := fixture.CreateLatencyService(ctx, client, imageLatencyNamespace, imageLatencyService, imageLatencyPods, "10.251.0.%d"); err != nil {
 		return err
 	}
-	main := providerBlock + fmt.Sprintf("\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\n"+
+	main := benchrun.ProviderBlock + fmt.Sprintf("\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\n"+
 		"resource \"terraform_data\" \"pool\" {\n  input = [for e in data.k8s_ready_endpoints.lat.endpoints : \"${e.address}:${e.port}\"]\n}\n",
 		imageLatencyNamespace, imageLatencyService)
-	rc := filepath.Join(b.work, "terraformrc-image")
-	binEnv := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
-	binDir, err := b.config("image-latency-binary", main)
+	rc := filepath.Join(b.Work, "terraformrc-image")
+	binEnv := append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+rc)
+	binDir, err := b.Config("image-latency-binary", main)
 	if err != nil {
 		return err
 	}
-	ctrDir, err := b.config("image-latency-container", main)
+	ctrDir, err := b.Config("image-latency-container", main)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(b.work, "image-tmp")
+	tmp := filepath.Join(b.Work, "image-tmp")
 	if err := os.MkdirAll(tmp, 0o1777); err != nil {
 		return err
 	}
@@ -204,7 +206,7 @@ func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface
 		{"container", &r.readyContainer, ctrTofu("apply", "-auto-approve", "-input=false", "-no-color"), p.env(),
 			run(image, "sync", "-kubeconfig=/kube/config", "-log-format=json", "-listen=", "-settle-quiet=200ms", "-settle-max=2s"), p.env()},
 		{"binary", &r.readyBinary, binTofu("apply", "-auto-approve", "-input=false", "-no-color"), binEnv,
-			[]string{b.provider, "sync", "-chdir", binDir, "-terraform", tofu, "-kubeconfig", b.cluster.Kubeconfig(), "-log-format=json", "-listen=",
+			[]string{b.Provider, "sync", "-chdir", binDir, "-terraform", tofu, "-kubeconfig", b.Cluster.Kubeconfig(), "-log-format=json", "-listen=",
 				"-settle-quiet=200ms", "-settle-max=2s"}, binEnv},
 	}
 	toggled := fmt.Sprintf("%s-%d", imageLatencyService, imageLatencyPods-1)
@@ -218,37 +220,37 @@ func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface
 			if err := runArgv(ctx, c.apply, c.applyEnv); err != nil {
 				return err
 			}
-			proc, err := startCompanionProc(ctx, c.start, c.startEnv)
+			proc, err := companionproc.Start(ctx, c.start, c.startEnv)
 			if err != nil {
 				return err
 			}
-			if _, err := proc.waitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
-				proc.stop()
+			if _, err := proc.WaitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
+				proc.Halt()
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
 			for i := range perBlock {
 				ready = !ready
-				before := proc.count("run ended")
-				written, err := writeReady(ctx, client, imageLatencyNamespace, toggled, ready)
+				before := proc.Seen("run ended")
+				written, err := fixture.WriteReady(ctx, client, imageLatencyNamespace, toggled, ready)
 				if err != nil {
-					proc.stop()
+					proc.Halt()
 					return err
 				}
-				ended, err := proc.waitNth(ctx, "run ended", before+1, 3*time.Minute)
+				ended, err := proc.WaitNth(ctx, "run ended", before+1, 3*time.Minute)
 				if err != nil {
-					proc.stop()
+					proc.Halt()
 					return fmt.Errorf("%s: %w", c.name, err)
 				}
 				if res, _ := ended.Fields["result"].(string); res != "applied" {
-					proc.stop()
+					proc.Halt()
 					return fmt.Errorf("%s, change %d: the run ended %q, not applied:\n%s", c.name, i+1, res, proc.Log())
 				}
 				lat := ended.Time.Sub(written).Seconds()
 				*c.samples = append(*c.samples, lat)
-				fmt.Fprintf(logw, "  block %d, %s: Ready=%v to the apply's end %.2fs\n", block+1, c.name, ready, lat)
+				fmt.Fprintf(benchrun.Log, "  block %d, %s: Ready=%v to the apply's end %.2fs\n", block+1, c.name, ready, lat)
 				time.Sleep(time.Second) // its state read after the run
 			}
-			proc.stop()
+			proc.Halt()
 		}
 	}
 	return nil
@@ -261,16 +263,6 @@ func runArgv(ctx context.Context, argv, env []string) error {
 		return fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, out)
 	}
 	return nil
-}
-
-func readyEndpointsEach(n int) string {
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("%q", fixture.ServiceName(i))
-	}
-	return providerBlock + fmt.Sprintf(
-		"\nlocals {\n  services = toset([%s])\n}\n\ndata \"k8s_ready_endpoints\" \"svc\" {\n  for_each  = local.services\n  namespace = %q\n  service   = each.key\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_ready_endpoints.svc : length(s.endpoints)])\n}\n",
-		strings.Join(names, ", "), fixture.Namespace)
 }
 
 func copyReadable(from, to string) error {
@@ -286,12 +278,12 @@ func copyReadable(from, to string) error {
 // and gives the time from its start to that event, s.
 func coldStart(ctx context.Context, argv, env []string) (float64, error) {
 	start := time.Now()
-	c, err := startCompanionProc(ctx, argv, env)
+	c, err := companionproc.Start(ctx, argv, env)
 	if err != nil {
 		return 0, err
 	}
-	defer c.stop()
-	if _, err := c.waitNth(ctx, "watching", 1, 5*time.Minute); err != nil {
+	defer c.Halt()
+	if _, err := c.WaitNth(ctx, "watching", 1, 5*time.Minute); err != nil {
 		return 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 	}
 	return time.Since(start).Seconds(), nil
@@ -325,8 +317,8 @@ func imageSection(r *imageResults) string {
 	if r == nil {
 		return ""
 	}
-	b := newSection("The companion's image (`make image`)")
-	p := b.line
+	b := benchrun.NewSection("The companion's image (`make image`)")
+	p := b.Line
 	p("| layer | compressed | uncompressed |")
 	p("|---|---:|---:|")
 	for i, l := range r.report.Layers {

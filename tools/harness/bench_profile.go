@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
@@ -23,7 +24,7 @@ import (
 // profiledRead is one configuration the profiles are of.
 type profiledRead struct {
 	name  string // of the files: bench/cpu-NAME.pprof, heap-NAME.pprof, heap-peak-NAME.pprof
-	dir   string // b.dirOf(dir)
+	dir   string // b.DirOf(dir)
 	title string
 	reads int // data source reads per plan, for per-read figures
 	// measurement is the title of the bench's measurement of the same
@@ -80,13 +81,13 @@ type profiledReadResult struct {
 // the heap's sampling costs time), keeps each merged in bench/ and gives
 // their top functions; then the instruction counts.
 func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
-	rc := filepath.Join(b.work, "terraformrc-profile")
-	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "profile"}); err != nil {
+	rc := filepath.Join(b.Work, "terraformrc-profile")
+	if err := benchrun.WriteRC(rc, b.Work, map[string]string{"vigie/k8s": "profile"}); err != nil {
 		return nil, err
 	}
 	res := &profileResults{profilePlans: b.opts.profilePlans}
 	if b.opts.only == "profile" {
-		b.say("%d rounds of the four reads with the release build (wall, CPU, peak RSS)", b.opts.runs)
+		b.Say("%d rounds of the four reads with the release build (wall, CPU, peak RSS)", b.opts.runs)
 		for _, read := range profiledReads() {
 			m := b.findTitle(read.measurement)
 			if m == nil {
@@ -116,10 +117,10 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 		if b.opts.profilePlans == 0 {
 			break
 		}
-		b.say("profiles of the provider: %d plans of %s for CPU, %d for the heap", b.opts.profilePlans, read.title, b.opts.profilePlans)
+		b.Say("profiles of the provider: %d plans of %s for CPU, %d for the heap", b.opts.profilePlans, read.title, b.opts.profilePlans)
 		r := profiledReadResult{read: read}
 		for _, kind := range []string{"cpu", "heap"} {
-			dir := filepath.Join(b.work, "profiles", read.name, kind)
+			dir := filepath.Join(b.Work, "profiles", read.name, kind)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
@@ -128,23 +129,23 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 				env = "K8S_TF_HEAPPROFILE_DIR=" + dir
 			}
 			for range b.opts.profilePlans {
-				cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + b.dirOf(read.dir)}, planArgs()...)...)
-				cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc, env)
+				cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + b.DirOf(read.dir)}, planArgs()...)...)
+				cmd.Env = append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+rc, env)
 				if out, err := cmd.CombinedOutput(); err != nil {
 					return nil, fmt.Errorf("profiled plan of %s: %w\n%s", read.title, err, out)
 				}
 			}
 		}
 		var err error
-		cpu, err := b.mergeProfiles(ctx, filepath.Join(b.work, "profiles", read.name, "cpu", "cpu-*.pprof"), "cpu-"+read.name+".pprof")
+		cpu, err := b.mergeProfiles(ctx, filepath.Join(b.Work, "profiles", read.name, "cpu", "cpu-*.pprof"), "cpu-"+read.name+".pprof")
 		if err != nil {
 			return nil, err
 		}
-		heap, err := b.mergeProfiles(ctx, filepath.Join(b.work, "profiles", read.name, "heap", "heap-[0-9]*.pprof"), "heap-"+read.name+".pprof")
+		heap, err := b.mergeProfiles(ctx, filepath.Join(b.Work, "profiles", read.name, "heap", "heap-[0-9]*.pprof"), "heap-"+read.name+".pprof")
 		if err != nil {
 			return nil, err
 		}
-		peak, err := b.mergeProfiles(ctx, filepath.Join(b.work, "profiles", read.name, "heap", "heap-peak-*.pprof"), "heap-peak-"+read.name+".pprof")
+		peak, err := b.mergeProfiles(ctx, filepath.Join(b.Work, "profiles", read.name, "heap", "heap-peak-*.pprof"), "heap-peak-"+read.name+".pprof")
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +194,7 @@ func (b *benchRun) mergeProfiles(ctx context.Context, pattern, name string) (str
 	if err != nil {
 		return "", fmt.Errorf("go tool pprof -proto %s: %w", pattern, err)
 	}
-	kept := filepath.Join(b.root, "bench", name)
+	kept := filepath.Join(b.Root, "bench", name)
 	return kept, os.WriteFile(kept, merged, 0o644)
 }
 
@@ -257,21 +258,21 @@ func (b *benchRun) countInstructions(ctx context.Context) (*instructionResults, 
 	}
 	rounds := b.opts.instructionRounds
 	res := &instructionResults{rounds: rounds, reads: instructionReads()}
-	current := &instructionBuild{name: "current", commit: b.commitOf(ctx), program: filepath.Join(b.work, "unstripped")}
+	current := &instructionBuild{name: "current", commit: b.CommitOf(ctx), program: filepath.Join(b.Work, "unstripped")}
 	res.builds = append(res.builds, current)
 	for _, rev := range b.opts.instructionBaselines {
-		b.say("building the provider at %s unstripped, for its instruction counts", rev)
-		program := filepath.Join(b.work, "bin", "instructions-"+rev, "terraform-provider-k8s")
-		commit, err := b.buildAt(ctx, rev, program, false)
+		b.Say("building the provider at %s unstripped, for its instruction counts", rev)
+		program := filepath.Join(b.Work, "bin", "instructions-"+rev, "terraform-provider-k8s")
+		commit, err := b.BuildAt(ctx, rev, program, false)
 		if err != nil {
 			return nil, err
 		}
 		res.builds = append(res.builds, &instructionBuild{name: rev, commit: commit, program: program, baseline: true})
 	}
 	for i, build := range res.builds {
-		build.wrapDir = filepath.Join(b.work, "callgrind-wrap", strconv.Itoa(i))
-		build.outDir = filepath.Join(b.work, "callgrind-out", strconv.Itoa(i))
-		build.rcPath = filepath.Join(b.work, fmt.Sprintf("terraformrc-callgrind-%d", i))
+		build.wrapDir = filepath.Join(b.Work, "callgrind-wrap", strconv.Itoa(i))
+		build.outDir = filepath.Join(b.Work, "callgrind-out", strconv.Itoa(i))
+		build.rcPath = filepath.Join(b.Work, fmt.Sprintf("terraformrc-callgrind-%d", i))
 		build.counts, build.byFunc, build.procs = map[string][]float64{}, map[string]map[string]float64{}, map[string]int{}
 		if err := os.MkdirAll(build.wrapDir, 0o755); err != nil {
 			return nil, err
@@ -281,14 +282,14 @@ func (b *benchRun) countInstructions(ctx context.Context) (*instructionResults, 
 		if err := os.WriteFile(filepath.Join(build.wrapDir, "terraform-provider-k8s"), []byte(script), 0o755); err != nil {
 			return nil, err
 		}
-		if err := writeRC(build.rcPath, filepath.Dir(build.wrapDir), map[string]string{"vigie/k8s": strconv.Itoa(i)}); err != nil {
+		if err := benchrun.WriteRC(build.rcPath, filepath.Dir(build.wrapDir), map[string]string{"vigie/k8s": strconv.Itoa(i)}); err != nil {
 			return nil, err
 		}
 	}
 	for round := 1; round <= rounds; round++ {
 		for _, read := range res.reads {
 			for _, build := range res.builds {
-				b.say("instructions, round %d of %d: %s, %s build", round, rounds, read.title, build.name)
+				b.Say("instructions, round %d of %d: %s, %s build", round, rounds, read.title, build.name)
 				if err := b.countPlan(ctx, build, read); err != nil {
 					return nil, err
 				}
@@ -305,8 +306,8 @@ func (b *benchRun) countPlan(ctx context.Context, build *instructionBuild, read 
 	if err := os.MkdirAll(build.outDir, 0o755); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + b.dirOf(read.dir)}, planArgs()...)...)
-	cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+build.rcPath)
+	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + b.DirOf(read.dir)}, planArgs()...)...)
+	cmd.Env = append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+build.rcPath)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("plan of %s under callgrind (%s build): %w\n%s", read.title, build.name, err, out)
 	}
@@ -418,27 +419,6 @@ func parseAnnotate(out string) map[string]float64 {
 		funcs[name] += n
 	}
 	return funcs
-}
-
-// commitOf is the current commit, with "+ uncommitted changes" when the
-// tree has some.
-func (b *benchRun) commitOf(ctx context.Context) string {
-	if b.currentCommit != "" {
-		return b.currentCommit
-	}
-	cmd := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD")
-	cmd.Dir = b.root
-	out, err := cmd.Output()
-	if err != nil {
-		return "unknown"
-	}
-	commit := strings.TrimSpace(string(out))
-	cmd = exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no")
-	cmd.Dir = b.root
-	if changes, err := cmd.Output(); err == nil && strings.TrimSpace(string(changes)) != "" {
-		commit += " + uncommitted changes"
-	}
-	return commit
 }
 
 // profileSection is the Markdown of the profiles and the instruction counts.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 )
 
 func TestChangeLatencyFromTheLogLine(t *testing.T) {
@@ -15,7 +16,7 @@ func TestChangeLatencyFromTheLogLine(t *testing.T) {
 		t.Fatalf("Parse = %+v, %v", e, ok)
 	}
 	written := time.Date(2026, 12, 1, 10, 0, 1, 0, time.UTC)
-	lat, det, err := changeLatency(written, e, 200*time.Millisecond)
+	lat, det, err := companionproc.ChangeLatency(written, e, 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +24,7 @@ func TestChangeLatencyFromTheLogLine(t *testing.T) {
 		t.Errorf("latency %v detection %v, want 0.25 and 0.249", lat, det)
 	}
 	noSettled, _ := syncproc.Parse(`{"time":"2026-12-01T10:00:01Z","msg":"run started"}`)
-	if _, _, err := changeLatency(written, noSettled, 0); err == nil {
+	if _, _, err := companionproc.ChangeLatency(written, noSettled, 0); err == nil {
 		t.Error("a line without settled gave no error")
 	}
 	for _, bad := range []string{"not json", `{"msg":"x"}`, `{"time":"2026-12-01T10:00:01Z"}`} {

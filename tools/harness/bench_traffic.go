@@ -25,6 +25,7 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	"github.com/vigie/terraform-provider-k8s/internal/traffic"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
@@ -284,7 +285,7 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 		if bins[i] == "" {
 			continue
 		}
-		b.say("traffic: a pod's Ready to its first request through %s, %d pods", lb.name, samples)
+		b.Say("traffic: a pod's Ready to its first request through %s, %d pods", lb.name, samples)
 		// Pods of their own numbers: web-2 to web-21 for the first, and so on.
 		latencies, runs, err := b.trafficThrough(ctx, setup, lb, bins[i], 2+i*samples)
 		if err != nil {
@@ -299,12 +300,12 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 // a directory of its own, the load balancer started on what it rendered,
 // the companion on that directory, then samples pods from number first on.
 func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb trafficLB, bin string, first int) ([]float64, int, error) {
-	dir := filepath.Join(b.work, "traffic-"+lb.example)
+	dir := filepath.Join(b.Work, "traffic-"+lb.example)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, 0, err
 	}
 	for _, name := range lb.files {
-		data, err := os.ReadFile(filepath.Join(b.root, "examples", "pools", lb.example, name))
+		data, err := os.ReadFile(filepath.Join(b.Root, "examples", "pools", lb.example, name))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -317,7 +318,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 		"reload.tf":        lb.config(bin, dir),
 		"terraform.tfvars": fmt.Sprintf("namespace = %q\nservice = \"web\"\nport_name = \"http\"\n", trafficNamespace),
 		// The provider itself, not the bench's measuring wrapper.
-		rc: testcluster.DevOverrides(filepath.Dir(b.provider)),
+		rc: testcluster.DevOverrides(filepath.Dir(b.Provider)),
 	}
 	for name, text := range files {
 		if !filepath.IsAbs(name) {
@@ -328,7 +329,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 		}
 	}
 	// The last value of a variable wins.
-	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
+	env := append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+rc)
 	apply := exec.CommandContext(ctx, "terraform", "apply", "-auto-approve", "-input=false", "-no-color")
 	apply.Dir, apply.Env = dir, env
 	if out, err := apply.CombinedOutput(); err != nil {
@@ -340,7 +341,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 	}
 	defer running.stop()
 
-	companion, err := startBenchCompanion(ctx, b.provider, dir, b.cluster.Kubeconfig(), env)
+	companion, err := startBenchCompanion(ctx, b.Provider, dir, b.Cluster.Kubeconfig(), env)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -372,7 +373,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 			time.Sleep(trafficPoll)
 		}
 		latencies = append(latencies, time.Since(ready).Seconds())
-		fmt.Fprintf(logw, "  %s: first request through %s %.0f ms after Ready\n", p.Name, lb.name, latencies[len(latencies)-1]*1000)
+		fmt.Fprintf(benchrun.Log, "  %s: first request through %s %.0f ms after Ready\n", p.Name, lb.name, latencies[len(latencies)-1]*1000)
 		// The workers that serve the pod: the removal's reload replaces
 		// them, after the companion's run has ended (the provisioner's
 		// command returns once the master has the signal). The next sample
@@ -426,8 +427,8 @@ func trafficSection(r *trafficResults) string {
 	if r == nil {
 		return ""
 	}
-	b := newSection("Traffic: a pod's Ready to its first request through HAProxy and nginx")
-	p := b.line
+	b := benchrun.NewSection("Traffic: a pod's Ready to its first request through HAProxy and nginx")
+	p := b.Line
 	if r.reason != "" {
 		p("Not measured: %s.", r.reason)
 		return b.String()

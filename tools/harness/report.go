@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/binsize"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
@@ -37,7 +38,7 @@ type sizeReport struct {
 
 func (b *benchRun) sizes() (sizeReport, error) {
 	var r sizeReport
-	info, err := os.Stat(b.provider)
+	info, err := os.Stat(b.Provider)
 	if err != nil {
 		return r, err
 	}
@@ -47,7 +48,7 @@ func (b *benchRun) sizes() (sizeReport, error) {
 	}
 	r.trivial = info.Size()
 	var table bytes.Buffer
-	if err := binsize.Print(&table, filepath.Join(b.work, "unstripped")); err != nil {
+	if err := binsize.Print(&table, filepath.Join(b.Work, "unstripped")); err != nil {
 		return r, err
 	}
 	r.table = table.String()
@@ -123,12 +124,8 @@ type reportEnv struct {
 }
 
 func currentReportEnv() reportEnv {
-	env := reportEnv{date: time.Now(), machine: machine(), terraformVersion: "unknown", loadEnd: loadAverage()}
-	if out, err := exec.Command("terraform", "version").Output(); err == nil {
-		env.terraformVersion = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-	}
-	goVersion, _ := exec.Command("go", "env", "GOVERSION").Output()
-	env.goVersion = strings.TrimSpace(string(goVersion))
+	env := reportEnv{date: time.Now(), machine: benchrun.Machine(), loadEnd: benchrun.LoadAverage()}
+	env.goVersion, env.terraformVersion = benchrun.Versions()
 	return env
 }
 
@@ -141,7 +138,7 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 	p("Written by `make bench` (tools/harness bench) on %s; see [README.md](README.md) for what each number means and how to run it.", env.date.UTC().Format("2006-01-02"))
 	p("")
 	p("Machine: %s, Linux; %s, %s; Kubernetes %s (local control plane). Load average (1, 5, 15 min) %s at the start, %s at the end. %d timed rounds of every command, interleaved, after one untimed round.",
-		env.machine, env.goVersion, env.terraformVersion, b.cluster.Version, b.loadStart, env.loadEnd, runs)
+		env.machine, env.goVersion, env.terraformVersion, b.Cluster.Version, b.LoadStart, env.loadEnd, runs)
 	p("")
 
 	plan100 := b.find("`terraform plan`, 100 `k8s_ready_endpoints`")
@@ -327,7 +324,7 @@ func (b *benchRun) beforeAfter() string {
 		"Every round plans each configuration below with the current build, then at once with the baseline (same configuration, same directory, a CLI configuration of its own), both through the rusage wrapper. "+
 		"Ratios are current / baseline of the medians of %d rounds; \"per round\" is the lowest and the highest ratio of the two plans of one round. "+
 		"Target: no worse than 5 %% (ratio ≤ 1.05×) in wall time and in provider CPU; peak RSS is given as information.",
-		b.opts.baseline, b.baselineCommit, b.currentCommit, b.opts.runs)
+		b.opts.baseline, b.BaselineCommit, b.CurrentCommit, b.opts.runs)
 	p("")
 	p("| measurement | | current | baseline | current / baseline | per round, min–max | verdict (≤ 1.05×) |")
 	p("|---|---|---:|---:|---:|---:|---|")
@@ -372,17 +369,3 @@ func msPerRead(cpu []float64, reads int) []float64 {
 	}
 	return out
 }
-
-// section is a section of the report being written.
-type section struct{ strings.Builder }
-
-// newSection starts a section with its heading.
-func newSection(title string) *section {
-	s := &section{}
-	s.line("## %s", title)
-	s.line("")
-	return s
-}
-
-// line writes one line.
-func (s *section) line(format string, args ...any) { fmt.Fprintf(&s.Builder, format+"\n", args...) }

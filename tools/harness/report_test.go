@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 )
 
@@ -42,11 +43,13 @@ func fixedRun() *benchRun {
 		return base
 	}
 	return &benchRun{
-		opts:           benchOptions{runs: 3, sizes: []int{1, 100}, incumbent: "incumbent/terraform-provider-kubernetes", baseline: "v0.1.0"},
-		baselineCommit: "8331de0",
-		currentCommit:  "eb32036 + uncommitted changes",
-		loadStart:      "0.20 0.15 0.10",
-		cluster:        &testcluster.Cluster{Version: "v1.37.2"},
+		opts: benchOptions{runs: 3, sizes: []int{1, 100}, incumbent: "incumbent/terraform-provider-kubernetes", baseline: "v0.1.0"},
+		Run: &benchrun.Run{
+			BaselineCommit: "8331de0",
+			CurrentCommit:  "eb32036 + uncommitted changes",
+			LoadStart:      "0.20 0.15 0.10",
+			Cluster:        &testcluster.Cluster{Version: "v1.37.2"},
+		},
 		ms: []*measurement{
 			m("`terraform plan`, 1 `k8s_ready_endpoints`", 1, 0, 1,
 				[]float64{0.31, 0.30, 0.32}, []float64{0.050, 0.052, 0.048}, []float64{30.1, 30.5, 30.3}, []float64{0.01, 0.01, 0.02}),
