@@ -24,6 +24,7 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/syncbench"
 )
 
 // make bench: the provider against its targets, by measurement and not by
@@ -46,7 +47,7 @@ type benchOptions struct {
 	// (bench_sync.go).
 	only     string
 	withSync bool
-	sync     syncOptions
+	sync     syncbench.Options
 	// withImage adds the image's part (bench_image.go).
 	withImage bool
 	image     imageOptions
@@ -79,8 +80,8 @@ func bench(ctx context.Context, args []string) error {
 	imageOpts.register(flags)
 	trafficSamplesFlag := flags.Int("traffic-samples", trafficSamples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
 	baseline := flags.String("baseline", os.Getenv("K8S_TF_BENCH_BASELINE"), "also plan with the provider built at this git revision, in the same rounds (K8S_TF_BENCH_BASELINE)")
-	var syncOpts syncOptions
-	syncOpts.register(flags)
+	var syncOpts syncbench.Options
+	syncOpts.Register(flags)
 	_ = flags.Parse(args)
 	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
 		baseline: *baseline, only: *only, withSync: *withSync, sync: syncOpts, withImage: *withImage, image: imageOpts, trafficSamples: *trafficSamplesFlag}
@@ -155,9 +156,6 @@ type benchRun struct {
 	rc      string
 	ms      []*measurement
 	trivial string
-	// baselineRC is the CLI configuration of the baseline's companion
-	// (bench_sync_baseline.go).
-	baselineRC string
 }
 
 // measurement is one command, run once per round.
@@ -259,7 +257,7 @@ func (b *benchRun) run(ctx context.Context) error {
 	}
 	switch b.opts.only {
 	case "sync":
-		return runPart(ctx, b, client, b.benchSync, syncSection, "make bench-sync", "`make bench-sync` (tools/harness bench -only sync)")
+		return runPart(ctx, b, client, b.benchSync, syncbench.Section, "make bench-sync", "`make bench-sync` (tools/harness bench -only sync)")
 	case "image":
 		return runPart(ctx, b, client, b.benchImage, imageSection, "make bench-image", "`make bench-image` (tools/harness bench -only image)")
 	case "profile":
@@ -305,7 +303,7 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	var syncRes *syncResults
+	var syncRes *syncbench.Results
 	if b.opts.withSync {
 		if syncRes, err = b.benchSync(ctx, client); err != nil {
 			return err
@@ -331,8 +329,13 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, currentReportEnv()) + profileSection(profiles) + syncSection(syncRes) + "\n" + imageSection(imageRes) + "\n" + trafficSection(trafficRes)
+	report := b.report(requests, sizesTable, gobench, currentReportEnv()) + profileSection(profiles) + syncbench.Section(syncRes) + "\n" + imageSection(imageRes) + "\n" + trafficSection(trafficRes)
 	return b.WriteReport(report)
+}
+
+// benchSync is the companion's part (internal/syncbench).
+func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (*syncbench.Results, error) {
+	return syncbench.Measure(ctx, b.Run, client, b.opts.sync)
 }
 
 // buildBaseline builds the provider at opts.baseline as run builds the
@@ -770,4 +773,20 @@ func isDiscovery(path string) bool {
 		return len(parts) <= 3
 	}
 	return false
+}
+
+// runPart is `bench -only sync|traffic|image`: one part alone, its report
+// written to -out by writePart.
+func runPart[R any](ctx context.Context, b *benchRun, client kubernetes.Interface, measure func(context.Context, kubernetes.Interface) (R, error), section func(R) string, title, by string) error {
+	r, err := measure(ctx, client)
+	if err != nil {
+		return err
+	}
+	return b.WritePart(title, by, section(r))
+}
+
+func isFlagSet(flags *flag.FlagSet, name string) bool {
+	set := false
+	flags.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -89,15 +89,12 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 	image := strings.TrimSpace(out[strings.LastIndex(out, "Loaded image: ")+len("Loaded image: "):])
 
 	b.Say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fixture.FleetServices, o.rounds)
-	s, err := b.newSyncBench(nil, "image")
+	cli, err := b.NewCLI("image")
 	if err != nil {
 		return nil, err
 	}
-	dir, err := b.Config("image-each", benchrun.ReadyEndpointsEach(fixture.FleetServices))
+	dir, err := cli.Applied(ctx, "image-each", benchrun.ReadyEndpointsEach(fixture.FleetServices))
 	if err != nil {
-		return nil, err
-	}
-	if err := s.Apply(ctx, dir); err != nil {
 		return nil, err
 	}
 	// The container's user (65532) reads the configuration and a copy of
@@ -127,7 +124,7 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		if err != nil {
 			return nil, fmt.Errorf("the container's cold start: %w", err)
 		}
-		bw, err := coldStart(ctx, binary, s.Env)
+		bw, err := coldStart(ctx, binary, cli.Env)
 		if err != nil {
 			return nil, fmt.Errorf("the binary's cold start: %w", err)
 		}
@@ -318,9 +315,8 @@ func imageSection(r *imageResults) string {
 		return ""
 	}
 	b := benchrun.NewSection("The companion's image (`make image`)")
+	b.Table("| layer | compressed | uncompressed |", "|---|---:|---:|")
 	p := b.Line
-	p("| layer | compressed | uncompressed |")
-	p("|---|---:|---:|")
 	for i, l := range r.report.Layers {
 		name := fmt.Sprintf("layer %d", i+1)
 		if i < len(imageLayers) && len(r.report.Layers) == len(imageLayers) {
@@ -331,8 +327,7 @@ func imageSection(r *imageResults) string {
 	p("| **the image** | **%.1f MB** | |", float64(r.report.CompressedBytes)/1e6)
 	p("")
 	if r.skipped != "" {
-		p("Cold starts not measured: %s.", r.skipped)
-		p("")
+		b.Para("Cold starts not measured: %s.", r.skipped)
 		return b.String()
 	}
 	p("Cold start of `sync` to its event `watching` (state pulled, %d pools decoded, informers started and listed) against a state of %d `k8s_ready_endpoints` of 10 endpoints each, local backend: in the container (podman with runc and vfs storage, read-only root, as the image test runs it; its time includes creating the container) median %.2f s (min–max %s s), the plain binary with the same OpenTofu median %.2f s (min–max %s s), %d rounds alternating after one untimed.",

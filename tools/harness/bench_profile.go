@@ -426,15 +426,11 @@ func profileSection(res *profileResults) string {
 	if res == nil {
 		return ""
 	}
-	var r strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
-	p("## Where the provider's time and memory go (PROFILE=1)")
-	p("")
+	r := benchrun.NewSection("Where the provider's time and memory go (PROFILE=1)")
+	p := r.Line
 	if len(res.plans) > 0 {
-		p("The four reads with the release build through the rusage wrapper, as in `make bench` (medians of %d rounds, interleaved; CPU and peak RSS of the provider processes of each plan):", len(res.plans[0].wall))
-		p("")
-		p("| command | wall, s | min–max, s | provider CPU, s | peak RSS, MiB | min–max, MiB |")
-		p("|---|---:|---:|---:|---:|---:|")
+		r.Para("The four reads with the release build through the rusage wrapper, as in `make bench` (medians of %d rounds, interleaved; CPU and peak RSS of the provider processes of each plan):", len(res.plans[0].wall))
+		r.Table("| command | wall, s | min–max, s | provider CPU, s | peak RSS, MiB | min–max, MiB |", "|---|---:|---:|---:|---:|---:|")
 		for _, m := range res.plans {
 			p("| %s | %.3f | %s | %.3f | %.1f | %s |", m.title, stats.Median(m.wall), stats.MinMax(m.wall, "%.3f"), stats.Median(m.cpu), stats.Median(m.rss), stats.MinMax(m.rss, "%.1f"))
 		}
@@ -443,11 +439,9 @@ func profileSection(res *profileResults) string {
 	if len(res.reads) == 0 {
 		return r.String() + instructionSection(res.instructions)
 	}
-	p("pprof profiles of the provider process (tools/harness/profiledprovider: the provider as the release serves it, profiling itself), %d plans of each read for CPU and %d others for the heap (sampled one byte in 4 KiB), every provider process of those plans merged (schema, validation and reads). Kept in bench/ (git-ignored): `go tool pprof -http=: bench/cpu-NAME.pprof`; `heap-NAME.pprof` with `-sample_index=alloc_space` is every allocation, `heap-peak-NAME.pprof` with `-sample_index=inuse_space` the live heap of each process at its largest, summed over the processes. Totals are over the %d plans. The heap's tables leave out the profiler's own allocations (writing the profiles), which the files keep.", res.profilePlans, res.profilePlans, res.profilePlans)
-	p("")
+	r.Para("pprof profiles of the provider process (tools/harness/profiledprovider: the provider as the release serves it, profiling itself), %d plans of each read for CPU and %d others for the heap (sampled one byte in 4 KiB), every provider process of those plans merged (schema, validation and reads). Kept in bench/ (git-ignored): `go tool pprof -http=: bench/cpu-NAME.pprof`; `heap-NAME.pprof` with `-sample_index=alloc_space` is every allocation, `heap-peak-NAME.pprof` with `-sample_index=inuse_space` the live heap of each process at its largest, summed over the processes. Totals are over the %d plans. The heap's tables leave out the profiler's own allocations (writing the profiles), which the files keep.", res.profilePlans, res.profilePlans, res.profilePlans)
 	for _, rr := range res.reads {
-		p("### %s (`%s`)", capitalise(rr.read.title), rr.read.name)
-		p("")
+		r.Para("### %s (`%s`)", capitalise(rr.read.title), rr.read.name)
 		for _, t := range []struct{ title, text string }{
 			{"CPU, by own time", rr.cpuFlat},
 			{"CPU, by cumulative time", rr.cpuCum},
@@ -455,8 +449,7 @@ func profileSection(res *profileResults) string {
 			{"Allocated bytes, cumulative", rr.allocCum},
 			{"In-use bytes at the largest live heap", rr.peak},
 		} {
-			p("%s:", t.title)
-			p("")
+			r.Para("%s:", t.title)
 			p("```")
 			r.WriteString(t.text)
 			p("```")
@@ -482,10 +475,8 @@ func instructionSection(res *instructionResults) string {
 	if res == nil {
 		return ""
 	}
-	var r strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
-	p("## Provider instructions per read, under callgrind (PROFILE=1)")
-	p("")
+	r := benchrun.NewSection("Provider instructions per read, under callgrind (PROFILE=1)")
+	p := r.Line
 	var names []string
 	for _, build := range res.builds {
 		names = append(names, fmt.Sprintf("%s (`%s`)", build.name, build.commit))
@@ -493,8 +484,7 @@ func instructionSection(res *instructionResults) string {
 	p("Instructions that valgrind's callgrind executed in every provider process of one plan (user space, all threads), summed; builds %s, each unstripped (the release's machine code; callgrind needs the symbols to name functions), with GODEBUG=asyncpreemptoff=1 (callgrind stops on Go's preemption signals otherwise). %d rounds, the builds in turn within each round; the median of the rounds, and per round the lowest and highest ratio. Instruction counts do not grow with the load of the machine as CPU seconds do; they do not see cache misses or stalls. Target: no worse than 5 %% (ratio ≤ 1.05×).",
 		strings.Join(names, ", "), res.rounds)
 	p("")
-	p("| read | build | instructions per plan (median) | per read | processes | current / this | per round, min–max | verdict (≤ 1.05×) |")
-	p("|---|---|---:|---:|---:|---:|---:|---|")
+	r.Table("| read | build | instructions per plan (median) | per read | processes | current / this | per round, min–max | verdict (≤ 1.05×) |", "|---|---|---:|---:|---:|---:|---:|---|")
 	current := res.builds[0]
 	for _, read := range res.reads {
 		for _, build := range res.builds {
@@ -527,8 +517,7 @@ func instructionSection(res *instructionResults) string {
 	p("")
 	for _, build := range res.builds[1:] {
 		for _, read := range res.reads {
-			p("Functions whose own instructions changed most, current over %s, %s (per plan: the sums of the %d rounds over %d):", build.name, read.title, res.rounds, res.rounds)
-			p("")
+			r.Para("Functions whose own instructions changed most, current over %s, %s (per plan: the sums of the %d rounds over %d):", build.name, read.title, res.rounds, res.rounds)
 			p("| function | current | %s | change |", build.name)
 			p("|---|---:|---:|---:|")
 			for _, d := range funcDiffs(current.byFunc[read.name], build.byFunc[read.name], 12) {

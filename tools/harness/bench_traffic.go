@@ -439,10 +439,8 @@ func trafficSection(r *trafficResults) string {
 		"(the example and a `terraform_data` whose provisioner writes the rendered file and reloads the load balancer), and the reload.",
 		r.samples, trafficPoll, trafficSettleQuiet, trafficSettleMax, trafficSettleQuiet)
 	p("")
-	p("HAProxy's backend has active health checks (`check`, `option httpchk`); nginx's upstream only passive ones (`max_fails`, counted on the requests it proxies): each figure is when the new pod answered a request through it, whatever its checks.")
-	p("")
-	p("| load balancer | reload, after the file is written | pods | median | p99 | min–max | companion runs |")
-	p("|---|---|---:|---:|---:|---:|---:|")
+	b.Para("HAProxy's backend has active health checks (`check`, `option httpchk`); nginx's upstream only passive ones (`max_fails`, counted on the requests it proxies): each figure is when the new pod answered a request through it, whatever its checks.")
+	b.Table("| load balancer | reload, after the file is written | pods | median | p99 | min–max | companion runs |", "|---|---|---:|---:|---:|---:|---:|")
 	for _, row := range r.rows {
 		name := strings.TrimSpace(row.lb + " " + row.version)
 		name += " (" + row.example + ")"

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/textcheck"
 )
 
 // fixedTraffic is a traffic part of 20 pods through each load balancer,
@@ -30,34 +30,17 @@ func fixedTraffic() *trafficResults {
 // The traffic section of a fixed run is testdata/traffic.md; go test
 // -update rewrites it.
 func TestTheTrafficSectionOfAFixedRunIsTheGoldenOne(t *testing.T) {
-	got := trafficSection(fixedTraffic())
-	golden := filepath.Join("testdata", "traffic.md")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("the traffic section differs from %s (go test -update rewrites it):\n%s", golden, lineDiff(string(want), got))
-	}
+	textcheck.Golden(t, filepath.Join("testdata", "traffic.md"), trafficSection(fixedTraffic()))
 }
 
 // The rows are worked out by hand from fixedTraffic: of 20, the median is
 // the mean of the 10th and 11th, the p99 (nearest rank) the largest.
 func TestTheTrafficRowsOfAFixedRun(t *testing.T) {
 	section := trafficSection(fixedTraffic())
-	for _, row := range []string{
+	textcheck.ContainsLines(t, "the traffic section", section,
 		"| HAProxy 2.6.12-1 (examples/pools/haproxy) | `haproxy -c`, then SIGUSR2 to the master | 20 | 1.28 s | 1.66 s | 0.90–1.66 s | 40 |",
 		"| nginx 1.22.1 (examples/pools/nginx) | `nginx -t`, then `nginx -s reload` (SIGHUP to the master) | 20 | 1.08 s | 3.10 s | 0.70–3.10 s | 41 |",
-	} {
-		if !strings.Contains(section, row+"\n") {
-			t.Errorf("the traffic section has no row\n%s\nin:\n%s", row, section)
-		}
-	}
+	)
 	if !strings.Contains(section, "20 pods through each load balancer") {
 		t.Errorf("the section does not give the number of pods:\n%s", section)
 	}
@@ -117,16 +100,12 @@ func TestHasAddressInWhatEachExampleRenders(t *testing.T) {
 // on the directory the bench starts nginx in.
 func TestNginxReloadRunsTheCommandOfTraffic(t *testing.T) {
 	tf := nginxReload("/usr/sbin/nginx", "/srv/bench/traffic-nginx")
-	for _, want := range []string{
+	textcheck.Contains(t, "reload.tf", tf,
 		`templatefile("${path.module}/upstream.conf.tftpl"`,
 		"members = provider::k8s::members(data.k8s_ready_endpoints.web.endpoints)",
 		`printf '%s' "$UPSTREAM" > upstream.conf.tmp && mv upstream.conf.tmp upstream.conf`,
 		"/usr/sbin/nginx -t -q -p /srv/bench/traffic-nginx/nginx/ -e /srv/bench/traffic-nginx/nginx/error.log -c /srv/bench/traffic-nginx/nginx/nginx.conf && /usr/sbin/nginx -s reload -p /srv/bench/traffic-nginx/nginx/",
-	} {
-		if !strings.Contains(tf, want) {
-			t.Errorf("reload.tf has no %q:\n%s", want, tf)
-		}
-	}
+	)
 }
 
 func TestBenchRefusesABadTrafficFlag(t *testing.T) {

@@ -278,3 +278,15 @@ func NewSection(title string) *Section {
 
 // Line writes one line.
 func (s *Section) Line(format string, args ...any) { fmt.Fprintf(&s.Builder, format+"\n", args...) }
+
+// Para writes a paragraph: its line, then a blank one.
+func (s *Section) Para(format string, args ...any) {
+	s.Line(format, args...)
+	s.Line("")
+}
+
+// Table writes the head of a table: its columns, then their alignments.
+func (s *Section) Table(columns, alignments string) {
+	s.Line("%s", columns)
+	s.Line("%s", alignments)
+}

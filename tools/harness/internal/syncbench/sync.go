@@ -1,4 +1,11 @@
-package main
+// Package syncbench is the sync companion's part of the bench (issue 19,
+// item 8; `make bench-sync`, `bench -only sync`): how soon a run starts
+// after a pod's Ready condition is written, with the state in each backend
+// and over two clusters, what the companion costs while it watches a large
+// fleet and does nothing, `check` against `terraform plan` of the same
+// configuration, its scale curve, and each beside the baseline's companion.
+// See bench/README.md.
+package syncbench
 
 import (
 	"bytes"
@@ -28,11 +35,6 @@ import (
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
-// The sync companion's part of the bench (issue 19, item 8): how soon a
-// run starts after a pod's Ready condition is written, what the companion
-// costs while it watches a large fleet and does nothing, and `check` against
-// `terraform plan` of the same configuration. See bench/README.md.
-
 const (
 	// syncLatencyNamespace holds the Service whose pool changes.
 	syncLatencyNamespace = "bench-sync"
@@ -44,19 +46,19 @@ const (
 	syncFleetEndpoints = 10
 )
 
-// syncOptions are the flags of the companion's part.
-type syncOptions struct {
+// Options are the flags of the companion's part.
+type Options struct {
 	changes int
 	quiet   time.Duration
 	idle    time.Duration
 	rounds  int
-	// backendRounds are the rounds of bench_sync_backends.go.
+	// backendRounds are the rounds of backends.go.
 	backendRounds int
-	// clusterRounds are the rounds of bench_sync_clusters.go.
+	// clusterRounds are the rounds of clusters.go.
 	clusterRounds int
 	// scale are the sizes of the scale curve, scaleChanges the changes
 	// timed at each, scaleWait the bound of each companion's start
-	// (bench_sync_scale.go).
+	// (scale.go).
 	scale        sizeList
 	scaleChanges int
 	scaleWait    time.Duration
@@ -68,7 +70,7 @@ type syncOptions struct {
 	parts map[string]bool
 }
 
-func (o *syncOptions) register(flags *flag.FlagSet) {
+func (o *Options) Register(flags *flag.FlagSet) {
 	flags.IntVar(&o.changes, "sync-changes", 50, "companion: pool changes timed for the detection latency")
 	flags.DurationVar(&o.quiet, "sync-quiet", 200*time.Millisecond, "companion: the settle window's quiet time during the latency measurement")
 	flags.DurationVar(&o.idle, "sync-idle", 60*time.Second, "companion: the idle window over which its CPU is measured")
@@ -93,8 +95,8 @@ func (o *syncOptions) register(flags *flag.FlagSet) {
 	})
 }
 
-// syncResults is what the companion's part measured.
-type syncResults struct {
+// Results is what the companion's part measured.
+type Results struct {
 	quiet time.Duration
 	// latency is, per change, the run's start (its log line) minus the write
 	// of the Ready condition minus the quiet time, s; detection is the
@@ -125,7 +127,7 @@ type syncResults struct {
 	clusters *clusterLatency
 	// baseline is the companion at -baseline, measured beside this one.
 	baseline *baselineSync
-	// scale is the scale curve (bench_sync_scale.go).
+	// scale is the scale curve (scale.go).
 	scale *scaleResults
 }
 
@@ -141,7 +143,7 @@ type checkVsPlan struct {
 // newSyncBench drives the companion and the terraform on PATH with a CLI
 // configuration of their own (terraformrc-NAME): the release build
 // directly, without the rusage wrapper of the plans.
-func (b *benchRun) newSyncBench(client kubernetes.Interface, name string) (*syncBench, error) {
+func (b *part) newSyncBench(client kubernetes.Interface, name string) (*syncBench, error) {
 	cli, err := b.NewCLI(name)
 	if err != nil {
 		return nil, err
@@ -149,11 +151,20 @@ func (b *benchRun) newSyncBench(client kubernetes.Interface, name string) (*sync
 	return &syncBench{CLI: cli, b: b, client: client}, nil
 }
 
-// benchSync runs the companion's part on the running cluster, with the
-// fleet fixture of createFixture already there.
-func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (*syncResults, error) {
-	o := b.opts.sync
-	r := &syncResults{quiet: o.quiet}
+// part is the companion's part of one bench run.
+type part struct {
+	*benchrun.Run
+	opts Options
+	// baselineRC is the CLI configuration of the baseline's companion
+	// (baseline.go).
+	baselineRC string
+}
+
+// Measure runs the companion's part on the run's cluster, with the fleet
+// fixture of fixture.Create already there.
+func Measure(ctx context.Context, run *benchrun.Run, client kubernetes.Interface, o Options) (*Results, error) {
+	b := &part{Run: run, opts: o}
+	r := &Results{quiet: o.quiet}
 	s, err := b.newSyncBench(client, "sync")
 	if err != nil {
 		return nil, err
@@ -203,10 +214,10 @@ func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (
 
 type syncBench struct {
 	benchrun.CLI
-	b      *benchRun
+	b      *part
 	client kubernetes.Interface
 	// provider is the companion's binary: b.Provider, or the baseline's
-	// (bench_sync_baseline.go).
+	// (baseline.go).
 	provider string
 }
 
@@ -217,8 +228,8 @@ type syncBench struct {
 // still differ from state after the run (a run again and again), and every
 // other change would only bring the pool back to what state has (no run).
 // That command's time comes after the run's start and is not measured.
-func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
-	o := s.b.opts.sync
+func (s *syncBench) latency(ctx context.Context, r *Results) error {
+	o := s.b.opts
 	client := s.client
 	const pods = 4
 	// One Service, configuration and companion per build: this one, and the
@@ -239,13 +250,10 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 		if err := fixture.CreateLatencyService(ctx, client, syncLatencyNamespace, service, pods, fmt.Sprintf("10.250.%d.%%d", i)); err != nil {
 			return err
 		}
-		dir, err := s.b.Config(dirName, benchrun.ProviderBlock+fmt.Sprintf(
+		dir, err := build.Applied(ctx, dirName, benchrun.ProviderBlock+fmt.Sprintf(
 			"\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = length(data.k8s_ready_endpoints.lat.endpoints)\n}\n",
 			syncLatencyNamespace, service))
 		if err != nil {
-			return err
-		}
-		if err := build.Apply(ctx, dir); err != nil {
 			return err
 		}
 		c, err := build.startCompanion(ctx, dir, "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String(),
@@ -305,7 +313,7 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 // idle: one k8s_services over syncFleetServices selector-less Services,
 // each with one hand-written slice of syncFleetEndpoints endpoints (not
 // managed by the controller), applied; then the companion watching them.
-func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
+func (s *syncBench) idle(ctx context.Context, r *Results) error {
 	start := time.Now()
 	if err := createSyncFleet(ctx, s.client, syncFleetNamespace, 0, syncFleetServices, 0); err != nil {
 		return err
@@ -319,13 +327,10 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 		if i > 0 {
 			name += "-baseline"
 		}
-		dir, err := s.b.Config(name, benchrun.ProviderBlock+fmt.Sprintf(
+		dir, err := build.Applied(ctx, name, benchrun.ProviderBlock+fmt.Sprintf(
 			"\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n\noutput \"fleet_endpoints\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n",
 			syncFleetNamespace))
 		if err != nil {
-			return err
-		}
-		if err := build.Apply(ctx, dir); err != nil {
 			return err
 		}
 		if err := build.WantOutput(ctx, dir, "fleet_endpoints", want); err != nil {
@@ -341,7 +346,7 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 	// round's figures and, before/after, the medians of both rounds.
 	for round := range 2 {
 		for i, build := range builds {
-			one := &syncResults{}
+			one := &Results{}
 			if err := build.idleOnce(ctx, dirs[i], one); err != nil {
 				return fmt.Errorf("%s: %w", build.label(), err)
 			}
@@ -363,7 +368,7 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 }
 
 // mergeIdle is r with the idle figures of one.
-func mergeIdle(r syncResults, one *syncResults) syncResults {
+func mergeIdle(r Results, one *Results) Results {
 	r.watching, r.syncWall, r.syncCPU, r.syncChildCPU = one.watching, one.syncWall, one.syncCPU, one.syncChildCPU
 	r.idle, r.idleCPU, r.idleSlices, r.idleGC, r.idleForcedGC = one.idle, one.idleCPU, one.idleSlices, one.idleGC, one.idleForcedGC
 	r.peakRSS, r.idleRuns = one.peakRSS, one.idleRuns
@@ -372,7 +377,7 @@ func mergeIdle(r syncResults, one *syncResults) syncResults {
 
 // idleOnce starts the companion on dir, an applied fleet, and measures its
 // initial sync and its idle CPU into r.
-func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) error {
+func (s *syncBench) idleOnce(ctx context.Context, dir string, r *Results) error {
 	started := time.Now()
 	// gctrace: one line per garbage collection on its standard error, to
 	// say what the idle CPU is.
@@ -388,8 +393,8 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 // into r: the time to its "watching" line (waited for at most watchWait),
 // its initial sync (its CPU settled, waited for at most settleWait), its
 // CPU over the idle window, and its peak RSS then.
-func (s *syncBench) measureIdle(ctx context.Context, c *companionproc.Proc, started time.Time, r *syncResults, watchWait, settleWait time.Duration) error {
-	o := s.b.opts.sync
+func (s *syncBench) measureIdle(ctx context.Context, c *companionproc.Proc, started time.Time, r *Results, watchWait, settleWait time.Duration) error {
+	o := s.b.opts
 	watching, err := c.WaitNth(ctx, "watching", 1, watchWait)
 	if err != nil {
 		return err
@@ -521,13 +526,13 @@ func createSyncFleet(ctx context.Context, client kubernetes.Interface, namespace
 	})
 }
 
-// checkVsPlan: the fleet of createFixture read as fixture.FleetServices
+// checkVsPlan: the fleet of fixture.Create read as fixture.FleetServices
 // k8s_ready_endpoints (for_each) and as one k8s_services, with an output that
 // sums the endpoints, applied; then, alternately, `check` and `terraform
 // plan` of each. No resource keeps the pools: with a terraform_data per
 // pool, for_each over the 500 data sources, the first apply had not ended
 // after 5.5 minutes (2.3 min of Terraform's CPU, on a loaded machine).
-func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
+func (s *syncBench) checkVsPlan(ctx context.Context, r *Results) error {
 	configs := []struct{ name, title, main string }{
 		{"sync-each", fmt.Sprintf("%d `k8s_ready_endpoints` (`for_each`)", fixture.FleetServices), benchrun.ReadyEndpointsEach(fixture.FleetServices)},
 		{"sync-fleet-500", fmt.Sprintf("1 `k8s_services` of %d Services", fixture.FleetServices), benchrun.ProviderBlock + fmt.Sprintf(
@@ -535,11 +540,8 @@ func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 			fixture.Namespace)},
 	}
 	for _, cfg := range configs {
-		dir, err := s.b.Config(cfg.name, cfg.main)
+		dir, err := s.Applied(ctx, cfg.name, cfg.main)
 		if err != nil {
-			return err
-		}
-		if err := s.Apply(ctx, dir); err != nil {
 			return err
 		}
 		if err := s.WantOutput(ctx, dir, "members", fixture.FleetServices*10); err != nil {
@@ -551,9 +553,9 @@ func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 		plan := []string{s.Terraform, "-chdir=" + dir, "plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color", "-detailed-exitcode"}
 		pull := []string{s.Terraform, "-chdir=" + dir, "state", "pull"}
 		// One untimed run of each, then the rounds.
-		for round := 0; round <= s.b.opts.sync.rounds; round++ {
+		for round := 0; round <= s.b.opts.rounds; round++ {
 			argv := check
-			if dir := s.b.opts.sync.scaleProfile; dir != "" && round == s.b.opts.sync.rounds {
+			if dir := s.b.opts.scaleProfile; dir != "" && round == s.b.opts.rounds {
 				// The last round's check is profiled (the CPU profile's
 				// own cost is in its figures).
 				argv = append(slices.Clone(check), "-cpuprofile", filepath.Join(dir, "check-"+cfg.name+".pprof"))
@@ -623,7 +625,7 @@ func (s *syncBench) startCompanionEnv(ctx context.Context, dir string, extraEnv 
 }
 
 // syncTargetRows are the companion's rows of the targets table.
-func syncTargetRows(r *syncResults) []string {
+func syncTargetRows(r *Results) []string {
 	var rows []string
 	row := func(format string, args ...any) { rows = append(rows, fmt.Sprintf(format, args...)) }
 	if len(r.latency) > 0 {
@@ -664,19 +666,18 @@ func syncTargetRows(r *syncResults) []string {
 	return rows
 }
 
-// syncSection is the companion's section of the report.
-func syncSection(r *syncResults) string {
+// Section is the companion's section of the report.
+func Section(r *Results) string {
 	if r == nil {
 		return ""
 	}
 	b := benchrun.NewSection("Companion (`sync`, `check`)")
-	p := b.Line
-	p("| measurement | measured | target | verdict |")
-	p("|---|---:|---:|---|")
+	b.Table("| measurement | measured | target | verdict |", "|---|---:|---:|---|")
 	for _, row := range syncTargetRows(r) {
-		p("%s", row)
+		b.Line("%s", row)
 	}
-	p("")
+	b.Line("")
+	p := b.Line
 	if len(r.latency) > 0 {
 		p("Detection latency over %d changes, each removing or adding a member (alternately), each after the previous run ended: run started minus the write minus the quiet time %s: median %.3f s, p90 %.3f s, p99 %.3f s, min–max %s s. The settle window opened (run started minus its `settled`) after median %.3f s, p99 %.3f s. Runs no change explains: %d.",
 			len(r.latency), r.quiet, stats.Median(r.latency), stats.Percentile(r.latency, 90), stats.Percentile(r.latency, 99), stats.MinMax(r.latency, "%.3f"),
@@ -697,10 +698,8 @@ func syncSection(r *syncResults) string {
 		p("")
 	}
 	if len(r.checks) > 0 {
-		p("`check`, `terraform plan` and the CLI's `terraform state pull` alone (the read of state that `check` starts) of the same applied configuration (the data sources and an output that sums their endpoints; no resource), in turn; CPU is user + system of the finished process and the descendants it waited for (wait4's rusage: for plan, Terraform and its provider processes; for check, its `terraform state pull` included). Medians of %d rounds after one untimed. \"ours\" is check minus the state pull: the informers or LISTs and the comparison.", len(r.checks[0].planWall))
-		p("")
-		p("| configuration | check wall, s | check CPU, s | plan wall, s | plan CPU, s | wall ratio | CPU ratio | state pull wall, s | state pull CPU, s | ours (check − pull): wall, CPU, s |")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		b.Para("`check`, `terraform plan` and the CLI's `terraform state pull` alone (the read of state that `check` starts) of the same applied configuration (the data sources and an output that sums their endpoints; no resource), in turn; CPU is user + system of the finished process and the descendants it waited for (wait4's rusage: for plan, Terraform and its provider processes; for check, its `terraform state pull` included). Medians of %d rounds after one untimed. \"ours\" is check minus the state pull: the informers or LISTs and the comparison.", len(r.checks[0].planWall))
+		b.Table("| configuration | check wall, s | check CPU, s | plan wall, s | plan CPU, s | wall ratio | CPU ratio | state pull wall, s | state pull CPU, s | ours (check − pull): wall, CPU, s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, c := range r.checks {
 			p("| %s | %.3f (%s) | %.3f | %.3f (%s) | %.3f | %.3f× | %.3f× | %.3f (%s) | %.3f | %.3f, %.3f |", c.title, stats.Median(c.checkWall), stats.MinMax(c.checkWall, "%.2f"), stats.Median(c.checkCPU),
 				stats.Median(c.planWall), stats.MinMax(c.planWall, "%.2f"), stats.Median(c.planCPU), stats.Median(c.checkWall)/stats.Median(c.planWall), stats.Median(c.checkCPU)/stats.Median(c.planCPU),
@@ -709,20 +708,4 @@ func syncSection(r *syncResults) string {
 		p("")
 	}
 	return b.String()
-}
-
-// runPart is `bench -only sync|traffic|image`: one part alone, its report
-// written to -out by writePart.
-func runPart[R any](ctx context.Context, b *benchRun, client kubernetes.Interface, measure func(context.Context, kubernetes.Interface) (R, error), section func(R) string, title, by string) error {
-	r, err := measure(ctx, client)
-	if err != nil {
-		return err
-	}
-	return b.WritePart(title, by, section(r))
-}
-
-func isFlagSet(flags *flag.FlagSet, name string) bool {
-	set := false
-	flags.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }

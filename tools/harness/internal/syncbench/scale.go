@@ -1,4 +1,4 @@
-package main
+package syncbench
 
 import (
 	"context"
@@ -211,8 +211,8 @@ func scaleChange(n, i int) (namespace, service string, endpoint int, single bool
 }
 
 // scaleCurve creates, applies and measures each size of -sync-scale.
-func (s *syncBench) scaleCurve(ctx context.Context, r *syncResults) error {
-	o := s.b.opts.sync
+func (s *syncBench) scaleCurve(ctx context.Context, r *Results) error {
+	o := s.b.opts
 	res := &scaleResults{quiet: o.quiet, changes: o.scaleChanges, wait: o.scaleWait}
 	if r.baseline != nil {
 		res.baseline = r.baseline.commit
@@ -289,7 +289,7 @@ func (s *syncBench) scaleCurve(ctx context.Context, r *syncResults) error {
 // limit and -command true, and measures it. A bound passed is a result
 // (timeout), not an error.
 func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun, error) {
-	o := s.b.opts.sync
+	o := s.b.opts
 	run := &scaleRun{noLimit: "GOMEMLIMIT unset and no -memory-limit-mib (the build has none)"}
 	args := []string{"-command", "true", "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String()}
 	if s.knowsSyncFlag("memory-limit-mib") {
@@ -312,7 +312,7 @@ func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun,
 		return nil, err
 	}
 	defer c.Halt()
-	idle := &syncResults{}
+	idle := &Results{}
 	err = s.measureIdle(ctx, c, started, idle, o.scaleWait, o.scaleWait)
 	run.watching, run.compared, run.syncCPU, run.syncChildCPU = idle.watching, idle.syncWall, idle.syncCPU, idle.syncChildCPU
 	run.idle, run.idleCPU, run.rssCompared = idle.idle, idle.idleCPU, idle.peakRSS
@@ -365,7 +365,7 @@ func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun,
 // as scale-N-LABEL.heap.pb.gz, and returns the path without its ending
 // (for the log, kept when the run ends).
 func (s *syncBench) keepHeapProfile(ctx context.Context, c *companionproc.Proc, n int, heap bool) string {
-	dir := s.b.opts.sync.scaleProfile
+	dir := s.b.opts.scaleProfile
 	base := filepath.Join(dir, fmt.Sprintf("scale-%d-%s", n, strings.NewReplacer(" ", "-", "/", "-").Replace(s.label())))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintf(benchrun.Log, "  -sync-profile: %v\n", err)
@@ -425,7 +425,7 @@ func lastLines(text string, n int) string {
 // run), and waits for the companion to be quiet (its read of state after
 // the run, and the change back).
 func (s *syncBench) scaleChangeOnce(ctx context.Context, c *companionproc.Proc, n, i int, run *scaleRun) error {
-	o := s.b.opts.sync
+	o := s.b.opts
 	namespace, service, endpoint, single := scaleChange(n, i)
 	before := c.Seen("run started")
 	written, err := s.writeEndpointReady(ctx, namespace, service+"-1", endpoint, false)

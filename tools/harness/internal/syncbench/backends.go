@@ -1,4 +1,4 @@
-package main
+package syncbench
 
 import (
 	"context"
@@ -53,8 +53,8 @@ func backendBlock(name, kubeconfig string, pg *testcluster.Postgres) string {
 	return ""
 }
 
-func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
-	o := s.b.opts.sync
+func (s *syncBench) backendLatency(ctx context.Context, r *Results) error {
+	o := s.b.opts
 	res := &backendLatency{rounds: o.backendRounds, quiet: o.quiet, latency: map[string][]float64{}, duration: map[string][]float64{}, extraRuns: map[string]int{}}
 	pg, err := testcluster.StartPostgres(ctx, testcluster.PostgresOptions{Dir: filepath.Join(s.b.Work, "postgres"), Log: benchrun.Log})
 	if err != nil {
@@ -89,13 +89,10 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 				return err
 			}
 		}
-		dir, err := s.b.Config("sync-backend-"+name, benchrun.ProviderBlock+block+fmt.Sprintf(
+		dir, err := s.Applied(ctx, "sync-backend-"+name, benchrun.ProviderBlock+block+fmt.Sprintf(
 			"\ndata \"k8s_ready_endpoints\" \"pool\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\nresource \"terraform_data\" \"pool\" {\n  input = [for e in data.k8s_ready_endpoints.pool.endpoints : \"${e.address}:${e.port}\"]\n}\n",
 			syncBackendNamespace, service))
 		if err != nil {
-			return err
-		}
-		if err := s.Apply(ctx, dir); err != nil {
 			return err
 		}
 		c, err := s.startCompanion(ctx, dir, "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String())
@@ -164,20 +161,19 @@ func backendLatencySection(res *backendLatency) string {
 	if res == nil || len(res.latency["local"]) == 0 {
 		return ""
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "With the state in each backend, in the same run: one Service, one applied pool (`terraform_data`) and one companion per backend (settle quiet time %s); %d rounds, each changing every backend's pool in turn (a pod made not ready, then ready, alternately), in an order that rotates; from the write of the Ready condition to the companion's `run ended` line of the applied run. Runs no change explains: ",
-		res.quiet, res.rounds)
 	var extra []string
 	for _, name := range stateBackends {
 		extra = append(extra, fmt.Sprintf("%s %d", name, res.extraRuns[name]))
 	}
-	b.WriteString(strings.Join(extra, ", ") + ".\n\n")
-	b.WriteString("| state backend | pod Ready → apply's end, median (min–max), s | ratio to local | the run (plan, show, apply), median, s |\n|---|---:|---:|---:|\n")
+	var b benchrun.Section
+	b.Para("With the state in each backend, in the same run: one Service, one applied pool (`terraform_data`) and one companion per backend (settle quiet time %s); %d rounds, each changing every backend's pool in turn (a pod made not ready, then ready, alternately), in an order that rotates; from the write of the Ready condition to the companion's `run ended` line of the applied run. Runs no change explains: %s.",
+		res.quiet, res.rounds, strings.Join(extra, ", "))
+	b.Table("| state backend | pod Ready → apply's end, median (min–max), s | ratio to local | the run (plan, show, apply), median, s |", "|---|---:|---:|---:|")
 	local := stats.Median(res.latency["local"])
 	for _, name := range stateBackends {
-		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | %.3f |\n", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"),
+		b.Line("| %s | %.3f (%s) | %.2f× | %.3f |", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"),
 			stats.Median(res.latency[name])/local, stats.Median(res.duration[name]))
 	}
-	b.WriteString("\n")
+	b.Line("")
 	return b.String()
 }

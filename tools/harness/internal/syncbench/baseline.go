@@ -1,4 +1,4 @@
-package main
+package syncbench
 
 import (
 	"fmt"
@@ -46,7 +46,7 @@ func (i idleRounds) tickPct() float64 {
 
 // builds are the companions measured: this build, then the baseline's when
 // there is one.
-func (s *syncBench) builds(r *syncResults) []*syncBench {
+func (s *syncBench) builds(r *Results) []*syncBench {
 	builds := []*syncBench{s}
 	if r.baseline == nil {
 		return builds
@@ -80,7 +80,7 @@ func (s *syncBench) label() string {
 
 // prepareBaseline writes the CLI configuration whose dev_overrides give the
 // baseline's provider, unwrapped, and marks the results as compared.
-func (s *syncBench) prepareBaseline(r *syncResults) error {
+func (s *syncBench) prepareBaseline(r *Results) error {
 	if s.b.BaselineProvider == "" {
 		return nil
 	}
@@ -94,7 +94,7 @@ func (s *syncBench) prepareBaseline(r *syncResults) error {
 
 // baselineSyncRows are the before/after rows of the targets table: the
 // latency and the idle CPU within 5 % of the baseline's.
-func baselineSyncRows(r *syncResults) []string {
+func baselineSyncRows(r *Results) []string {
 	base := r.baseline
 	if base == nil || len(base.latency) == 0 || len(r.latency) == 0 {
 		return nil
@@ -130,7 +130,7 @@ func baselineSyncRows(r *syncResults) []string {
 }
 
 // baselineSyncSection is the paragraph and table of the before/after.
-func baselineSyncSection(r *syncResults) string {
+func baselineSyncSection(r *Results) string {
 	base := r.baseline
 	if base == nil || len(base.latency) == 0 {
 		return ""

@@ -1,4 +1,4 @@
-package main
+package syncbench
 
 import (
 	"context"
@@ -61,8 +61,8 @@ func clustersConfig(kubeconfigs map[string]string) string {
 	return b.String()
 }
 
-func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
-	o := s.b.opts.sync
+func (s *syncBench) clusterLatency(ctx context.Context, r *Results) error {
+	o := s.b.opts
 	res := &clusterLatency{rounds: o.clusterRounds, quiet: o.quiet, latency: map[string][]float64{}}
 	green, err := testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(s.b.Work, "cluster-green"), Version: os.Getenv("K8S_TF_K8S_VERSION"), Log: benchrun.Log})
 	if err != nil {
@@ -87,11 +87,8 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 			return fmt.Errorf("cluster %s: %w", name, err)
 		}
 	}
-	dir, err := s.b.Config("sync-clusters", clustersConfig(kubeconfigs))
+	dir, err := s.Applied(ctx, "sync-clusters", clustersConfig(kubeconfigs))
 	if err != nil {
-		return err
-	}
-	if err := s.Apply(ctx, dir); err != nil {
 		return err
 	}
 	// No -kubeconfig: each alias connects as its provider block says.
@@ -201,18 +198,18 @@ func clusterLatencySection(res *clusterLatency) string {
 	if res == nil || len(res.latency["blue"]) == 0 {
 		return ""
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "One pool over two clusters, in the same run: the bench's control plane (blue) and a second one (green), one Service of 4 ready pods in each, read through two provider configurations into one `terraform_data`, one companion for both (settle quiet time %s); %d rounds, each a change in blue and one in green (in an order that rotates; a pod made not ready, then ready, alternately), then one in both clusters back to back; from the write of the Ready condition (the first, for both) to the companion's `run ended` line of the applied run. Runs no change explains: %d.\n\n",
+	var b benchrun.Section
+	b.Para("One pool over two clusters, in the same run: the bench's control plane (blue) and a second one (green), one Service of 4 ready pods in each, read through two provider configurations into one `terraform_data`, one companion for both (settle quiet time %s); %d rounds, each a change in blue and one in green (in an order that rotates; a pod made not ready, then ready, alternately), then one in both clusters back to back; from the write of the Ready condition (the first, for both) to the companion's `run ended` line of the applied run. Runs no change explains: %d.",
 		res.quiet, res.rounds, res.extraRuns)
-	b.WriteString("| change in | pod Ready → apply's end, median (min–max), s | ratio to blue | runs per change |\n|---|---:|---:|---|\n")
+	b.Table("| change in | pod Ready → apply's end, median (min–max), s | ratio to blue | runs per change |", "|---|---:|---:|---|")
 	blue := stats.Median(res.latency["blue"])
 	for _, name := range syncClusters {
-		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | 1 |\n", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"), stats.Median(res.latency[name])/blue)
+		b.Line("| %s | %.3f (%s) | %.2f× | 1 |", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"), stats.Median(res.latency[name])/blue)
 	}
 	var runs []string
 	for _, n := range res.bothRuns {
 		runs = append(runs, fmt.Sprint(n))
 	}
-	fmt.Fprintf(&b, "| both, within one window | %.3f (%s) | %.2f× | %s |\n\n", stats.Median(res.both), stats.MinMax(res.both, "%.2f"), stats.Median(res.both)/blue, strings.Join(runs, ", "))
+	b.Para("| both, within one window | %.3f (%s) | %.2f× | %s |", stats.Median(res.both), stats.MinMax(res.both, "%.2f"), stats.Median(res.both)/blue, strings.Join(runs, ", "))
 	return b.String()
 }
