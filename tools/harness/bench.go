@@ -24,6 +24,7 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/imagebench"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/syncbench"
 )
 
@@ -50,7 +51,7 @@ type benchOptions struct {
 	sync     syncbench.Options
 	// withImage adds the image's part (bench_image.go).
 	withImage bool
-	image     imageOptions
+	image     imagebench.Options
 	// trafficSamples is the number of pods per load balancer of the
 	// traffic latency (bench_traffic.go).
 	trafficSamples int
@@ -76,8 +77,8 @@ func bench(ctx context.Context, args []string) error {
 	only := flags.String("only", "", "run one part alone: profile (the provider's profiles and instruction counts; default bench/results-profile.md), sync (the companion; writes -out, default bench/results-sync.md), traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md) or image (the companion's image; default bench/results-image.md)")
 	withSync := flags.Bool("sync", true, "also measure the sync companion (bench_sync.go)")
 	withImage := flags.Bool("image-part", true, "also measure the companion's image (bench_image.go; needs make image)")
-	var imageOpts imageOptions
-	imageOpts.register(flags)
+	var imageOpts imagebench.Options
+	imageOpts.Register(flags)
 	trafficSamplesFlag := flags.Int("traffic-samples", trafficSamples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
 	baseline := flags.String("baseline", os.Getenv("K8S_TF_BENCH_BASELINE"), "also plan with the provider built at this git revision, in the same rounds (K8S_TF_BENCH_BASELINE)")
 	var syncOpts syncbench.Options
@@ -259,7 +260,7 @@ func (b *benchRun) run(ctx context.Context) error {
 	case "sync":
 		return runPart(ctx, b, client, b.benchSync, syncbench.Section, "make bench-sync", "`make bench-sync` (tools/harness bench -only sync)")
 	case "image":
-		return runPart(ctx, b, client, b.benchImage, imageSection, "make bench-image", "`make bench-image` (tools/harness bench -only image)")
+		return runPart(ctx, b, client, b.benchImage, imagebench.Section, "make bench-image", "`make bench-image` (tools/harness bench -only image)")
 	case "profile":
 		return runPart(ctx, b, client, func(ctx context.Context, _ kubernetes.Interface) (*profileResults, error) { return b.profileReads(ctx) },
 			profileSection, "bench -only profile", "`bin/harness bench -only profile` (tools/harness)")
@@ -309,7 +310,7 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	var imageRes *imageResults
+	var imageRes *imagebench.Results
 	if b.opts.withImage {
 		if imageRes, err = b.benchImage(ctx, client); err != nil {
 			return err
@@ -329,13 +330,18 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, currentReportEnv()) + profileSection(profiles) + syncbench.Section(syncRes) + "\n" + imageSection(imageRes) + "\n" + trafficSection(trafficRes)
+	report := b.report(requests, sizesTable, gobench, currentReportEnv()) + profileSection(profiles) + syncbench.Section(syncRes) + "\n" + imagebench.Section(imageRes) + "\n" + trafficSection(trafficRes)
 	return b.WriteReport(report)
 }
 
 // benchSync is the companion's part (internal/syncbench).
 func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (*syncbench.Results, error) {
 	return syncbench.Measure(ctx, b.Run, client, b.opts.sync)
+}
+
+// benchImage is the image's part (internal/imagebench).
+func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) (*imagebench.Results, error) {
+	return imagebench.Measure(ctx, b.Run, client, b.opts.image)
 }
 
 // buildBaseline builds the provider at opts.baseline as run builds the

@@ -1,4 +1,11 @@
-package main
+// Package imagebench is the companion's image in the bench (issue 26;
+// `make bench-image`, `bench -only image`): its size, compressed and by
+// layer (the report of make image), the cold start of `sync` to its line
+// `watching` against a state of fixture.FleetServices pools, in the image's
+// container (podman, run as internal/imagetest runs it) and as the plain
+// binary, alternately, and a pod's Ready to the apply's end in each. See
+// bench/README.md.
+package imagebench
 
 import (
 	"context"
@@ -22,18 +29,12 @@ import (
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
-// The companion's image in the bench (issue 26): its size, compressed and by
-// layer (the report of make image), and the cold start of `sync` to its
-// line `watching` against a state of fixture.FleetServices pools, in the image's
-// container (podman, run as internal/imagetest runs it) and as the plain
-// binary, alternately. See bench/README.md.
-
-type imageOptions struct {
+type Options struct {
 	archive, report string
 	rounds, changes int
 }
 
-func (o *imageOptions) register(flags *flag.FlagSet) {
+func (o *Options) Register(flags *flag.FlagSet) {
 	flags.StringVar(&o.archive, "image", "bin/image/terraform-provider-k8s-sync.tar", "image: the docker-archive of make image (relative to the repository)")
 	flags.StringVar(&o.report, "image-report", "bin/image/report.json", "image: the sizes make image wrote")
 	flags.IntVar(&o.rounds, "image-rounds", 5, "image: rounds of cold starts, container and plain binary alternately")
@@ -49,7 +50,7 @@ type imageReport struct {
 	} `json:"layers"`
 }
 
-type imageResults struct {
+type Results struct {
 	report imageReport
 	pools  int
 	// container and binary are the cold starts to `watching`, s.
@@ -64,9 +65,17 @@ type imageResults struct {
 // imageLayers names the layers tools/image writes, in its order.
 var imageLayers = []string{"base files (passwd, CA certificates, CLI configuration, directories)", "the CLI (OpenTofu)", "the provider (and its mirror's hard links)"}
 
-func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) (*imageResults, error) {
-	o := b.opts.image
-	r := &imageResults{pools: fixture.FleetServices}
+// part is the image's part of one bench run.
+type part struct {
+	*benchrun.Run
+	opts Options
+}
+
+// Measure runs the image's part on the run's cluster, with the fleet
+// fixture of fixture.Create already there.
+func Measure(ctx context.Context, run *benchrun.Run, client kubernetes.Interface, o Options) (*Results, error) {
+	b := &part{Run: run, opts: o}
+	r := &Results{pools: fixture.FleetServices}
 	raw, err := os.ReadFile(filepath.Join(b.Root, o.report))
 	if err != nil {
 		return nil, fmt.Errorf("the image's sizes (make image writes %s): %w", o.report, err)
@@ -156,7 +165,7 @@ const (
 // OpenTofu (the image's and the same build on this machine), take turns in
 // blocks, each block starting from a state the other's changes left
 // current.
-func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface, p *benchPodman, image, tofu, kubeconfig string, r *imageResults) error {
+func (b *part) imageLatency(ctx context.Context, client kubernetes.Interface, p *benchPodman, image, tofu, kubeconfig string, r *Results) error {
 	if err := fixture.CreateLatencyService(ctx, client, imageLatencyNamespace, imageLatencyService, imageLatencyPods, "10.251.0.%d"); err != nil {
 		return err
 	}
@@ -209,7 +218,7 @@ func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface
 	toggled := fmt.Sprintf("%s-%d", imageLatencyService, imageLatencyPods-1)
 	ready := true
 	const blocks = 3
-	perBlock := max(1, b.opts.image.changes/blocks)
+	perBlock := max(1, b.opts.changes/blocks)
 	for block := range blocks {
 		for _, c := range companions {
 			// The state current first: the other's changes came while this
@@ -310,7 +319,8 @@ func (p *benchPodman) run(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-func imageSection(r *imageResults) string {
+// Section is the image's section of the report.
+func Section(r *Results) string {
 	if r == nil {
 		return ""
 	}
