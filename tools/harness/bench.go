@@ -26,6 +26,7 @@ import (
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/imagebench"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/syncbench"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/trafficbench"
 )
 
 // make bench: the provider against its targets, by measurement and not by
@@ -79,7 +80,7 @@ func bench(ctx context.Context, args []string) error {
 	withImage := flags.Bool("image-part", true, "also measure the companion's image (bench_image.go; needs make image)")
 	var imageOpts imagebench.Options
 	imageOpts.Register(flags)
-	trafficSamplesFlag := flags.Int("traffic-samples", trafficSamples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
+	trafficSamplesFlag := flags.Int("traffic-samples", trafficbench.Samples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
 	baseline := flags.String("baseline", os.Getenv("K8S_TF_BENCH_BASELINE"), "also plan with the provider built at this git revision, in the same rounds (K8S_TF_BENCH_BASELINE)")
 	var syncOpts syncbench.Options
 	syncOpts.Register(flags)
@@ -247,7 +248,7 @@ func (b *benchRun) run(ctx context.Context) error {
 	if b.opts.only == "traffic" {
 		// Its own Service in its own namespace: no fixture.
 		b.Env = benchrun.CLIEnv("", b.Cluster.Kubeconfig())
-		return runPart(ctx, b, client, b.trafficLatency, trafficSection, "bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)")
+		return runPart(ctx, b, client, b.trafficLatency, trafficbench.Section, "bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)")
 	}
 	b.Say("fixture: %d Services x 10 ready pods, and a Service with %d endpoints", fixture.FleetServices, fixture.BigEndpoints)
 	if err := fixture.Create(ctx, client, fixture.FleetServices, 10, benchrun.Log); err != nil {
@@ -330,7 +331,7 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, currentReportEnv()) + profileSection(profiles) + syncbench.Section(syncRes) + "\n" + imagebench.Section(imageRes) + "\n" + trafficSection(trafficRes)
+	report := b.report(requests, sizesTable, gobench, currentReportEnv()) + profileSection(profiles) + syncbench.Section(syncRes) + "\n" + imagebench.Section(imageRes) + "\n" + trafficbench.Section(trafficRes)
 	return b.WriteReport(report)
 }
 
@@ -342,6 +343,11 @@ func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (
 // benchImage is the image's part (internal/imagebench).
 func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) (*imagebench.Results, error) {
 	return imagebench.Measure(ctx, b.Run, client, b.opts.image)
+}
+
+// trafficLatency is the traffic's part (internal/trafficbench).
+func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interface) (*trafficbench.Results, error) {
+	return trafficbench.Measure(ctx, b.Run, client, b.opts.trafficSamples)
 }
 
 // buildBaseline builds the provider at opts.baseline as run builds the

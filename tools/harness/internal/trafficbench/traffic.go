@@ -1,4 +1,15 @@
-package main
+// Package trafficbench is the traffic latency of make bench (`bench -only
+// traffic`): from a pod's Ready condition written to the first request it
+// serves through a load balancer, the pool kept current by the sync
+// companion (its plan and apply of the load balancer's
+// example, whose terraform_data provisioner writes the rendered file and
+// reloads the load balancer): HAProxy (examples/pools/haproxy), then nginx
+// (examples/pools/nginx), one after the other on the same Service. Each
+// sample adds one ready pod beside a base one, measures, then deletes it and
+// waits until the companion has taken it out, so that the next sample starts
+// from a settled pool. The requests go only to loopback and the pods' own
+// network namespaces.
+package trafficbench
 
 import (
 	"context"
@@ -29,21 +40,10 @@ import (
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
-// The traffic latency of make bench: from a pod's Ready condition written
-// to the first request it serves through a load balancer, the pool kept
-// current by the sync companion (its plan and apply of the load balancer's
-// example, whose terraform_data provisioner writes the rendered file and
-// reloads the load balancer): HAProxy (examples/pools/haproxy), then nginx
-// (examples/pools/nginx), one after the other on the same Service. Each
-// sample adds one ready pod beside a base one, measures, then deletes it and
-// waits until the companion has taken it out, so that the next sample starts
-// from a settled pool. The requests go only to loopback and the pods' own
-// network namespaces.
-
 const (
-	// trafficSamples is the number of pods per load balancer of make bench
+	// Samples is the number of pods per load balancer of make bench
 	// (-traffic-samples).
-	trafficSamples     = 20
+	Samples            = 20
 	trafficNamespace   = "bench-traffic"
 	trafficSettleQuiet = "500ms"
 	trafficSettleMax   = "2s"
@@ -179,8 +179,8 @@ func trafficLBs() []trafficLB {
 	}
 }
 
-// trafficResults is what the traffic part measured.
-type trafficResults struct {
+// Results is what the traffic part measured.
+type Results struct {
 	// reason says why nothing was measured ("" when something was).
 	reason  string
 	samples int
@@ -212,11 +212,18 @@ func (s *trafficSetup) pod(i int) testcluster.Pod {
 	return testcluster.Pod{Name: fmt.Sprintf("web-%d", i), Labels: map[string]string{"app": "web"}, IPs: s.net.PodIPs(i), Ready: true, Node: trafficNode, Ports: map[string]int32{"http": 8080}}
 }
 
-// trafficLatency measures through each load balancer; where pods cannot
+// part is the traffic's part of one bench run: samples pods per load
+// balancer.
+type part struct {
+	*benchrun.Run
+	samples int
+}
+
+// Measure measures through each load balancer; where pods cannot
 // have a network, or a load balancer is missing, the results say so.
-func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interface) (*trafficResults, error) {
-	samples := b.opts.trafficSamples
-	res := &trafficResults{samples: samples}
+func Measure(ctx context.Context, run *benchrun.Run, client kubernetes.Interface, samples int) (*Results, error) {
+	b := &part{Run: run, samples: samples}
+	res := &Results{samples: samples}
 	if reason := testcluster.NetworkUnavailable(); reason != "" {
 		res.reason = reason
 		return res, nil
@@ -299,7 +306,7 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 // trafficThrough measures through one load balancer: its example applied in
 // a directory of its own, the load balancer started on what it rendered,
 // the companion on that directory, then samples pods from number first on.
-func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb trafficLB, bin string, first int) ([]float64, int, error) {
+func (b *part) trafficThrough(ctx context.Context, s *trafficSetup, lb trafficLB, bin string, first int) ([]float64, int, error) {
 	dir := filepath.Join(b.Work, "traffic-"+lb.example)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, 0, err
@@ -359,7 +366,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 		return name
 	}
 	var latencies []float64
-	for i := first; i < first+b.opts.trafficSamples; i++ {
+	for i := first; i < first+b.samples; i++ {
 		p := s.pod(i)
 		// RunPod returns once the pod's status (Ready) is written.
 		if err := s.kubelet.RunPod(ctx, trafficNamespace, p); err != nil {
@@ -422,8 +429,8 @@ func parseLBVersion(out string) string {
 	return ""
 }
 
-// trafficSection is the traffic part's section of the report.
-func trafficSection(r *trafficResults) string {
+// Section is the traffic part's section of the report.
+func Section(r *Results) string {
 	if r == nil {
 		return ""
 	}
