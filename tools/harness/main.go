@@ -27,12 +27,17 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/bench"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/imagebench"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/syncbench"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/trafficbench"
 )
 
 func main() {
@@ -70,9 +75,9 @@ func run(command string, args []string) error {
 	case "haproxy":
 		err = haproxy(ctx, args)
 	case "bench":
-		err = bench(ctx, args)
+		err = runBench(ctx, args)
 	case "bench-sync":
-		err = bench(ctx, append([]string{"-only", "sync"}, args...))
+		err = runBench(ctx, append([]string{"-only", "sync"}, args...))
 	case "pin":
 		err = pin(ctx, args)
 	case "build-control-plane":
@@ -95,6 +100,93 @@ func repoRoot() string {
 		os.Exit(1)
 	}
 	return root
+}
+
+// runBench is `bench` (and `bench-sync`, `bench -only sync`): its flags,
+// then internal/bench.
+func runBench(ctx context.Context, args []string) error {
+	flags := flag.NewFlagSet("bench", flag.ExitOnError)
+	runs := flags.Int("runs", envInt("K8S_TF_BENCH_RUNS", 7), "timed runs of each command (rounds, interleaved)")
+	sizes := flags.String("sizes", "1,10,100,300,1000", "numbers of data sources planned")
+	out := flags.String("out", "bench/results.md", "Markdown file written, relative to the repository root")
+	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also profile the provider (CPU and heap) in four reads and count its instructions per read under callgrind (PROFILE=1; tools/harness/internal/bench/profile.go)")
+	instructions := flags.String("instructions", os.Getenv("K8S_TF_BENCH_INSTRUCTIONS"), "with -profile: revisions, comma-separated, whose instructions per read are counted beside the current build's (K8S_TF_BENCH_INSTRUCTIONS; default the -baseline)")
+	profilePlans := flags.Int("profile-plans", 10, "with -profile: plans of each read profiled, for CPU and again for the heap (one plan gives a few dozen samples at 100 Hz, too few to rank anything; 0: none)")
+	instructionRounds := flags.Int("instruction-rounds", 3, "with -profile: rounds of the instruction counts (0: none)")
+	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
+	only := flags.String("only", "", "run one part alone: profile (the provider's profiles and instruction counts; default bench/results-profile.md), sync (the companion; writes -out, default bench/results-sync.md), traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md) or image (the companion's image; default bench/results-image.md)")
+	withSync := flags.Bool("sync", true, "also measure the sync companion (tools/harness/internal/syncbench)")
+	withImage := flags.Bool("image-part", true, "also measure the companion's image (tools/harness/internal/imagebench; needs make image)")
+	var imageOpts imagebench.Options
+	imageOpts.Register(flags)
+	trafficSamplesFlag := flags.Int("traffic-samples", trafficbench.Samples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
+	baseline := flags.String("baseline", os.Getenv("K8S_TF_BENCH_BASELINE"), "also plan with the provider built at this git revision, in the same rounds (K8S_TF_BENCH_BASELINE)")
+	var syncOpts syncbench.Options
+	syncOpts.Register(flags)
+	_ = flags.Parse(args)
+	opts := bench.Options{Runs: *runs, Out: *out, Profile: *profile, GoBench: *gobench, Incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
+		Baseline: *baseline, Only: *only, WithSync: *withSync, Sync: syncOpts, WithImage: *withImage, Image: imageOpts, TrafficSamples: *trafficSamplesFlag}
+	opts.InstructionRounds, opts.ProfilePlans = *instructionRounds, *profilePlans
+	revs := *instructions
+	if revs == "" {
+		revs = opts.Baseline
+	}
+	for rev := range strings.SplitSeq(revs, ",") {
+		if rev = strings.TrimSpace(rev); rev != "" {
+			opts.InstructionBaselines = append(opts.InstructionBaselines, rev)
+		}
+	}
+	switch opts.Only {
+	case "":
+	case "profile":
+		opts.Profile = true
+		if !isFlagSet(flags, "out") {
+			opts.Out = "bench/results-profile.md"
+		}
+		// -baseline plans the four reads with the baseline's release build
+		// too, beside the current one's (wall, CPU, RSS).
+	case "sync", "traffic", "image":
+		if !isFlagSet(flags, "out") {
+			opts.Out = "bench/results-" + opts.Only + ".md"
+		}
+		// The traffic and the image plan nothing with the baseline; the
+		// companion's part measures the baseline's companion beside this one.
+		if opts.Only != "sync" {
+			opts.Baseline = ""
+		}
+	default:
+		return fmt.Errorf("-only %q: the parts that run alone are profile, sync, traffic and image", opts.Only)
+	}
+	if opts.TrafficSamples < 1 || opts.TrafficSamples > 100 {
+		return fmt.Errorf("-traffic-samples %d: want 1 to 100", opts.TrafficSamples)
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-sizes: %q is not a positive number", s)
+		}
+		opts.Sizes = append(opts.Sizes, n)
+	}
+	if !slices.Contains(opts.Sizes, 100) {
+		return fmt.Errorf("-sizes must include 100, the size the targets are about")
+	}
+	if opts.Runs < 1 {
+		return fmt.Errorf("-runs must be at least 1")
+	}
+	return bench.Run(ctx, repoRoot(), opts)
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
+}
+
+func isFlagSet(flags *flag.FlagSet, name string) bool {
+	set := false
+	flags.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 type clusterFlags struct {

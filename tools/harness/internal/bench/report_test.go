@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func fixedRun() *benchRun {
 		return base
 	}
 	return &benchRun{
-		opts: benchOptions{runs: 3, sizes: []int{1, 100}, incumbent: "incumbent/terraform-provider-kubernetes", baseline: "v0.1.0"},
+		opts: Options{Runs: 3, Sizes: []int{1, 100}, Incumbent: "incumbent/terraform-provider-kubernetes", Baseline: "v0.1.0"},
 		Run: &benchrun.Run{
 			BaselineCommit: "8331de0",
 			CurrentCommit:  "eb32036 + uncommitted changes",
@@ -79,8 +79,8 @@ func fixedRun() *benchRun {
 func fixedRequests(b *benchRun) auditCount {
 	reads, fleetReads := 0, 0
 	for _, m := range b.ms {
-		reads += m.reads * b.opts.runs
-		fleetReads += m.fleetReads * b.opts.runs
+		reads += m.reads * b.opts.Runs
+		fleetReads += m.fleetReads * b.opts.Runs
 	}
 	c := auditCount{byKind: map[string]int{
 		"get\tservices\t200":        reads,
@@ -180,7 +180,7 @@ func TestFindSkipsTheBaselinesMeasurements(t *testing.T) {
 
 func TestWithoutABaselineTheSectionSaysHowToMeasureIt(t *testing.T) {
 	b := fixedRun()
-	b.opts.baseline = ""
+	b.opts.Baseline = ""
 	var ms []*measurement
 	for _, m := range b.ms {
 		if m.baselineOf == nil {

@@ -1,18 +1,25 @@
-package main
+// Package bench is make bench: the provider against its targets, by
+// measurement and not by timed asserts in tests (a timing bound in a test
+// fails on a busy CI machine and proves nothing on a fast one): the plans
+// of 1 to 1000 reads, the fleet, the big read, validation, their requests
+// at the API server, the binary's size, the Go benchmarks of the rules and
+// the before/after with a baseline (bench.go, report.go), the provider's
+// profiles and instruction counts (profile.go), and the parts of
+// internal/syncbench, imagebench and trafficbench in the same run. See
+// bench/README.md for what each number means.
+package bench
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,112 +36,47 @@ import (
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/trafficbench"
 )
 
-// make bench: the provider against its targets, by measurement and not by
-// timed asserts in tests (a timing bound in a test fails on a busy CI
-// machine and proves nothing on a fast one). See bench/README.md for what
-// each number means.
-
-type benchOptions struct {
-	runs      int
-	sizes     []int
-	out       string
-	profile   bool
-	gobench   bool
-	incumbent string
-	// baseline is a git revision whose provider is measured too, in the
+// Options are what the bench's flags say (main.go parses them).
+type Options struct {
+	// Runs are the timed rounds of each command, Sizes the numbers of data
+	// sources planned (100 among them), Out the report's file.
+	Runs  int
+	Sizes []int
+	Out   string
+	// Profile adds the provider's profiles and instruction counts
+	// (profile.go); GoBench the Go benchmarks of the rules; Incumbent is a
+	// built terraform-provider-kubernetes measured too ("": none).
+	Profile   bool
+	GoBench   bool
+	Incumbent string
+	// Baseline is a git revision whose provider is measured too, in the
 	// same rounds (before/after).
-	baseline string
-	// only "sync" runs the companion's part alone, "traffic" the traffic
-	// latency; withSync adds the companion's part to the whole bench
-	// (bench_sync.go).
-	only     string
-	withSync bool
-	sync     syncbench.Options
-	// withImage adds the image's part (bench_image.go).
-	withImage bool
-	image     imagebench.Options
-	// trafficSamples is the number of pods per load balancer of the
-	// traffic latency (bench_traffic.go).
-	trafficSamples int
-	// instructionBaselines are the revisions whose instructions per read
-	// are counted beside the current build's, instructionRounds how many
-	// times (bench_profile.go; 0: not counted).
-	instructionBaselines []string
-	instructionRounds    int
-	// profilePlans is how many plans of each read are profiled.
-	profilePlans int
+	Baseline string
+	// Only "sync" runs the companion's part alone, "traffic" the traffic
+	// latency, "image" the image's part, "profile" the profiles; WithSync
+	// adds the companion's part to the whole bench (internal/syncbench).
+	Only     string
+	WithSync bool
+	Sync     syncbench.Options
+	// WithImage adds the image's part (internal/imagebench).
+	WithImage bool
+	Image     imagebench.Options
+	// TrafficSamples is the number of pods per load balancer of the
+	// traffic latency (internal/trafficbench).
+	TrafficSamples int
+	// InstructionBaselines are the revisions whose instructions per read
+	// are counted beside the current build's, InstructionRounds how many
+	// times (profile.go; 0: not counted).
+	InstructionBaselines []string
+	InstructionRounds    int
+	// ProfilePlans is how many plans of each read are profiled.
+	ProfilePlans int
 }
 
-func bench(ctx context.Context, args []string) error {
-	flags := flag.NewFlagSet("bench", flag.ExitOnError)
-	runs := flags.Int("runs", envInt("K8S_TF_BENCH_RUNS", 7), "timed runs of each command (rounds, interleaved)")
-	sizes := flags.String("sizes", "1,10,100,300,1000", "numbers of data sources planned")
-	out := flags.String("out", "bench/results.md", "Markdown file written, relative to the repository root")
-	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also profile the provider (CPU and heap) in four reads and count its instructions per read under callgrind (PROFILE=1; bench_profile.go)")
-	instructions := flags.String("instructions", os.Getenv("K8S_TF_BENCH_INSTRUCTIONS"), "with -profile: revisions, comma-separated, whose instructions per read are counted beside the current build's (K8S_TF_BENCH_INSTRUCTIONS; default the -baseline)")
-	profilePlans := flags.Int("profile-plans", 10, "with -profile: plans of each read profiled, for CPU and again for the heap (one plan gives a few dozen samples at 100 Hz, too few to rank anything; 0: none)")
-	instructionRounds := flags.Int("instruction-rounds", 3, "with -profile: rounds of the instruction counts (0: none)")
-	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
-	only := flags.String("only", "", "run one part alone: profile (the provider's profiles and instruction counts; default bench/results-profile.md), sync (the companion; writes -out, default bench/results-sync.md), traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md) or image (the companion's image; default bench/results-image.md)")
-	withSync := flags.Bool("sync", true, "also measure the sync companion (bench_sync.go)")
-	withImage := flags.Bool("image-part", true, "also measure the companion's image (bench_image.go; needs make image)")
-	var imageOpts imagebench.Options
-	imageOpts.Register(flags)
-	trafficSamplesFlag := flags.Int("traffic-samples", trafficbench.Samples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
-	baseline := flags.String("baseline", os.Getenv("K8S_TF_BENCH_BASELINE"), "also plan with the provider built at this git revision, in the same rounds (K8S_TF_BENCH_BASELINE)")
-	var syncOpts syncbench.Options
-	syncOpts.Register(flags)
-	_ = flags.Parse(args)
-	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
-		baseline: *baseline, only: *only, withSync: *withSync, sync: syncOpts, withImage: *withImage, image: imageOpts, trafficSamples: *trafficSamplesFlag}
-	opts.instructionRounds, opts.profilePlans = *instructionRounds, *profilePlans
-	revs := *instructions
-	if revs == "" {
-		revs = opts.baseline
-	}
-	for rev := range strings.SplitSeq(revs, ",") {
-		if rev = strings.TrimSpace(rev); rev != "" {
-			opts.instructionBaselines = append(opts.instructionBaselines, rev)
-		}
-	}
-	switch opts.only {
-	case "":
-	case "profile":
-		opts.profile = true
-		if !isFlagSet(flags, "out") {
-			opts.out = "bench/results-profile.md"
-		}
-		// -baseline plans the four reads with the baseline's release build
-		// too, beside the current one's (wall, CPU, RSS).
-	case "sync", "traffic", "image":
-		if !isFlagSet(flags, "out") {
-			opts.out = "bench/results-" + opts.only + ".md"
-		}
-		// The traffic and the image plan nothing with the baseline; the
-		// companion's part measures the baseline's companion beside this one.
-		if opts.only != "sync" {
-			opts.baseline = ""
-		}
-	default:
-		return fmt.Errorf("-only %q: the parts that run alone are profile, sync, traffic and image", opts.only)
-	}
-	if opts.trafficSamples < 1 || opts.trafficSamples > 100 {
-		return fmt.Errorf("-traffic-samples %d: want 1 to 100", opts.trafficSamples)
-	}
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-sizes: %q is not a positive number", s)
-		}
-		opts.sizes = append(opts.sizes, n)
-	}
-	if !slices.Contains(opts.sizes, 100) {
-		return fmt.Errorf("-sizes must include 100, the size the targets are about")
-	}
-	if opts.runs < 1 {
-		return fmt.Errorf("-runs must be at least 1")
-	}
-	b := &benchRun{Run: &benchrun.Run{Root: repoRoot(), Out: opts.out, LoadStart: benchrun.LoadAverage()}, opts: opts}
+// Run is make bench: the provider against its targets, the parts of
+// opts, the report written to opts.Out, relative to root (the repository).
+func Run(ctx context.Context, root string, opts Options) error {
+	b := &benchRun{Run: &benchrun.Run{Root: root, Out: opts.Out, LoadStart: benchrun.LoadAverage()}, opts: opts}
 	work, err := os.MkdirTemp("", "k8s-tf-bench-")
 	if err != nil {
 		return err
@@ -144,16 +86,9 @@ func bench(ctx context.Context, args []string) error {
 	return b.run(ctx)
 }
 
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return n
-	}
-	return def
-}
-
 type benchRun struct {
 	*benchrun.Run
-	opts    benchOptions
+	opts    Options
 	harness string
 	rc      string
 	ms      []*measurement
@@ -197,7 +132,7 @@ func (b *benchRun) run(ctx context.Context) error {
 	if _, err := exec.LookPath("terraform"); err != nil {
 		return fmt.Errorf("the bench runs the terraform CLI: %w", err)
 	}
-	if b.opts.only == "traffic" {
+	if b.opts.Only == "traffic" {
 		b.Say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w')")
 	} else {
 		b.Say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w') and the trivial provider")
@@ -209,13 +144,13 @@ func (b *benchRun) run(ctx context.Context) error {
 		{b.Root, "-o", filepath.Join(b.Work, "unstripped"), "."},
 		{filepath.Join(b.Root, "tools", "harness"), "-ldflags", "-s -w", "-o", b.trivial, "./trivialprovider"},
 	}
-	if b.opts.only == "traffic" {
+	if b.opts.Only == "traffic" {
 		builds = builds[:1] // the provider alone: no plan is timed
 	}
-	if b.opts.profile {
+	if b.opts.Profile {
 		builds = append(builds, []string{filepath.Join(b.Root, "tools", "harness"), "-o", filepath.Join(b.Work, "profile", "terraform-provider-k8s"), "./profiledprovider"})
 	}
-	if b.opts.only == "profile" {
+	if b.opts.Only == "profile" {
 		builds = slices.Delete(builds, 2, 3) // no trivial provider
 	}
 	for _, build := range builds {
@@ -223,8 +158,8 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if b.opts.baseline != "" {
-		b.Say("building the provider at %s (the baseline) the same way", b.opts.baseline)
+	if b.opts.Baseline != "" {
+		b.Say("building the provider at %s (the baseline) the same way", b.opts.Baseline)
 		if err := b.buildBaseline(ctx); err != nil {
 			return err
 		}
@@ -245,7 +180,7 @@ func (b *benchRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if b.opts.only == "traffic" {
+	if b.opts.Only == "traffic" {
 		// Its own Service in its own namespace: no fixture.
 		b.Env = benchrun.CLIEnv("", b.Cluster.Kubeconfig())
 		return runPart(ctx, b, client, b.trafficLatency, trafficbench.Section, "bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)")
@@ -257,7 +192,7 @@ func (b *benchRun) run(ctx context.Context) error {
 	if err := b.prepare(ctx, client); err != nil {
 		return err
 	}
-	switch b.opts.only {
+	switch b.opts.Only {
 	case "sync":
 		return runPart(ctx, b, client, b.benchSync, syncbench.Section, "make bench-sync", "`make bench-sync` (tools/harness bench -only sync)")
 	case "image":
@@ -273,9 +208,9 @@ func (b *benchRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	b.Say("%d rounds of every command, interleaved so that a busy moment hits them alike", b.opts.runs)
+	b.Say("%d rounds of every command, interleaved so that a busy moment hits them alike", b.opts.Runs)
 	auditFrom := fileSize(filepath.Join(b.Cluster.Dir, testcluster.AuditLog))
-	for r := 1; r <= b.opts.runs; r++ {
+	for r := 1; r <= b.opts.Runs; r++ {
 		var line []string
 		for _, m := range b.ms {
 			wall, err := b.runOnce(ctx, m, true)
@@ -300,19 +235,19 @@ func (b *benchRun) run(ctx context.Context) error {
 	}
 
 	var profiles *profileResults
-	if b.opts.profile {
+	if b.opts.Profile {
 		if profiles, err = b.profileReads(ctx); err != nil {
 			return err
 		}
 	}
 	var syncRes *syncbench.Results
-	if b.opts.withSync {
+	if b.opts.WithSync {
 		if syncRes, err = b.benchSync(ctx, client); err != nil {
 			return err
 		}
 	}
 	var imageRes *imagebench.Results
-	if b.opts.withImage {
+	if b.opts.WithImage {
 		if imageRes, err = b.benchImage(ctx, client); err != nil {
 			return err
 		}
@@ -325,7 +260,7 @@ func (b *benchRun) run(ctx context.Context) error {
 		return err
 	}
 	var gobench []goBenchmark
-	if b.opts.gobench {
+	if b.opts.GoBench {
 		b.Say("Go benchmarks of the rules (internal/endpoints), -count=5")
 		if gobench, err = runGoBenchmarks(ctx, b.Root); err != nil {
 			return err
@@ -337,25 +272,25 @@ func (b *benchRun) run(ctx context.Context) error {
 
 // benchSync is the companion's part (internal/syncbench).
 func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (*syncbench.Results, error) {
-	return syncbench.Measure(ctx, b.Run, client, b.opts.sync)
+	return syncbench.Measure(ctx, b.Run, client, b.opts.Sync)
 }
 
 // benchImage is the image's part (internal/imagebench).
 func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) (*imagebench.Results, error) {
-	return imagebench.Measure(ctx, b.Run, client, b.opts.image)
+	return imagebench.Measure(ctx, b.Run, client, b.opts.Image)
 }
 
 // trafficLatency is the traffic's part (internal/trafficbench).
 func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interface) (*trafficbench.Results, error) {
-	return trafficbench.Measure(ctx, b.Run, client, b.opts.trafficSamples)
+	return trafficbench.Measure(ctx, b.Run, client, b.opts.TrafficSamples)
 }
 
-// buildBaseline builds the provider at opts.baseline as run builds the
+// buildBaseline builds the provider at opts.Baseline as run builds the
 // current one.
 func (b *benchRun) buildBaseline(ctx context.Context) error {
 	b.BaselineProvider = filepath.Join(b.Work, "bin", "baseline", "terraform-provider-k8s")
 	var err error
-	b.BaselineCommit, err = b.BuildAt(ctx, b.opts.baseline, b.BaselineProvider, true)
+	b.BaselineCommit, err = b.BuildAt(ctx, b.opts.Baseline, b.BaselineProvider, true)
 	return err
 }
 
@@ -386,8 +321,8 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	}
 	overrides := map[string]string{"vigie/k8s": "k8s", "vigie/trivial": "trivial"}
 	var incumbentLog string
-	if b.opts.incumbent != "" {
-		if incumbentLog, err = wrap("kubernetes", "kubernetes", b.opts.incumbent); err != nil {
+	if b.opts.Incumbent != "" {
+		if incumbentLog, err = wrap("kubernetes", "kubernetes", b.opts.Incumbent); err != nil {
 			return err
 		}
 		overrides["hashicorp/kubernetes"] = "kubernetes"
@@ -399,7 +334,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	b.Env = benchrun.CLIEnv(b.rc, kubeconfig)
 
 	plan := []string{"plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color"}
-	for _, n := range b.opts.sizes {
+	for _, n := range b.opts.Sizes {
 		dir, err := b.Config(fmt.Sprintf("k8s-%d", n), k8sConfig(fixture.Namespace, n, nil))
 		if err != nil {
 			return err
@@ -446,7 +381,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	}
 	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_ready_endpoints` of a Service with %d endpoints", fixture.BigEndpoints), dir: dir, args: plan,
 		want: fmt.Sprintf("ready_endpoints = %d", fixture.BigEndpoints), reads: 1, perRead: 1, rusage: k8sLog})
-	if b.opts.incumbent != "" {
+	if b.opts.Incumbent != "" {
 		sliceNames, err := firstSlices(ctx, client, 100)
 		if err != nil {
 			return err
@@ -467,7 +402,7 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform validate`, empty configuration (the bare CLI)", dir: dir, args: validate})
-	if b.opts.baseline != "" {
+	if b.opts.Baseline != "" {
 		return b.addBaseline(wrap)
 	}
 	return nil
@@ -795,10 +730,4 @@ func runPart[R any](ctx context.Context, b *benchRun, client kubernetes.Interfac
 		return err
 	}
 	return b.WritePart(title, by, section(r))
-}
-
-func isFlagSet(flags *flag.FlagSet, name string) bool {
-	set := false
-	flags.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }

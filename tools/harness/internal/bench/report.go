@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -132,7 +132,7 @@ func currentReportEnv() reportEnv {
 func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenchmark, env reportEnv) string {
 	var r strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
-	runs := b.opts.runs
+	runs := b.opts.Runs
 	p("# make bench results")
 	p("")
 	p("Written by `make bench` (tools/harness bench) on %s; see [README.md](README.md) for what each number means and how to run it.", env.date.UTC().Format("2006-01-02"))
@@ -223,8 +223,8 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 		p("| %s | %.3f | %s | %s | %s | %s | %s | %.2f |", m.title, stats.Median(m.wall), stats.MinMax(m.wall, "%.3f"), cpu, perRead, starts, rss, stats.Median(m.server))
 	}
 	p("")
-	if b.opts.incumbent != "" {
-		p("Incumbent (K8S_TF_BENCH_INCUMBENT, %s), same rounds:", filepath.Base(b.opts.incumbent))
+	if b.opts.Incumbent != "" {
+		p("Incumbent (K8S_TF_BENCH_INCUMBENT, %s), same rounds:", filepath.Base(b.opts.Incumbent))
 		p("")
 		p("| ratio | wall | provider CPU |")
 		p("|---|---:|---:|")
@@ -243,7 +243,7 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 	p("## API requests at the API server")
 	p("")
 	baselineReads := ""
-	if b.opts.baseline != "" {
+	if b.opts.Baseline != "" {
 		baselineReads = " (the baseline's included: both builds send the same user agent)"
 	}
 	p("Audit log lines with a user agent starting with `terraform-provider-k8s` during the timed rounds: %d `k8s_ready_endpoints` reads and %d `k8s_services` reads%s; per read below is per `k8s_ready_endpoints` read.", reads, fleetReads, baselineReads)
@@ -315,7 +315,7 @@ func (b *benchRun) beforeAfter() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
 	p("## Before/after")
 	p("")
-	if b.opts.baseline == "" {
+	if b.opts.Baseline == "" {
 		p("No baseline was measured: set K8S_TF_BENCH_BASELINE (or -baseline) to a git revision to plan with the provider built at it in the same rounds (see README.md).")
 		p("")
 		return r.String()
@@ -324,7 +324,7 @@ func (b *benchRun) beforeAfter() string {
 		"Every round plans each configuration below with the current build, then at once with the baseline (same configuration, same directory, a CLI configuration of its own), both through the rusage wrapper. "+
 		"Ratios are current / baseline of the medians of %d rounds; \"per round\" is the lowest and the highest ratio of the two plans of one round. "+
 		"Target: no worse than 5 %% (ratio ≤ 1.05×) in wall time and in provider CPU; peak RSS is given as information.",
-		b.opts.baseline, b.BaselineCommit, b.CurrentCommit, b.opts.runs)
+		b.opts.Baseline, b.BaselineCommit, b.CurrentCommit, b.opts.Runs)
 	p("")
 	p("| measurement | | current | baseline | current / baseline | per round, min–max | verdict (≤ 1.05×) |")
 	p("|---|---|---:|---:|---:|---:|---|")

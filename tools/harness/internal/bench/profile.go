@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -85,9 +85,9 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 	if err := benchrun.WriteRC(rc, b.Work, map[string]string{"vigie/k8s": "profile"}); err != nil {
 		return nil, err
 	}
-	res := &profileResults{profilePlans: b.opts.profilePlans}
-	if b.opts.only == "profile" {
-		b.Say("%d rounds of the four reads with the release build (wall, CPU, peak RSS)", b.opts.runs)
+	res := &profileResults{profilePlans: b.opts.ProfilePlans}
+	if b.opts.Only == "profile" {
+		b.Say("%d rounds of the four reads with the release build (wall, CPU, peak RSS)", b.opts.Runs)
 		for _, read := range profiledReads() {
 			m := b.findTitle(read.measurement)
 			if m == nil {
@@ -105,7 +105,7 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 				return nil, err
 			}
 		}
-		for range b.opts.runs {
+		for range b.opts.Runs {
 			for _, m := range res.plans {
 				if _, err := b.runOnce(ctx, m, true); err != nil {
 					return nil, err
@@ -114,10 +114,10 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 		}
 	}
 	for _, read := range profiledReads() {
-		if b.opts.profilePlans == 0 {
+		if b.opts.ProfilePlans == 0 {
 			break
 		}
-		b.Say("profiles of the provider: %d plans of %s for CPU, %d for the heap", b.opts.profilePlans, read.title, b.opts.profilePlans)
+		b.Say("profiles of the provider: %d plans of %s for CPU, %d for the heap", b.opts.ProfilePlans, read.title, b.opts.ProfilePlans)
 		r := profiledReadResult{read: read}
 		for _, kind := range []string{"cpu", "heap"} {
 			dir := filepath.Join(b.Work, "profiles", read.name, kind)
@@ -128,7 +128,7 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 			if kind == "heap" {
 				env = "K8S_TF_HEAPPROFILE_DIR=" + dir
 			}
-			for range b.opts.profilePlans {
+			for range b.opts.ProfilePlans {
 				cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + b.DirOf(read.dir)}, planArgs()...)...)
 				cmd.Env = append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+rc, env)
 				if out, err := cmd.CombinedOutput(); err != nil {
@@ -166,7 +166,7 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 		}
 		res.reads = append(res.reads, r)
 	}
-	if b.opts.instructionRounds > 0 {
+	if b.opts.InstructionRounds > 0 {
 		var err error
 		if res.instructions, err = b.countInstructions(ctx); err != nil {
 			return nil, err
@@ -256,11 +256,11 @@ func (b *benchRun) countInstructions(ctx context.Context) (*instructionResults, 
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		return nil, fmt.Errorf("instruction counts need valgrind (apt-get install valgrind): %w", err)
 	}
-	rounds := b.opts.instructionRounds
+	rounds := b.opts.InstructionRounds
 	res := &instructionResults{rounds: rounds, reads: instructionReads()}
 	current := &instructionBuild{name: "current", commit: b.CommitOf(ctx), program: filepath.Join(b.Work, "unstripped")}
 	res.builds = append(res.builds, current)
-	for _, rev := range b.opts.instructionBaselines {
+	for _, rev := range b.opts.InstructionBaselines {
 		b.Say("building the provider at %s unstripped, for its instruction counts", rev)
 		program := filepath.Join(b.Work, "bin", "instructions-"+rev, "terraform-provider-k8s")
 		commit, err := b.BuildAt(ctx, rev, program, false)
