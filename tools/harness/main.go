@@ -35,6 +35,7 @@ import (
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/bench"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/demo"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/imagebench"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/syncbench"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/trafficbench"
@@ -71,9 +72,9 @@ func run(command string, args []string) error {
 	case "helm":
 		err = helm(ctx)
 	case "demo":
-		err = demo(ctx, args)
+		err = runDemo(ctx, args)
 	case "haproxy":
-		err = haproxy(ctx, args)
+		err = runHAProxy(ctx, args)
 	case "bench":
 		err = runBench(ctx, args)
 	case "bench-sync":
@@ -100,6 +101,31 @@ func repoRoot() string {
 		os.Exit(1)
 	}
 	return root
+}
+
+// runDemo is `demo`: its flags, then internal/demo.
+func runDemo(ctx context.Context, args []string) error {
+	var o demo.Options
+	flags := flag.NewFlagSet("demo", flag.ExitOnError)
+	flags.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (required)")
+	flags.StringVar(&o.Namespace, "namespace", "demo", "namespace of the demo, deleted first if it exists")
+	flags.BoolVar(&o.Network, "network", false, "give each pod a real network (root and iproute2)")
+	flags.StringVar(&o.Hold, "hold", "", "write this file once the pods are there (with -network: serve), and keep running (and their networks) until stopped")
+	flags.StringVar(&o.AddPod, "add-pod", "", "with -hold: when this file exists, add a ready pod web-3, then write FILE.done")
+	_ = flags.Parse(args)
+	return demo.Run(ctx, o)
+}
+
+// runHAProxy is `haproxy`: its flags, then internal/demo.
+func runHAProxy(ctx context.Context, args []string) error {
+	var o demo.HAProxyOptions
+	flags := flag.NewFlagSet("haproxy", flag.ExitOnError)
+	flags.StringVar(&o.Dir, "dir", "", "directory of HAProxy's configuration and log (required)")
+	flags.StringVar(&o.Backend, "backend", "", "the rendered backend file (required)")
+	flags.IntVar(&o.Port, "port", 0, "frontend port on 127.0.0.1 and [::1]; 0 picks a free one")
+	flags.StringVar(&o.Ready, "ready", "", "file to write the port to once HAProxy serves")
+	_ = flags.Parse(args)
+	return demo.HAProxy(ctx, o)
 }
 
 // runBench is `bench` (and `bench-sync`, `bench -only sync`): its flags,
