@@ -86,6 +86,10 @@ func Run(ctx context.Context, root string, opts Options) error {
 	return b.run(ctx)
 }
 
+// benchRun is the read bench's side of the run: the measurements of each
+// round, the rusage wrapper (this executable, harness) and the CLI
+// configuration (rc) that gives the wrapped providers, the trivial
+// provider's build.
 type benchRun struct {
 	*benchrun.Run
 	opts    Options
@@ -723,7 +727,7 @@ func isDiscovery(path string) bool {
 }
 
 // runPart is `bench -only sync|traffic|image`: one part alone, its report
-// written to -out by writePart.
+// written to -out by benchrun.Run.WritePart.
 func runPart[R any](ctx context.Context, b *benchRun, client kubernetes.Interface, measure func(context.Context, kubernetes.Interface) (R, error), section func(R) string, title, by string) error {
 	r, err := measure(ctx, client)
 	if err != nil {
