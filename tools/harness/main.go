@@ -15,6 +15,11 @@
 //	harness bench-sync [flags]                              the sync companion's part alone (bench -only sync)
 //	harness pin VERSION                                     rewrite tools/cluster for another Kubernetes version
 //	harness build-control-plane [-version v1.X.Y]           build (or find) the control plane binaries
+//
+// This package dispatches the commands and parses their flags; what each
+// does is a package of internal/ (see README.md): controlplane, clis, demo,
+// and bench with the parts of its run (syncbench, imagebench, trafficbench,
+// on the run they share, benchrun).
 package main
 
 import (
@@ -22,17 +27,21 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/bench"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/controlplane"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/demo"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/imagebench"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/syncbench"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/trafficbench"
 )
 
 func main() {
@@ -42,7 +51,7 @@ func main() {
 	if os.Args[1] == "rusage-wrap" {
 		// Before any signal handling of its own: it forwards signals to the
 		// program it wraps.
-		os.Exit(rusageWrap(os.Args[2:]))
+		os.Exit(bench.RusageWrap(os.Args[2:]))
 	}
 	if err := run(os.Args[1], os.Args[2:]); err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)
@@ -56,27 +65,31 @@ func run(command string, args []string) error {
 	var err error
 	switch command {
 	case "up":
-		err = up(ctx, args)
+		err = controlplane.Up(ctx, parseClusterFlags("up", args, true))
 	case "serve":
-		err = serve(ctx, args)
+		err = controlplane.Serve(ctx, parseClusterFlags("serve", args, true))
 	case "down":
-		err = down(args)
+		err = controlplane.Down(parseClusterFlags("down", args, false).Dir)
 	case "cli":
 		err = cli(ctx, args)
 	case "helm":
 		err = helm(ctx)
 	case "demo":
-		err = demo(ctx, args)
+		err = runDemo(ctx, args)
 	case "haproxy":
-		err = haproxy(ctx, args)
+		err = runHAProxy(ctx, args)
 	case "bench":
-		err = bench(ctx, args)
+		err = runBench(ctx, args)
 	case "bench-sync":
-		err = bench(ctx, append([]string{"-only", "sync"}, args...))
+		err = runBench(ctx, append([]string{"-only", "sync"}, args...))
 	case "pin":
-		err = pin(ctx, args)
+		if len(args) != 1 {
+			return errors.New("usage: harness pin v1.X.Y")
+		}
+		err = controlplane.Pin(ctx, repoRoot(), args[0])
 	case "build-control-plane":
-		err = buildControlPlane(ctx, args)
+		f := parseClusterFlags("build-control-plane", args, true)
+		err = controlplane.Build(ctx, repoRoot(), f.Version)
 	default:
 		usage()
 	}
@@ -97,205 +110,128 @@ func repoRoot() string {
 	return root
 }
 
-type clusterFlags struct {
-	dir, version string
-	audit        bool
+// runDemo is `demo`: its flags, then internal/demo.
+func runDemo(ctx context.Context, args []string) error {
+	var o demo.Options
+	flags := flag.NewFlagSet("demo", flag.ExitOnError)
+	flags.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (required)")
+	flags.StringVar(&o.Namespace, "namespace", "demo", "namespace of the demo, deleted first if it exists")
+	flags.BoolVar(&o.Network, "network", false, "give each pod a real network (root and iproute2)")
+	flags.StringVar(&o.Hold, "hold", "", "write this file once the pods are there (with -network: serve), and keep running (and their networks) until stopped")
+	flags.StringVar(&o.AddPod, "add-pod", "", "with -hold: when this file exists, add a ready pod web-3, then write FILE.done")
+	_ = flags.Parse(args)
+	return demo.Run(ctx, o)
 }
 
-func parseClusterFlags(name string, args []string, withStart bool) clusterFlags {
-	var f clusterFlags
+// runHAProxy is `haproxy`: its flags, then internal/demo.
+func runHAProxy(ctx context.Context, args []string) error {
+	var o demo.HAProxyOptions
+	flags := flag.NewFlagSet("haproxy", flag.ExitOnError)
+	flags.StringVar(&o.Dir, "dir", "", "directory of HAProxy's configuration and log (required)")
+	flags.StringVar(&o.Backend, "backend", "", "the rendered backend file (required)")
+	flags.IntVar(&o.Port, "port", 0, "frontend port on 127.0.0.1 and [::1]; 0 picks a free one")
+	flags.StringVar(&o.Ready, "ready", "", "file to write the port to once HAProxy serves")
+	_ = flags.Parse(args)
+	return demo.HAProxy(ctx, o)
+}
+
+// runBench is `bench` (and `bench-sync`, `bench -only sync`): its flags,
+// then internal/bench.
+func runBench(ctx context.Context, args []string) error {
+	flags := flag.NewFlagSet("bench", flag.ExitOnError)
+	runs := flags.Int("runs", envInt("K8S_TF_BENCH_RUNS", 7), "timed runs of each command (rounds, interleaved)")
+	sizes := flags.String("sizes", "1,10,100,300,1000", "numbers of data sources planned")
+	out := flags.String("out", "bench/results.md", "Markdown file written, relative to the repository root")
+	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also profile the provider (CPU and heap) in four reads and count its instructions per read under callgrind (PROFILE=1; tools/harness/internal/bench/profile.go)")
+	instructions := flags.String("instructions", os.Getenv("K8S_TF_BENCH_INSTRUCTIONS"), "with -profile: revisions, comma-separated, whose instructions per read are counted beside the current build's (K8S_TF_BENCH_INSTRUCTIONS; default the -baseline)")
+	profilePlans := flags.Int("profile-plans", 10, "with -profile: plans of each read profiled, for CPU and again for the heap (one plan gives a few dozen samples at 100 Hz, too few to rank anything; 0: none)")
+	instructionRounds := flags.Int("instruction-rounds", 3, "with -profile: rounds of the instruction counts (0: none)")
+	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
+	only := flags.String("only", "", "run one part alone: profile (the provider's profiles and instruction counts; default bench/results-profile.md), sync (the companion; writes -out, default bench/results-sync.md), traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md) or image (the companion's image; default bench/results-image.md)")
+	withSync := flags.Bool("sync", true, "also measure the sync companion (tools/harness/internal/syncbench)")
+	withImage := flags.Bool("image-part", true, "also measure the companion's image (tools/harness/internal/imagebench; needs make image)")
+	var imageOpts imagebench.Options
+	imageOpts.Register(flags)
+	trafficSamplesFlag := flags.Int("traffic-samples", trafficbench.Samples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
+	baseline := flags.String("baseline", os.Getenv("K8S_TF_BENCH_BASELINE"), "also plan with the provider built at this git revision, in the same rounds (K8S_TF_BENCH_BASELINE)")
+	var syncOpts syncbench.Options
+	syncOpts.Register(flags)
+	_ = flags.Parse(args)
+	opts := bench.Options{Runs: *runs, Out: *out, Profile: *profile, GoBench: *gobench, Incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
+		Baseline: *baseline, Only: *only, WithSync: *withSync, Sync: syncOpts, WithImage: *withImage, Image: imageOpts, TrafficSamples: *trafficSamplesFlag}
+	opts.InstructionRounds, opts.ProfilePlans = *instructionRounds, *profilePlans
+	revs := *instructions
+	if revs == "" {
+		revs = opts.Baseline
+	}
+	for rev := range strings.SplitSeq(revs, ",") {
+		if rev = strings.TrimSpace(rev); rev != "" {
+			opts.InstructionBaselines = append(opts.InstructionBaselines, rev)
+		}
+	}
+	switch opts.Only {
+	case "":
+	case "profile":
+		opts.Profile = true
+		if !isFlagSet(flags, "out") {
+			opts.Out = "bench/results-profile.md"
+		}
+		// -baseline plans the four reads with the baseline's release build
+		// too, beside the current one's (wall, CPU, RSS).
+	case "sync", "traffic", "image":
+		if !isFlagSet(flags, "out") {
+			opts.Out = "bench/results-" + opts.Only + ".md"
+		}
+		// The traffic and the image plan nothing with the baseline; the
+		// companion's part measures the baseline's companion beside this one.
+		if opts.Only != "sync" {
+			opts.Baseline = ""
+		}
+	default:
+		return fmt.Errorf("-only %q: the parts that run alone are profile, sync, traffic and image", opts.Only)
+	}
+	if opts.TrafficSamples < 1 || opts.TrafficSamples > 100 {
+		return fmt.Errorf("-traffic-samples %d: want 1 to 100", opts.TrafficSamples)
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-sizes: %q is not a positive number", s)
+		}
+		opts.Sizes = append(opts.Sizes, n)
+	}
+	if !slices.Contains(opts.Sizes, 100) {
+		return fmt.Errorf("-sizes must include 100, the size the targets are about")
+	}
+	if opts.Runs < 1 {
+		return fmt.Errorf("-runs must be at least 1")
+	}
+	return bench.Run(ctx, repoRoot(), opts)
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
+}
+
+func isFlagSet(flags *flag.FlagSet, name string) bool {
+	set := false
+	flags.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// parseClusterFlags parses the flags of up, serve and down (withStart:
+// those of a start too) and build-control-plane.
+func parseClusterFlags(name string, args []string, withStart bool) controlplane.Options {
+	var f controlplane.Options
 	flags := flag.NewFlagSet(name, flag.ExitOnError)
-	flags.StringVar(&f.dir, "dir", filepath.Join(repoRoot(), ".cluster"), "state directory of the local control plane")
+	flags.StringVar(&f.Dir, "dir", filepath.Join(repoRoot(), ".cluster"), "state directory of the local control plane")
 	if withStart {
-		flags.StringVar(&f.version, "version", os.Getenv("K8S_TF_K8S_VERSION"), "Kubernetes version (default: the one pinned in tools/cluster/go.mod)")
-		flags.BoolVar(&f.audit, "audit", false, "write an audit log (one line per request) to DIR/audit.log")
+		flags.StringVar(&f.Version, "version", os.Getenv("K8S_TF_K8S_VERSION"), "Kubernetes version (default: the one pinned in tools/cluster/go.mod)")
+		flags.BoolVar(&f.Audit, "audit", false, "write an audit log (one line per request) to DIR/audit.log")
 	}
 	_ = flags.Parse(args)
 	return f
-}
-
-// The control plane started by `up` must outlive the command, but its
-// daemons die with the process that started them. So `up` starts a
-// supervisor (`serve`, in a session of its own) that runs the control plane
-// until `down` sends it SIGTERM, and waits until it says ready.
-const pidFile = "harness.pid"
-
-func up(ctx context.Context, args []string) error {
-	f := parseClusterFlags("up", args, true)
-	if pid, ok := supervisor(f.dir); ok {
-		fmt.Printf("cluster already running (supervisor pid %d); make cluster-down stops it\n", pid)
-		printSummary(f.dir)
-		return nil
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(f.dir), 0o755); err != nil {
-		return err
-	}
-	log, err := os.CreateTemp("", "harness-up-*.log")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(log.Name())
-	defer log.Close()
-	ready, readyW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	serveArgs := []string{"serve", "-dir", f.dir, "-version", f.version}
-	if f.audit {
-		serveArgs = append(serveArgs, "-audit")
-	}
-	cmd := exec.Command(self, serveArgs...)
-	cmd.Stdout, cmd.Stderr, cmd.Stdin = readyW, log, nil
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	_ = readyW.Close()
-	fmt.Fprintln(os.Stderr, "starting the local control plane (the first run builds it: ~7 min on 2 cores)...")
-	done := make(chan []byte, 1)
-	go func() { b, _ := io.ReadAll(ready); done <- b }()
-	select {
-	case out := <-done:
-		if !strings.HasPrefix(string(out), "ready") {
-			_ = cmd.Wait()
-			logText, _ := os.ReadFile(log.Name())
-			return fmt.Errorf("the control plane did not start:\n%s", logText)
-		}
-	case <-ctx.Done():
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		return ctx.Err()
-	}
-	logText, _ := os.ReadFile(log.Name())
-	os.Stderr.Write(logText)
-	_ = cmd.Process.Release()
-	printSummary(f.dir)
-	return nil
-}
-
-func printSummary(dir string) {
-	kubeconfig := filepath.Join(dir, testcluster.KubeconfigFile)
-	fmt.Printf("kubeconfig: %s\n", kubeconfig)
-	if server, err := os.ReadFile(filepath.Join(dir, "server")); err == nil {
-		fmt.Printf("API server: %s\n", strings.TrimSpace(string(server)))
-	}
-}
-
-// serve runs the control plane until SIGTERM or SIGINT. Its stdout is the
-// pipe `up` waits on: "ready" once the cluster is, then closed.
-func serve(ctx context.Context, args []string) error {
-	f := parseClusterFlags("serve", args, true)
-	cluster, err := testcluster.Start(ctx, testcluster.Options{Dir: f.dir, Version: f.version, Audit: f.audit, Log: os.Stderr})
-	if err != nil {
-		return err
-	}
-	defer cluster.Stop()
-	if err := os.WriteFile(filepath.Join(f.dir, "server"), []byte(cluster.Server+"\n"), 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(f.dir, pidFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
-		return err
-	}
-	fmt.Println("ready")
-	_ = os.Stdout.Close()
-	// The log of `up` is gone once it returns: later messages go nowhere.
-	if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
-		_ = syscall.Dup2(int(devnull.Fd()), 2)
-	}
-	<-ctx.Done()
-	return nil
-}
-
-// supervisor is the pid of the running `serve` of dir, if any. A pid counts
-// only while its command line is a serve of that directory, so that a
-// recycled pid is never taken for it.
-func supervisor(dir string) (int, bool) {
-	text, err := os.ReadFile(filepath.Join(dir, pidFile))
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
-	if err != nil {
-		return 0, false
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return 0, false
-	}
-	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	return pid, len(argv) > 3 && argv[1] == "serve" && argv[3] == dir
-}
-
-func down(args []string) error {
-	f := parseClusterFlags("down", args, false)
-	if pid, ok := supervisor(f.dir); ok {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		// The supervisor stops the daemons within their bounds; past this
-		// one it is killed, and its daemons die with it.
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			if _, ok := supervisor(f.dir); !ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				time.Sleep(time.Second)
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		fmt.Println("stopped the local control plane")
-	} else {
-		fmt.Println("no local control plane running")
-	}
-	if _, err := os.Stat(f.dir); err == nil {
-		if err := os.RemoveAll(f.dir); err != nil {
-			return err
-		}
-		fmt.Printf("removed %s\n", f.dir)
-	}
-	return nil
-}
-
-func buildControlPlane(ctx context.Context, args []string) error {
-	f := parseClusterFlags("build-control-plane", args, true)
-	bin, version, err := testcluster.Binaries(ctx, repoRoot(), f.version, os.Stderr)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "Kubernetes %s control plane in %s\n", version, bin)
-	fmt.Println(bin)
-	return nil
-}
-
-// pin rewrites tools/cluster for another Kubernetes version: the one place
-// where the pinned version is written.
-func pin(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: harness pin v1.X.Y")
-	}
-	root := repoRoot()
-	tmp, err := os.MkdirTemp("", "pin-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	if err := testcluster.GenerateModule(ctx, tmp, root, args[0]); err != nil {
-		return err
-	}
-	for _, name := range []string{"go.mod", "go.sum"} {
-		data, err := os.ReadFile(filepath.Join(tmp, name))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(root, "tools", "cluster", name), data, 0o644); err != nil {
-			return err
-		}
-	}
-	fmt.Printf("tools/cluster now pins Kubernetes %s\n", args[0])
-	return nil
 }

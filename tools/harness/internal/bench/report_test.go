@@ -1,7 +1,6 @@
-package main
+package bench
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,10 +10,10 @@ import (
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/textcheck"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/report.md from the fixed bench run")
 
 // fixedRun is a bench run of 3 rounds as prepare lays it out (sizes 1 and
 // 100, the floor, the fleet, the 5,000-endpoint read, the incumbent, the
@@ -42,11 +41,13 @@ func fixedRun() *benchRun {
 		return base
 	}
 	return &benchRun{
-		opts:           benchOptions{runs: 3, sizes: []int{1, 100}, incumbent: "incumbent/terraform-provider-kubernetes", baseline: "v0.1.0"},
-		baselineCommit: "8331de0",
-		currentCommit:  "eb32036 + uncommitted changes",
-		loadStart:      "0.20 0.15 0.10",
-		cluster:        &testcluster.Cluster{Version: "v1.37.2"},
+		opts: Options{Runs: 3, Sizes: []int{1, 100}, Incumbent: "incumbent/terraform-provider-kubernetes", Baseline: "v0.1.0"},
+		Run: &benchrun.Run{
+			BaselineCommit: "8331de0",
+			CurrentCommit:  "eb32036 + uncommitted changes",
+			LoadStart:      "0.20 0.15 0.10",
+			Cluster:        &testcluster.Cluster{Version: "v1.37.2"},
+		},
 		ms: []*measurement{
 			m("`terraform plan`, 1 `k8s_ready_endpoints`", 1, 0, 1,
 				[]float64{0.31, 0.30, 0.32}, []float64{0.050, 0.052, 0.048}, []float64{30.1, 30.5, 30.3}, []float64{0.01, 0.01, 0.02}),
@@ -78,8 +79,8 @@ func fixedRun() *benchRun {
 func fixedRequests(b *benchRun) auditCount {
 	reads, fleetReads := 0, 0
 	for _, m := range b.ms {
-		reads += m.reads * b.opts.runs
-		fleetReads += m.fleetReads * b.opts.runs
+		reads += m.reads * b.opts.Runs
+		fleetReads += m.fleetReads * b.opts.Runs
 	}
 	c := auditCount{byKind: map[string]int{
 		"get\tservices\t200":        reads,
@@ -108,46 +109,14 @@ func fixedReport(t *testing.T, requests auditCount) string {
 // The whole report of a fixed run is testdata/report.md; go test -update
 // rewrites it, for a change meant to change the report (review the diff).
 func TestTheReportOfAFixedRunIsTheGoldenOne(t *testing.T) {
-	got := fixedReport(t, fixedRequests(fixedRun()))
-	golden := filepath.Join("testdata", "report.md")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("the report differs from %s (go test -update rewrites it):\n%s", golden, lineDiff(string(want), got))
-	}
-}
-
-// lineDiff names the first lines that differ.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var out []string
-	for i := 0; i < max(len(w), len(g)) && len(out) < 10; i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			out = append(out, fmt.Sprintf("line %d:\n  want %s\n  got  %s", i+1, wl, gl))
-		}
-	}
-	return strings.Join(out, "\n")
+	textcheck.Golden(t, filepath.Join("testdata", "report.md"), fixedReport(t, fixedRequests(fixedRun())))
 }
 
 // The targets table computes each row from the measurements; these rows are
 // worked out by hand from fixedRun.
 func TestTheTargetsTableOfAFixedRun(t *testing.T) {
 	report := fixedReport(t, fixedRequests(fixedRun()))
-	for _, row := range []string{
+	textcheck.ContainsLines(t, "the report", report,
 		// median CPU 0.187 s / 100 reads, 0.13 ms under 2.0
 		"| provider CPU per read, plan of 100 (user + system of all provider processes / 100, median) | 1.87 ms | ≤ 2.0 ms | **pass** (7 % under) |",
 		// median wall 0.62 s / 0.33 s
@@ -161,11 +130,7 @@ func TestTheTargetsTableOfAFixedRun(t *testing.T) {
 		"| `Pool`, 10k endpoints (median of 5) | 4.40 ms | < 5 ms | **pass** (12 % under) |",
 		"| `Fleet`, 50,000 endpoints in 500 Services (median of 5) | 55.00 ms | < 50 ms | **miss** by 5.00 ms (10 % over) |",
 		"| plan of 100 `k8s_ready_endpoints` / 100 `kubernetes_endpoints_v1` | 0.84× | 0.39× |",
-	} {
-		if !strings.Contains(report, row+"\n") {
-			t.Errorf("the report has no row\n%s", row)
-		}
-	}
+	)
 }
 
 // The before/after table, worked out by hand from fixedRun: current and
@@ -173,7 +138,7 @@ func TestTheTargetsTableOfAFixedRun(t *testing.T) {
 // against 1.05.
 func TestTheBeforeAfterTableOfAFixedRun(t *testing.T) {
 	report := fixedReport(t, fixedRequests(fixedRun()))
-	for _, row := range []string{
+	textcheck.Contains(t, "the report", report,
 		"Baseline: the provider at `v0.1.0` (commit 8331de0),",
 		"current: commit eb32036 + uncommitted changes.",
 		"Ratios are current / baseline of the medians of 3 rounds;",
@@ -189,11 +154,7 @@ func TestTheBeforeAfterTableOfAFixedRun(t *testing.T) {
 		"| `terraform plan`, 1 `k8s_ready_endpoints` of a Service with 5000 endpoints | wall time of the plan | 0.630 s | 0.610 s | 1.033× | 1.00–1.07× | **pass** (+3.3 %) |",
 		// 0.20 / 0.19 = 1.053: just over the bound; rounds 1.05, 1.05, 1.00
 		"|  | provider CPU per read (user + system) | 200.00 ms | 190.00 ms | 1.053× | 1.00–1.05× | **miss** (+5.3 %) |",
-	} {
-		if !strings.Contains(report, row) {
-			t.Errorf("the report has no\n%s", row)
-		}
-	}
+	)
 }
 
 // The targets table takes the current build's measurements, wherever the
@@ -219,7 +180,7 @@ func TestFindSkipsTheBaselinesMeasurements(t *testing.T) {
 
 func TestWithoutABaselineTheSectionSaysHowToMeasureIt(t *testing.T) {
 	b := fixedRun()
-	b.opts.baseline = ""
+	b.opts.Baseline = ""
 	var ms []*measurement
 	for _, m := range b.ms {
 		if m.baselineOf == nil {

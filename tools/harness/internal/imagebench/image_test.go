@@ -1,13 +1,15 @@
-package main
+package imagebench
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/textcheck"
 )
 
 func TestTheImageSectionOfAFixedRun(t *testing.T) {
-	r := &imageResults{pools: 500, container: []float64{1.2, 1.0, 1.1}, binary: []float64{0.5, 0.4, 0.6},
+	r := &Results{pools: 500, container: []float64{1.2, 1.0, 1.1}, binary: []float64{0.5, 0.4, 0.6},
 		readyContainer: []float64{2.0, 2.2}, readyBinary: []float64{1.0, 1.4}}
 	if err := json.Unmarshal([]byte(`{"compressed_bytes": 42000000, "layers": [
 		{"compressed_bytes": 1000000, "uncompressed_bytes": 2000000},
@@ -15,23 +17,19 @@ func TestTheImageSectionOfAFixedRun(t *testing.T) {
 		{"compressed_bytes": 21000000, "uncompressed_bytes": 70000000}]}`), &r.report); err != nil {
 		t.Fatal(err)
 	}
-	got := imageSection(r)
-	for _, want := range []string{
+	got := Section(r)
+	textcheck.Contains(t, "the section", got,
 		"## The companion's image (`make image`)",
 		"| the CLI (OpenTofu) | 20.0 MB | 60.0 MB |",
 		"| **the image** | **42.0 MB** | |",
 		"median 1.10 s (min–max 1.00–1.20 s), the plain binary with the same OpenTofu median 0.50 s (min–max 0.40–0.60 s), 3 rounds",
 		"in the container median 2.10 s, p90 2.20 s (min–max 2.00–2.20 s); the plain binary median 1.20 s, p90 1.40 s",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("the section lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	r.skipped = "no podman"
-	if got := imageSection(r); !strings.Contains(got, "Cold starts not measured: no podman.") || strings.Contains(got, "Cold start of") {
+	if got := Section(r); !strings.Contains(got, "Cold starts not measured: no podman.") || strings.Contains(got, "Cold start of") {
 		t.Errorf("skipped cold starts:\n%s", got)
 	}
-	if imageSection(nil) != "" {
+	if Section(nil) != "" {
 		t.Error("no image part gave a section")
 	}
 }

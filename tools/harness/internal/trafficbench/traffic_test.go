@@ -1,19 +1,19 @@
-package main
+package trafficbench
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/textcheck"
 )
 
 // fixedTraffic is a traffic part of 20 pods through each load balancer,
 // with made-up latencies: 0.90 to 1.66 s by 0.04 through HAProxy, 0.70 to
 // 1.42 s through nginx and a last one of 3.10 s.
-func fixedTraffic() *trafficResults {
-	r := &trafficResults{samples: 20}
+func fixedTraffic() *Results {
+	r := &Results{samples: 20}
 	for _, lb := range trafficLBs() {
 		r.rows = append(r.rows, trafficRow{lb: lb.name, example: "examples/pools/" + lb.example, reload: lb.reload})
 	}
@@ -30,34 +30,17 @@ func fixedTraffic() *trafficResults {
 // The traffic section of a fixed run is testdata/traffic.md; go test
 // -update rewrites it.
 func TestTheTrafficSectionOfAFixedRunIsTheGoldenOne(t *testing.T) {
-	got := trafficSection(fixedTraffic())
-	golden := filepath.Join("testdata", "traffic.md")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("the traffic section differs from %s (go test -update rewrites it):\n%s", golden, lineDiff(string(want), got))
-	}
+	textcheck.Golden(t, filepath.Join("testdata", "traffic.md"), Section(fixedTraffic()))
 }
 
 // The rows are worked out by hand from fixedTraffic: of 20, the median is
 // the mean of the 10th and 11th, the p99 (nearest rank) the largest.
 func TestTheTrafficRowsOfAFixedRun(t *testing.T) {
-	section := trafficSection(fixedTraffic())
-	for _, row := range []string{
+	section := Section(fixedTraffic())
+	textcheck.ContainsLines(t, "the traffic section", section,
 		"| HAProxy 2.6.12-1 (examples/pools/haproxy) | `haproxy -c`, then SIGUSR2 to the master | 20 | 1.28 s | 1.66 s | 0.90–1.66 s | 40 |",
 		"| nginx 1.22.1 (examples/pools/nginx) | `nginx -t`, then `nginx -s reload` (SIGHUP to the master) | 20 | 1.08 s | 3.10 s | 0.70–3.10 s | 41 |",
-	} {
-		if !strings.Contains(section, row+"\n") {
-			t.Errorf("the traffic section has no row\n%s\nin:\n%s", row, section)
-		}
-	}
+	)
 	if !strings.Contains(section, "20 pods through each load balancer") {
 		t.Errorf("the section does not give the number of pods:\n%s", section)
 	}
@@ -67,14 +50,14 @@ func TestTrafficNotMeasuredSaysWhy(t *testing.T) {
 	r := fixedTraffic()
 	r.rows[1] = trafficRow{lb: "nginx", example: "examples/pools/nginx", reload: r.rows[1].reload, reason: "no nginx on PATH"}
 	want := "| nginx (examples/pools/nginx) | `nginx -t`, then `nginx -s reload` (SIGHUP to the master) | not measured: no nginx on PATH | — | — | — | — |\n"
-	if s := trafficSection(r); !strings.Contains(s, want) || !strings.Contains(s, "| HAProxy 2.6.12-1 (examples/pools/haproxy) |") {
+	if s := Section(r); !strings.Contains(s, want) || !strings.Contains(s, "| HAProxy 2.6.12-1 (examples/pools/haproxy) |") {
 		t.Errorf("nginx missing: want its row to say so and HAProxy's to stay:\n%s", s)
 	}
-	s := trafficSection(&trafficResults{samples: 20, reason: "pods with a real network need root"})
+	s := Section(&Results{samples: 20, reason: "pods with a real network need root"})
 	if want := "## Traffic: a pod's Ready to its first request through HAProxy and nginx\n\nNot measured: pods with a real network need root.\n"; s != want {
 		t.Errorf("no network: %q, want %q", s, want)
 	}
-	if trafficSection(nil) != "" {
+	if Section(nil) != "" {
 		t.Error("no results gave a section")
 	}
 }
@@ -117,25 +100,10 @@ func TestHasAddressInWhatEachExampleRenders(t *testing.T) {
 // on the directory the bench starts nginx in.
 func TestNginxReloadRunsTheCommandOfTraffic(t *testing.T) {
 	tf := nginxReload("/usr/sbin/nginx", "/srv/bench/traffic-nginx")
-	for _, want := range []string{
+	textcheck.Contains(t, "reload.tf", tf,
 		`templatefile("${path.module}/upstream.conf.tftpl"`,
 		"members = provider::k8s::members(data.k8s_ready_endpoints.web.endpoints)",
 		`printf '%s' "$UPSTREAM" > upstream.conf.tmp && mv upstream.conf.tmp upstream.conf`,
 		"/usr/sbin/nginx -t -q -p /srv/bench/traffic-nginx/nginx/ -e /srv/bench/traffic-nginx/nginx/error.log -c /srv/bench/traffic-nginx/nginx/nginx.conf && /usr/sbin/nginx -s reload -p /srv/bench/traffic-nginx/nginx/",
-	} {
-		if !strings.Contains(tf, want) {
-			t.Errorf("reload.tf has no %q:\n%s", want, tf)
-		}
-	}
-}
-
-func TestBenchRefusesABadTrafficFlag(t *testing.T) {
-	for _, args := range [][]string{{"-traffic-samples", "0"}, {"-traffic-samples", "101"}, {"-only", "traffic", "-traffic-samples", "-1"}} {
-		if err := bench(t.Context(), args); err == nil || !strings.Contains(err.Error(), "want 1 to 100") {
-			t.Errorf("bench %v: %v, want -traffic-samples refused", args, err)
-		}
-	}
-	if err := bench(t.Context(), []string{"-only", "plans"}); err == nil || !strings.Contains(err.Error(), "sync, traffic and image") {
-		t.Errorf("bench -only plans: %v, want the parts named", err)
-	}
+	)
 }

@@ -1,9 +1,15 @@
-package main
+// Package syncbench is the sync companion's part of the bench (issue 19,
+// item 8; `make bench-sync`, `bench -only sync`): how soon a run starts
+// after a pod's Ready condition is written, with the state in each backend
+// and over two clusters, what the companion costs while it watches a large
+// fleet and does nothing, `check` against `terraform plan` of the same
+// configuration, its scale curve, and each beside the baseline's companion.
+// See bench/README.md.
+package syncbench
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,16 +28,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/procstat"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
-
-// The sync companion's part of the bench (issue 19, item 8): how soon a
-// run starts after a pod's Ready condition is written, what the companion
-// costs while it watches a large fleet and does nothing, and `check` against
-// `terraform plan` of the same configuration. See bench/README.md.
 
 const (
 	// syncLatencyNamespace holds the Service whose pool changes.
@@ -44,19 +46,19 @@ const (
 	syncFleetEndpoints = 10
 )
 
-// syncOptions are the flags of the companion's part.
-type syncOptions struct {
+// Options are the flags of the companion's part.
+type Options struct {
 	changes int
 	quiet   time.Duration
 	idle    time.Duration
 	rounds  int
-	// backendRounds are the rounds of bench_sync_backends.go.
+	// backendRounds are the rounds of backends.go.
 	backendRounds int
-	// clusterRounds are the rounds of bench_sync_clusters.go.
+	// clusterRounds are the rounds of clusters.go.
 	clusterRounds int
 	// scale are the sizes of the scale curve, scaleChanges the changes
 	// timed at each, scaleWait the bound of each companion's start
-	// (bench_sync_scale.go).
+	// (scale.go).
 	scale        sizeList
 	scaleChanges int
 	scaleWait    time.Duration
@@ -68,7 +70,7 @@ type syncOptions struct {
 	parts map[string]bool
 }
 
-func (o *syncOptions) register(flags *flag.FlagSet) {
+func (o *Options) Register(flags *flag.FlagSet) {
 	flags.IntVar(&o.changes, "sync-changes", 50, "companion: pool changes timed for the detection latency")
 	flags.DurationVar(&o.quiet, "sync-quiet", 200*time.Millisecond, "companion: the settle window's quiet time during the latency measurement")
 	flags.DurationVar(&o.idle, "sync-idle", 60*time.Second, "companion: the idle window over which its CPU is measured")
@@ -93,8 +95,8 @@ func (o *syncOptions) register(flags *flag.FlagSet) {
 	})
 }
 
-// syncResults is what the companion's part measured.
-type syncResults struct {
+// Results is what the companion's part measured.
+type Results struct {
 	quiet time.Duration
 	// latency is, per change, the run's start (its log line) minus the write
 	// of the Ready condition minus the quiet time, s; detection is the
@@ -125,7 +127,7 @@ type syncResults struct {
 	clusters *clusterLatency
 	// baseline is the companion at -baseline, measured beside this one.
 	baseline *baselineSync
-	// scale is the scale curve (bench_sync_scale.go).
+	// scale is the scale curve (scale.go).
 	scale *scaleResults
 }
 
@@ -141,24 +143,28 @@ type checkVsPlan struct {
 // newSyncBench drives the companion and the terraform on PATH with a CLI
 // configuration of their own (terraformrc-NAME): the release build
 // directly, without the rusage wrapper of the plans.
-func (b *benchRun) newSyncBench(client kubernetes.Interface, name string) (*syncBench, error) {
-	terraform, err := exec.LookPath("terraform")
+func (b *part) newSyncBench(client kubernetes.Interface, name string) (*syncBench, error) {
+	cli, err := b.NewCLI(name)
 	if err != nil {
 		return nil, err
 	}
-	rc := filepath.Join(b.work, "terraformrc-"+name)
-	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "bin"}); err != nil {
-		return nil, err
-	}
-	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
-	return &syncBench{b: b, client: client, terraform: terraform, env: env}, nil
+	return &syncBench{CLI: cli, b: b, client: client}, nil
 }
 
-// benchSync runs the companion's part on the running cluster, with the
-// fleet fixture of createFixture already there.
-func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (*syncResults, error) {
-	o := b.opts.sync
-	r := &syncResults{quiet: o.quiet}
+// part is the companion's part of one bench run.
+type part struct {
+	*benchrun.Run
+	opts Options
+	// baselineRC is the CLI configuration of the baseline's companion
+	// (baseline.go).
+	baselineRC string
+}
+
+// Measure runs the companion's part on the run's cluster, with the fleet
+// fixture of fixture.Create already there.
+func Measure(ctx context.Context, run *benchrun.Run, client kubernetes.Interface, o Options) (*Results, error) {
+	b := &part{Run: run, opts: o}
+	r := &Results{quiet: o.quiet}
 	s, err := b.newSyncBench(client, "sync")
 	if err != nil {
 		return nil, err
@@ -168,37 +174,37 @@ func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (
 	}
 
 	if o.parts["latency"] {
-		b.say("companion: detection latency over %d pool changes (settle quiet time %s)", o.changes, o.quiet)
+		b.Say("companion: detection latency over %d pool changes (settle quiet time %s)", o.changes, o.quiet)
 		if err := s.latency(ctx, r); err != nil {
 			return nil, fmt.Errorf("companion latency: %w", err)
 		}
 	}
 	if o.parts["backends"] {
-		b.say("companion: pod Ready to the apply's end with the state in each backend (%s), %d rounds", strings.Join(stateBackends, ", "), o.backendRounds)
+		b.Say("companion: pod Ready to the apply's end with the state in each backend (%s), %d rounds", strings.Join(stateBackends, ", "), o.backendRounds)
 		if err := s.backendLatency(ctx, r); err != nil {
 			return nil, fmt.Errorf("companion latency by backend: %w", err)
 		}
 	}
 	if o.parts["clusters"] && o.clusterRounds > 0 {
-		b.say("companion: one pool over two clusters (a second control plane), %d rounds", o.clusterRounds)
+		b.Say("companion: one pool over two clusters (a second control plane), %d rounds", o.clusterRounds)
 		if err := s.clusterLatency(ctx, r); err != nil {
 			return nil, fmt.Errorf("companion latency over two clusters: %w", err)
 		}
 	}
 	if o.parts["idle"] {
-		b.say("companion: %d Services x %d endpoints watched, %s idle", syncFleetServices, syncFleetEndpoints, o.idle)
+		b.Say("companion: %d Services x %d endpoints watched, %s idle", syncFleetServices, syncFleetEndpoints, o.idle)
 		if err := s.idle(ctx, r); err != nil {
 			return nil, fmt.Errorf("companion idle: %w", err)
 		}
 	}
 	if o.parts["check"] {
-		b.say("companion: check against terraform plan and the CLI's state pull, %d rounds", o.rounds)
+		b.Say("companion: check against terraform plan and the CLI's state pull, %d rounds", o.rounds)
 		if err := s.checkVsPlan(ctx, r); err != nil {
 			return nil, fmt.Errorf("companion check: %w", err)
 		}
 	}
 	if o.parts["scale"] && len(o.scale) > 0 {
-		b.say("companion: the scale curve, %s Services x %d endpoints, %d changes each, %s idle", o.scale.String(), syncFleetEndpoints, o.scaleChanges, o.idle)
+		b.Say("companion: the scale curve, %s Services x %d endpoints, %d changes each, %s idle", o.scale.String(), syncFleetEndpoints, o.scaleChanges, o.idle)
 		if err := s.scaleCurve(ctx, r); err != nil {
 			return nil, fmt.Errorf("companion scale curve: %w", err)
 		}
@@ -207,29 +213,13 @@ func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (
 }
 
 type syncBench struct {
-	b         *benchRun
-	client    kubernetes.Interface
-	terraform string
-	env       []string
-	// provider is the companion's binary: b.provider, or the baseline's
-	// (bench_sync_baseline.go).
+	benchrun.CLI
+	b      *part
+	client kubernetes.Interface
+	// provider is the companion's binary: b.Provider, or the baseline's
+	// (baseline.go).
 	provider string
 }
-
-func (s *syncBench) terraformCmd(ctx context.Context, dir string, args ...string) error {
-	cmd := exec.CommandContext(ctx, s.terraform, append([]string{"-chdir=" + dir}, args...)...)
-	cmd.Env = s.env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("terraform %s in %s: %w\n%s", strings.Join(args, " "), dir, err, out)
-	}
-	return nil
-}
-
-func (s *syncBench) apply(ctx context.Context, dir string) error {
-	return s.terraformCmd(ctx, dir, "apply", "-auto-approve", "-input=false", "-parallelism=10", "-no-color")
-}
-
-const providerBlock = "terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\n\nprovider \"k8s\" {}\n"
 
 // latency: a Service of 4 ready pods, one of which is made not ready and
 // ready again, alternately, so that each change removes or adds a member.
@@ -238,15 +228,15 @@ const providerBlock = "terraform {\n  required_providers {\n    k8s = { source =
 // still differ from state after the run (a run again and again), and every
 // other change would only bring the pool back to what state has (no run).
 // That command's time comes after the run's start and is not measured.
-func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
-	o := s.b.opts.sync
+func (s *syncBench) latency(ctx context.Context, r *Results) error {
+	o := s.b.opts
 	client := s.client
 	const pods = 4
 	// One Service, configuration and companion per build: this one, and the
 	// baseline's when there is one, changed in turn in the same rounds.
 	type measured struct {
 		s                  *syncBench
-		c                  *companionProc
+		c                  *companionproc.Proc
 		service            string
 		latency, detection *[]float64
 		extraRuns          *int
@@ -260,13 +250,10 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 		if err := fixture.CreateLatencyService(ctx, client, syncLatencyNamespace, service, pods, fmt.Sprintf("10.250.%d.%%d", i)); err != nil {
 			return err
 		}
-		dir, err := s.b.config(dirName, providerBlock+fmt.Sprintf(
+		dir, err := build.Applied(ctx, dirName, benchrun.ProviderBlock+fmt.Sprintf(
 			"\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = length(data.k8s_ready_endpoints.lat.endpoints)\n}\n",
 			syncLatencyNamespace, service))
 		if err != nil {
-			return err
-		}
-		if err := build.apply(ctx, dir); err != nil {
 			return err
 		}
 		c, err := build.startCompanion(ctx, dir, "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String(),
@@ -274,7 +261,7 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 		if err != nil {
 			return err
 		}
-		defer c.stop()
+		defer c.Halt()
 		m := &measured{s: build, c: c, service: service, latency: &r.latency, detection: &r.detection, extraRuns: &r.extraRuns}
 		if i > 0 {
 			m.latency, m.detection, m.extraRuns = &r.baseline.latency, &r.baseline.detection, &r.baseline.extraRuns
@@ -282,14 +269,14 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 		each = append(each, m)
 	}
 	for _, m := range each {
-		if _, err := m.c.waitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
+		if _, err := m.c.WaitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
 			return err
 		}
 	}
 	// Nothing differs at the start: no run.
 	time.Sleep(2 * time.Second)
 	for _, m := range each {
-		if n := m.c.count("run started"); n != 0 {
+		if n := m.c.Seen("run started"); n != 0 {
 			return fmt.Errorf("%d run(s) started before any change:\n%s", n, m.c.Log())
 		}
 	}
@@ -298,17 +285,17 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 		for k := range each {
 			m := each[(i+k)%len(each)]
 			c := m.c
-			before := c.count("run started")
-			written, err := writeReady(ctx, client, syncLatencyNamespace, fmt.Sprintf("%s-%d", m.service, pods-1), ready)
+			before := c.Seen("run started")
+			written, err := fixture.WriteReady(ctx, client, syncLatencyNamespace, fmt.Sprintf("%s-%d", m.service, pods-1), ready)
 			if err != nil {
 				return err
 			}
-			lat, det, err := c.timedRun(ctx, before, written, o.quiet, i)
+			lat, det, err := c.TimedRun(ctx, before, written, o.quiet, i)
 			if err != nil {
 				return err
 			}
 			*m.latency, *m.detection = append(*m.latency, lat), append(*m.detection, det)
-			fmt.Fprintf(logw, "  change %d (%s, %s): run started %.0f ms after the write, settle window opened after %.0f ms\n",
+			fmt.Fprintf(benchrun.Log, "  change %d (%s, %s): run started %.0f ms after the write, settle window opened after %.0f ms\n",
 				i+1, map[bool]string{true: "add", false: "remove"}[ready], m.service, (lat+o.quiet.Seconds())*1000, det*1000)
 			// After a run the companion reads state again (terraform state
 			// pull) before it looks at changes: let it, so that the next
@@ -318,69 +305,20 @@ func (s *syncBench) latency(ctx context.Context, r *syncResults) error {
 	}
 	time.Sleep(2 * time.Second)
 	for _, m := range each {
-		*m.extraRuns = m.c.count("run started") - o.changes
+		*m.extraRuns = m.c.Seen("run started") - o.changes
 	}
 	return nil
-}
-
-// changeLatency is the run's start minus the write minus the quiet time,
-// and the opening of the settle window minus the write, s.
-func changeLatency(written time.Time, started syncproc.Event, quiet time.Duration) (latency, detection float64, err error) {
-	settledText, _ := started.Fields["settled"].(string)
-	settled, err := time.ParseDuration(settledText)
-	if err != nil {
-		return 0, 0, fmt.Errorf("run started line without a settled duration: %v", started.Fields)
-	}
-	run := started.Time.Sub(written)
-	return (run - quiet).Seconds(), (run - settled).Seconds(), nil
-}
-
-// writeReady writes the pod's Ready condition, as a kubelet does, and gives
-// the time just before the write.
-// timedRun waits for the companion's run after change i, written at
-// written when it had started before runs, checks that the run delivered
-// it, and gives its latency and detection (changeLatency).
-func (c *companionProc) timedRun(ctx context.Context, before int, written time.Time, quiet time.Duration, i int) (latency, detection float64, err error) {
-	started, err := c.waitNth(ctx, "run started", before+1, 2*time.Minute)
-	if err != nil {
-		return 0, 0, err
-	}
-	ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
-	if err != nil {
-		return 0, 0, err
-	}
-	// A -command's run is "delivered" since the companion tells it from an
-	// apply of its own (issue 24); "applied" before.
-	if res, _ := ended.Fields["result"].(string); res != "applied" && res != "delivered" {
-		return 0, 0, fmt.Errorf("change %d: the run ended %q, not delivered:\n%s", i+1, res, c.Log())
-	}
-	return changeLatency(written, started, quiet)
-}
-
-func writeReady(ctx context.Context, client kubernetes.Interface, namespace, name string, ready bool) (time.Time, error) {
-	pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return time.Time{}, err
-	}
-	status := corev1.ConditionFalse
-	if ready {
-		status = corev1.ConditionTrue
-	}
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
-	written := time.Now()
-	_, err = client.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	return written, err
 }
 
 // idle: one k8s_services over syncFleetServices selector-less Services,
 // each with one hand-written slice of syncFleetEndpoints endpoints (not
 // managed by the controller), applied; then the companion watching them.
-func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
+func (s *syncBench) idle(ctx context.Context, r *Results) error {
 	start := time.Now()
 	if err := createSyncFleet(ctx, s.client, syncFleetNamespace, 0, syncFleetServices, 0); err != nil {
 		return err
 	}
-	fmt.Fprintf(logw, "  %d Services and their slices created in %.1f s\n", syncFleetServices, time.Since(start).Seconds())
+	fmt.Fprintf(benchrun.Log, "  %d Services and their slices created in %.1f s\n", syncFleetServices, time.Since(start).Seconds())
 	want := syncFleetServices * syncFleetEndpoints
 	builds := s.builds(r)
 	dirs := make([]string, len(builds))
@@ -389,16 +327,13 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 		if i > 0 {
 			name += "-baseline"
 		}
-		dir, err := s.b.config(name, providerBlock+fmt.Sprintf(
+		dir, err := build.Applied(ctx, name, benchrun.ProviderBlock+fmt.Sprintf(
 			"\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n\noutput \"fleet_endpoints\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n",
 			syncFleetNamespace))
 		if err != nil {
 			return err
 		}
-		if err := build.apply(ctx, dir); err != nil {
-			return err
-		}
-		if err := build.wantOutput(ctx, dir, "fleet_endpoints", want); err != nil {
+		if err := build.WantOutput(ctx, dir, "fleet_endpoints", want); err != nil {
 			return err
 		}
 		dirs[i] = dir
@@ -411,7 +346,7 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 	// round's figures and, before/after, the medians of both rounds.
 	for round := range 2 {
 		for i, build := range builds {
-			one := &syncResults{}
+			one := &Results{}
 			if err := build.idleOnce(ctx, dirs[i], one); err != nil {
 				return fmt.Errorf("%s: %w", build.label(), err)
 			}
@@ -433,7 +368,7 @@ func (s *syncBench) idle(ctx context.Context, r *syncResults) error {
 }
 
 // mergeIdle is r with the idle figures of one.
-func mergeIdle(r syncResults, one *syncResults) syncResults {
+func mergeIdle(r Results, one *Results) Results {
 	r.watching, r.syncWall, r.syncCPU, r.syncChildCPU = one.watching, one.syncWall, one.syncCPU, one.syncChildCPU
 	r.idle, r.idleCPU, r.idleSlices, r.idleGC, r.idleForcedGC = one.idle, one.idleCPU, one.idleSlices, one.idleGC, one.idleForcedGC
 	r.peakRSS, r.idleRuns = one.peakRSS, one.idleRuns
@@ -442,7 +377,7 @@ func mergeIdle(r syncResults, one *syncResults) syncResults {
 
 // idleOnce starts the companion on dir, an applied fleet, and measures its
 // initial sync and its idle CPU into r.
-func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) error {
+func (s *syncBench) idleOnce(ctx context.Context, dir string, r *Results) error {
 	started := time.Now()
 	// gctrace: one line per garbage collection on its standard error, to
 	// say what the idle CPU is.
@@ -450,7 +385,7 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 	if err != nil {
 		return err
 	}
-	defer c.stop()
+	defer c.Halt()
 	return s.measureIdle(ctx, c, started, r, 5*time.Minute, 3*time.Minute)
 }
 
@@ -458,9 +393,9 @@ func (s *syncBench) idleOnce(ctx context.Context, dir string, r *syncResults) er
 // into r: the time to its "watching" line (waited for at most watchWait),
 // its initial sync (its CPU settled, waited for at most settleWait), its
 // CPU over the idle window, and its peak RSS then.
-func (s *syncBench) measureIdle(ctx context.Context, c *companionProc, started time.Time, r *syncResults, watchWait, settleWait time.Duration) error {
-	o := s.b.opts.sync
-	watching, err := c.waitNth(ctx, "watching", 1, watchWait)
+func (s *syncBench) measureIdle(ctx context.Context, c *companionproc.Proc, started time.Time, r *Results, watchWait, settleWait time.Duration) error {
+	o := s.b.opts
+	watching, err := c.WaitNth(ctx, "watching", 1, watchWait)
 	if err != nil {
 		return err
 	}
@@ -474,9 +409,9 @@ func (s *syncBench) measureIdle(ctx context.Context, c *companionProc, started t
 	}
 	r.syncWall = settled.Sub(started).Seconds()
 	r.syncCPU, r.syncChildCPU = before.Self(), before.Children()
-	fmt.Fprintf(logw, "  watching after %.1f s, CPU quiet after %.1f s; CPU %.2f s, its commands %.2f s; now idle for %s\n", r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, o.idle)
-	idleStart, gcBefore, forcedBefore := time.Now(), c.countPrefix("gc "), c.countForcedGC()
-	eventsBefore := c.count("run started") + c.count("pool differs from state")
+	fmt.Fprintf(benchrun.Log, "  watching after %.1f s, CPU quiet after %.1f s; CPU %.2f s, its commands %.2f s; now idle for %s\n", r.watching, r.syncWall, r.syncCPU, r.syncChildCPU, o.idle)
+	idleStart, gcBefore, forcedBefore := time.Now(), c.CountPrefix("gc "), c.CountForcedGC()
+	eventsBefore := c.Seen("run started") + c.Seen("pool differs from state")
 	const parts = 6
 	last := before
 	for range parts {
@@ -494,13 +429,13 @@ func (s *syncBench) measureIdle(ctx context.Context, c *companionProc, started t
 	}
 	after := last
 	r.idle = time.Since(idleStart).Seconds()
-	r.idleGC, r.idleForcedGC = c.countPrefix("gc ")-gcBefore, c.countForcedGC()-forcedBefore
+	r.idleGC, r.idleForcedGC = c.CountPrefix("gc ")-gcBefore, c.CountForcedGC()-forcedBefore
 	r.idleCPU = float64(after.Total()-before.Total()) / procstat.ClockTicks
 	if r.peakRSS, err = peakRSS(c.Pid()); err != nil {
 		return err
 	}
-	r.idleRuns = c.count("run started") + c.count("pool differs from state") - eventsBefore
-	fmt.Fprintf(logw, "  idle CPU %.3f s over %.1f s (%.2f %% of a core), peak RSS %.1f MiB\n", r.idleCPU, r.idle, r.idleCPU/r.idle*100, r.peakRSS)
+	r.idleRuns = c.Seen("run started") + c.Seen("pool differs from state") - eventsBefore
+	fmt.Fprintf(benchrun.Log, "  idle CPU %.3f s over %.1f s (%.2f %% of a core), peak RSS %.1f MiB\n", r.idleCPU, r.idle, r.idleCPU/r.idle*100, r.peakRSS)
 	return nil
 }
 
@@ -549,20 +484,6 @@ func settleCPU(ctx context.Context, pid int, window time.Duration, ticks int64, 
 	}
 }
 
-func (s *syncBench) wantOutput(ctx context.Context, dir, name string, want int) error {
-	cmd := exec.CommandContext(ctx, s.terraform, "-chdir="+dir, "output", "-json", name)
-	cmd.Env = s.env
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("terraform output %s in %s: %w", name, dir, err)
-	}
-	var got int
-	if err := json.Unmarshal(out, &got); err != nil || got != want {
-		return fmt.Errorf("output %s in %s is %s, want %d", name, dir, bytes.TrimSpace(out), want)
-	}
-	return nil
-}
-
 func syncFleetName(i int) string { return fmt.Sprintf("fleet-%04d", i) }
 
 // createSyncFleet makes the selector-less Services fleet-from ... fleet-(to-1)
@@ -605,39 +526,36 @@ func createSyncFleet(ctx context.Context, client kubernetes.Interface, namespace
 	})
 }
 
-// checkVsPlan: the fleet of createFixture read as fixture.FleetServices
+// checkVsPlan: the fleet of fixture.Create read as fixture.FleetServices
 // k8s_ready_endpoints (for_each) and as one k8s_services, with an output that
 // sums the endpoints, applied; then, alternately, `check` and `terraform
 // plan` of each. No resource keeps the pools: with a terraform_data per
 // pool, for_each over the 500 data sources, the first apply had not ended
 // after 5.5 minutes (2.3 min of Terraform's CPU, on a loaded machine).
-func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
+func (s *syncBench) checkVsPlan(ctx context.Context, r *Results) error {
 	configs := []struct{ name, title, main string }{
-		{"sync-each", fmt.Sprintf("%d `k8s_ready_endpoints` (`for_each`)", fixture.FleetServices), readyEndpointsEach(fixture.FleetServices)},
-		{"sync-fleet-500", fmt.Sprintf("1 `k8s_services` of %d Services", fixture.FleetServices), providerBlock + fmt.Sprintf(
+		{"sync-each", fmt.Sprintf("%d `k8s_ready_endpoints` (`for_each`)", fixture.FleetServices), benchrun.ReadyEndpointsEach(fixture.FleetServices)},
+		{"sync-fleet-500", fmt.Sprintf("1 `k8s_services` of %d Services", fixture.FleetServices), benchrun.ProviderBlock + fmt.Sprintf(
 			"\ndata \"k8s_services\" \"fleet\" {\n  namespace = %q\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_services.fleet.services : length(s.endpoints)])\n}\n",
 			fixture.Namespace)},
 	}
 	for _, cfg := range configs {
-		dir, err := s.b.config(cfg.name, cfg.main)
+		dir, err := s.Applied(ctx, cfg.name, cfg.main)
 		if err != nil {
 			return err
 		}
-		if err := s.apply(ctx, dir); err != nil {
-			return err
-		}
-		if err := s.wantOutput(ctx, dir, "members", fixture.FleetServices*10); err != nil {
+		if err := s.WantOutput(ctx, dir, "members", fixture.FleetServices*10); err != nil {
 			return err
 		}
 		m := &checkVsPlan{title: cfg.title}
 		r.checks = append(r.checks, m)
-		check := []string{s.b.provider, "check", "-chdir", dir, "-terraform", s.terraform, "-kubeconfig", s.b.cluster.Kubeconfig()}
-		plan := []string{s.terraform, "-chdir=" + dir, "plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color", "-detailed-exitcode"}
-		pull := []string{s.terraform, "-chdir=" + dir, "state", "pull"}
+		check := []string{s.b.Provider, "check", "-chdir", dir, "-terraform", s.Terraform, "-kubeconfig", s.b.Cluster.Kubeconfig()}
+		plan := []string{s.Terraform, "-chdir=" + dir, "plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color", "-detailed-exitcode"}
+		pull := []string{s.Terraform, "-chdir=" + dir, "state", "pull"}
 		// One untimed run of each, then the rounds.
-		for round := 0; round <= s.b.opts.sync.rounds; round++ {
+		for round := 0; round <= s.b.opts.rounds; round++ {
 			argv := check
-			if dir := s.b.opts.sync.scaleProfile; dir != "" && round == s.b.opts.sync.rounds {
+			if dir := s.b.opts.scaleProfile; dir != "" && round == s.b.opts.rounds {
 				// The last round's check is profiled (the CPU profile's
 				// own cost is in its figures).
 				argv = append(slices.Clone(check), "-cpuprofile", filepath.Join(dir, "check-"+cfg.name+".pprof"))
@@ -660,7 +578,7 @@ func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 			m.checkWall, m.checkCPU = append(m.checkWall, cw), append(m.checkCPU, cc)
 			m.planWall, m.planCPU = append(m.planWall, pw), append(m.planCPU, pc)
 			m.pullWall, m.pullCPU = append(m.pullWall, sw), append(m.pullCPU, sc)
-			fmt.Fprintf(logw, "  %s, round %d: check %.2fs (CPU %.2fs), plan %.2fs (CPU %.2fs), state pull %.2fs (CPU %.2fs)\n", cfg.title, round, cw, cc, pw, pc, sw, sc)
+			fmt.Fprintf(benchrun.Log, "  %s, round %d: check %.2fs (CPU %.2fs), plan %.2fs (CPU %.2fs), state pull %.2fs (CPU %.2fs)\n", cfg.title, round, cw, cc, pw, pc, sw, sc)
 		}
 	}
 	return nil
@@ -671,7 +589,7 @@ func (s *syncBench) checkVsPlan(ctx context.Context, r *syncResults) error {
 // it waited for (the rusage of wait4: user + system), s.
 func (s *syncBench) timed(ctx context.Context, argv []string, want string) (wall, cpu float64, err error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = s.env
+	cmd.Env = s.Env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
@@ -694,82 +612,20 @@ func rusageCPU(u *syscall.Rusage) float64 {
 	return float64(u.Utime.Nano()+u.Stime.Nano()) / 1e9
 }
 
-// companionProc is a running `sync`, followed by its JSON log (syncproc,
-// as the companion's acceptance tests follow it).
-type companionProc struct{ *syncproc.Process }
-
-func (s *syncBench) startCompanion(ctx context.Context, dir string, args ...string) (*companionProc, error) {
+func (s *syncBench) startCompanion(ctx context.Context, dir string, args ...string) (*companionproc.Proc, error) {
 	return s.startCompanionEnv(ctx, dir, nil, args...)
 }
 
 // startCompanionEnv starts `sync` on dir with extra variables in its
 // environment.
-func (s *syncBench) startCompanionEnv(ctx context.Context, dir string, extraEnv []string, args ...string) (*companionProc, error) {
-	argv := []string{s.companion(), "sync", "-chdir", dir, "-terraform", s.terraform, "-kubeconfig", s.b.cluster.Kubeconfig(),
+func (s *syncBench) startCompanionEnv(ctx context.Context, dir string, extraEnv []string, args ...string) (*companionproc.Proc, error) {
+	argv := []string{s.companion(), "sync", "-chdir", dir, "-terraform", s.Terraform, "-kubeconfig", s.b.Cluster.Kubeconfig(),
 		"-log-format", "json", "-listen", "127.0.0.1:0", "-settle-quiet", "200ms", "-settle-max", "2s"}
-	return startCompanionProc(ctx, append(argv, args...), append(slices.Clone(s.env), extraEnv...))
+	return companionproc.Start(ctx, append(argv, args...), append(slices.Clone(s.Env), extraEnv...))
 }
-
-// startCompanionProc starts argv, a companion (or what runs one: podman,
-// the companion's flags last), with env, and follows its JSON log; it is
-// stopped when ctx ends.
-func startCompanionProc(ctx context.Context, argv, env []string) (*companionProc, error) {
-	p, err := syncproc.Start(argv[0], argv[1:], syncproc.Options{Env: env})
-	if err != nil {
-		return nil, err
-	}
-	c := &companionProc{p}
-	go func() {
-		select {
-		case <-ctx.Done():
-			c.stop()
-		case <-p.Done():
-		}
-	}()
-	return c, nil
-}
-
-func (c *companionProc) count(msg string) int { return c.Count(msg, nil) }
-
-// countPrefix is how many lines of its standard error start with prefix
-// (gctrace's, which are not events).
-func (c *companionProc) countPrefix(prefix string) int {
-	n := 0
-	for line := range strings.SplitSeq(c.Log(), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-// countForcedGC is how many gctrace lines are of a forced collection.
-func (c *companionProc) countForcedGC() int {
-	n := 0
-	for line := range strings.SplitSeq(c.Log(), "\n") {
-		if strings.HasPrefix(line, "gc ") && strings.HasSuffix(line, "(forced)") {
-			n++
-		}
-	}
-	return n
-}
-
-// waitNth waits for the n-th event msg and gives it.
-func (c *companionProc) waitNth(ctx context.Context, msg string, n int, timeout time.Duration) (syncproc.Event, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	e, err := c.Wait(ctx, msg, n, nil)
-	if err != nil {
-		return e, fmt.Errorf("%w:\n%s", err, c.Log())
-	}
-	return e, nil
-}
-
-// stop sends SIGTERM and waits for the companion to end, a minute at most.
-func (c *companionProc) stop() { c.Stop(time.Minute) }
 
 // syncTargetRows are the companion's rows of the targets table.
-func syncTargetRows(r *syncResults) []string {
+func syncTargetRows(r *Results) []string {
 	var rows []string
 	row := func(format string, args ...any) { rows = append(rows, fmt.Sprintf(format, args...)) }
 	if len(r.latency) > 0 {
@@ -810,19 +666,18 @@ func syncTargetRows(r *syncResults) []string {
 	return rows
 }
 
-// syncSection is the companion's section of the report.
-func syncSection(r *syncResults) string {
+// Section is the companion's section of the report.
+func Section(r *Results) string {
 	if r == nil {
 		return ""
 	}
-	b := newSection("Companion (`sync`, `check`)")
-	p := b.line
-	p("| measurement | measured | target | verdict |")
-	p("|---|---:|---:|---|")
+	b := benchrun.NewSection("Companion (`sync`, `check`)")
+	b.Table("| measurement | measured | target | verdict |", "|---|---:|---:|---|")
 	for _, row := range syncTargetRows(r) {
-		p("%s", row)
+		b.Line("%s", row)
 	}
-	p("")
+	b.Line("")
+	p := b.Line
 	if len(r.latency) > 0 {
 		p("Detection latency over %d changes, each removing or adding a member (alternately), each after the previous run ended: run started minus the write minus the quiet time %s: median %.3f s, p90 %.3f s, p99 %.3f s, min–max %s s. The settle window opened (run started minus its `settled`) after median %.3f s, p99 %.3f s. Runs no change explains: %d.",
 			len(r.latency), r.quiet, stats.Median(r.latency), stats.Percentile(r.latency, 90), stats.Percentile(r.latency, 99), stats.MinMax(r.latency, "%.3f"),
@@ -843,10 +698,8 @@ func syncSection(r *syncResults) string {
 		p("")
 	}
 	if len(r.checks) > 0 {
-		p("`check`, `terraform plan` and the CLI's `terraform state pull` alone (the read of state that `check` starts) of the same applied configuration (the data sources and an output that sums their endpoints; no resource), in turn; CPU is user + system of the finished process and the descendants it waited for (wait4's rusage: for plan, Terraform and its provider processes; for check, its `terraform state pull` included). Medians of %d rounds after one untimed. \"ours\" is check minus the state pull: the informers or LISTs and the comparison.", len(r.checks[0].planWall))
-		p("")
-		p("| configuration | check wall, s | check CPU, s | plan wall, s | plan CPU, s | wall ratio | CPU ratio | state pull wall, s | state pull CPU, s | ours (check − pull): wall, CPU, s |")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		b.Para("`check`, `terraform plan` and the CLI's `terraform state pull` alone (the read of state that `check` starts) of the same applied configuration (the data sources and an output that sums their endpoints; no resource), in turn; CPU is user + system of the finished process and the descendants it waited for (wait4's rusage: for plan, Terraform and its provider processes; for check, its `terraform state pull` included). Medians of %d rounds after one untimed. \"ours\" is check minus the state pull: the informers or LISTs and the comparison.", len(r.checks[0].planWall))
+		b.Table("| configuration | check wall, s | check CPU, s | plan wall, s | plan CPU, s | wall ratio | CPU ratio | state pull wall, s | state pull CPU, s | ours (check − pull): wall, CPU, s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, c := range r.checks {
 			p("| %s | %.3f (%s) | %.3f | %.3f (%s) | %.3f | %.3f× | %.3f× | %.3f (%s) | %.3f | %.3f, %.3f |", c.title, stats.Median(c.checkWall), stats.MinMax(c.checkWall, "%.2f"), stats.Median(c.checkCPU),
 				stats.Median(c.planWall), stats.MinMax(c.planWall, "%.2f"), stats.Median(c.planCPU), stats.Median(c.checkWall)/stats.Median(c.planWall), stats.Median(c.checkCPU)/stats.Median(c.planCPU),
@@ -855,36 +708,4 @@ func syncSection(r *syncResults) string {
 		p("")
 	}
 	return b.String()
-}
-
-// runPart is `bench -only sync|traffic|image`: one part alone, its report
-// written to -out by writePart.
-func runPart[R any](ctx context.Context, b *benchRun, client kubernetes.Interface, measure func(context.Context, kubernetes.Interface) (R, error), section func(R) string, title, by string) error {
-	r, err := measure(ctx, client)
-	if err != nil {
-		return err
-	}
-	return b.writePart(title, by, section(r))
-}
-
-// writePart stops the control plane and writes the report of a part run
-// alone to -out: a header on the machine and the run, then its section.
-func (b *benchRun) writePart(title, by, section string) error {
-	version := b.cluster.Version
-	b.cluster.Stop()
-	terraformVersion := "unknown"
-	if out, err := exec.Command("terraform", "version").Output(); err == nil {
-		terraformVersion = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-	}
-	goVersion, _ := exec.Command("go", "env", "GOVERSION").Output()
-	report := fmt.Sprintf("# %s results\n\nWritten by %s on %s; see [README.md](README.md) for what each number means and how to run it.\n\n"+
-		"Machine: %s, Linux; %s, %s; Kubernetes %s (local control plane). Load average (1, 5, 15 min) %s at the start, %s at the end.\n\n",
-		title, by, time.Now().UTC().Format("2006-01-02"), machine(), strings.TrimSpace(string(goVersion)), terraformVersion, version, b.loadStart, loadAverage()) + section
-	return b.writeReport(report)
-}
-
-func isFlagSet(flags *flag.FlagSet, name string) bool {
-	set := false
-	flags.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }

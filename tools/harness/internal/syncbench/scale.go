@@ -1,4 +1,4 @@
-package main
+package syncbench
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
@@ -172,7 +174,7 @@ func (r *scaleRun) idlePct() float64 {
 // of the first namespace, and an output that sums every endpoint read.
 func scaleConfig(n int) string {
 	var c strings.Builder
-	c.WriteString(providerBlock)
+	c.WriteString(benchrun.ProviderBlock)
 	var sums []string
 	for ns := range syncScaleNamespaces(n) {
 		name := fmt.Sprintf("scale_%02d", ns)
@@ -209,8 +211,8 @@ func scaleChange(n, i int) (namespace, service string, endpoint int, single bool
 }
 
 // scaleCurve creates, applies and measures each size of -sync-scale.
-func (s *syncBench) scaleCurve(ctx context.Context, r *syncResults) error {
-	o := s.b.opts.sync
+func (s *syncBench) scaleCurve(ctx context.Context, r *Results) error {
+	o := s.b.opts
 	res := &scaleResults{quiet: o.quiet, changes: o.scaleChanges, wait: o.scaleWait}
 	if r.baseline != nil {
 		res.baseline = r.baseline.commit
@@ -225,7 +227,7 @@ func (s *syncBench) scaleCurve(ctx context.Context, r *syncResults) error {
 	if o.scale[0] < syncScaleSingles+o.scaleChanges {
 		return fmt.Errorf("-sync-scale %d: the smallest size must be at least %d (the singles and a fleet Service per change)", o.scale[0], syncScaleSingles+o.scaleChanges)
 	}
-	dir, err := s.b.config("sync-scale", scaleConfig(o.scale[0]))
+	dir, err := s.b.Config("sync-scale", scaleConfig(o.scale[0]))
 	if err != nil {
 		return err
 	}
@@ -234,7 +236,7 @@ func (s *syncBench) scaleCurve(ctx context.Context, r *syncResults) error {
 	for _, n := range o.scale {
 		p := &scalePoint{services: n, namespaces: syncScaleNamespaces(n), created: n - created}
 		res.points = append(res.points, p)
-		s.b.say("companion at scale: %d Services x %d endpoints in %d namespace(s) (%d more Services and slices)", n, syncFleetEndpoints, p.namespaces, p.created)
+		s.b.Say("companion at scale: %d Services x %d endpoints in %d namespace(s) (%d more Services and slices)", n, syncFleetEndpoints, p.namespaces, p.created)
 		start := time.Now()
 		for created < n {
 			ns := created / syncScaleNamespaceSize
@@ -245,25 +247,25 @@ func (s *syncBench) scaleCurve(ctx context.Context, r *syncResults) error {
 			created = ns*syncScaleNamespaceSize + to
 		}
 		p.create = time.Since(start).Seconds()
-		fmt.Fprintf(logw, "  %d Services and their slices created in %.1f s\n", p.created, p.create)
-		if _, err := s.b.config("sync-scale", scaleConfig(n)); err != nil {
+		fmt.Fprintf(benchrun.Log, "  %d Services and their slices created in %.1f s\n", p.created, p.create)
+		if _, err := s.b.Config("sync-scale", scaleConfig(n)); err != nil {
 			return err
 		}
 		start = time.Now()
 		applyCtx, cancel := context.WithTimeout(ctx, 45*time.Minute)
-		err := s.apply(applyCtx, dir)
+		err := s.Apply(applyCtx, dir)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("%d Services: %w", n, err)
 		}
 		p.apply = time.Since(start).Seconds()
-		if err := s.wantOutput(ctx, dir, "endpoints", scaleEndpoints(n)); err != nil {
+		if err := s.WantOutput(ctx, dir, "endpoints", scaleEndpoints(n)); err != nil {
 			return err
 		}
 		if info, err := os.Stat(filepath.Join(dir, "terraform.tfstate")); err == nil {
 			p.stateMB = float64(info.Size()) / 1e6
 		}
-		fmt.Fprintf(logw, "  applied in %.1f s; state %.1f MB\n", p.apply, p.stateMB)
+		fmt.Fprintf(benchrun.Log, "  applied in %.1f s; state %.1f MB\n", p.apply, p.stateMB)
 		for i, build := range builds {
 			run, err := build.scaleRun(ctx, dir, n)
 			if err != nil && i == 0 {
@@ -271,7 +273,7 @@ func (s *syncBench) scaleCurve(ctx context.Context, r *syncResults) error {
 			}
 			if err != nil {
 				run = &scaleRun{failed: firstLine(err.Error())}
-				fmt.Fprintf(logw, "  %s failed: %s\n%s\n", build.label(), firstLine(err.Error()), lastLines(err.Error(), 10))
+				fmt.Fprintf(benchrun.Log, "  %s failed: %s\n%s\n", build.label(), firstLine(err.Error()), lastLines(err.Error(), 10))
 			}
 			if i == 0 {
 				p.current = run
@@ -287,7 +289,7 @@ func (s *syncBench) scaleCurve(ctx context.Context, r *syncResults) error {
 // limit and -command true, and measures it. A bound passed is a result
 // (timeout), not an error.
 func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun, error) {
-	o := s.b.opts.sync
+	o := s.b.opts
 	run := &scaleRun{noLimit: "GOMEMLIMIT unset and no -memory-limit-mib (the build has none)"}
 	args := []string{"-command", "true", "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String()}
 	if s.knowsSyncFlag("memory-limit-mib") {
@@ -303,14 +305,14 @@ func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun,
 			return nil, errors.New("GOMEMLIMIT is set: the scale curve measures the companion without a memory limit")
 		}
 	}
-	s.b.say("  %s on %d Services (%s; waits bounded by %s)", s.label(), n, run.noLimit, o.scaleWait)
+	s.b.Say("  %s on %d Services (%s; waits bounded by %s)", s.label(), n, run.noLimit, o.scaleWait)
 	started := time.Now()
 	c, err := s.startCompanionEnv(ctx, dir, env, args...)
 	if err != nil {
 		return nil, err
 	}
-	defer c.stop()
-	idle := &syncResults{}
+	defer c.Halt()
+	idle := &Results{}
 	err = s.measureIdle(ctx, c, started, idle, o.scaleWait, o.scaleWait)
 	run.watching, run.compared, run.syncCPU, run.syncChildCPU = idle.watching, idle.syncWall, idle.syncCPU, idle.syncChildCPU
 	run.idle, run.idleCPU, run.rssCompared = idle.idle, idle.idleCPU, idle.peakRSS
@@ -318,7 +320,7 @@ func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun,
 		base := s.keepHeapProfile(ctx, c, n, profile)
 		defer func() {
 			if err := os.WriteFile(base+".log", []byte(c.Log()), 0o644); err != nil {
-				fmt.Fprintf(logw, "  -sync-profile: %v\n", err)
+				fmt.Fprintf(benchrun.Log, "  -sync-profile: %v\n", err)
 			}
 		}()
 	}
@@ -343,17 +345,17 @@ func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun,
 			return nil, err
 		}
 		run.timeout = timeout
-		fmt.Fprintf(logw, "  timeout: %s\n%s\n", timeout, lastLines(c.Log(), 10))
+		fmt.Fprintf(benchrun.Log, "  timeout: %s\n%s\n", timeout, lastLines(c.Log(), 10))
 	} else {
 		time.Sleep(2 * time.Second)
-		run.extraRuns = c.count("run started") - len(run.latency)
+		run.extraRuns = c.Seen("run started") - len(run.latency)
 	}
 	// The peak so far, also when a bound ran out.
 	if run.peakRSS, err = peakRSS(c.Pid()); err != nil {
 		return nil, err
 	}
 	if len(run.latency) > 0 {
-		fmt.Fprintf(logw, "  latency beyond the quiet time: p50 %.0f ms, p99 %.0f ms; peak RSS %.1f MiB; runs no change explains: %d\n",
+		fmt.Fprintf(benchrun.Log, "  latency beyond the quiet time: p50 %.0f ms, p99 %.0f ms; peak RSS %.1f MiB; runs no change explains: %d\n",
 			stats.Percentile(run.latency, 50)*1000, stats.Percentile(run.latency, 99)*1000, run.peakRSS, run.extraRuns)
 	}
 	return run, nil
@@ -362,22 +364,22 @@ func (s *syncBench) scaleRun(ctx context.Context, dir string, n int) (*scaleRun,
 // keepHeapProfile writes, with heap, c's heap profile to -sync-profile
 // as scale-N-LABEL.heap.pb.gz, and returns the path without its ending
 // (for the log, kept when the run ends).
-func (s *syncBench) keepHeapProfile(ctx context.Context, c *companionProc, n int, heap bool) string {
-	dir := s.b.opts.sync.scaleProfile
+func (s *syncBench) keepHeapProfile(ctx context.Context, c *companionproc.Proc, n int, heap bool) string {
+	dir := s.b.opts.scaleProfile
 	base := filepath.Join(dir, fmt.Sprintf("scale-%d-%s", n, strings.NewReplacer(" ", "-", "/", "-").Replace(s.label())))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		fmt.Fprintf(logw, "  -sync-profile: %v\n", err)
+		fmt.Fprintf(benchrun.Log, "  -sync-profile: %v\n", err)
 	} else if heap {
 		if err := fetchHeapProfile(ctx, c, base+".heap.pb.gz"); err != nil {
-			fmt.Fprintf(logw, "  heap profile: %v\n", err)
+			fmt.Fprintf(benchrun.Log, "  heap profile: %v\n", err)
 		}
 	}
-	fmt.Fprintf(logw, "  log and heap profile kept as %s.*\n", base)
+	fmt.Fprintf(benchrun.Log, "  log and heap profile kept as %s.*\n", base)
 	return base
 }
 
 // fetchHeapProfile saves the heap profile served on c's -listen address.
-func fetchHeapProfile(ctx context.Context, c *companionProc, path string) error {
+func fetchHeapProfile(ctx context.Context, c *companionproc.Proc, path string) error {
 	served := c.Events("serving /healthz and /metrics", nil)
 	if len(served) == 0 {
 		return errors.New("the companion serves no /debug/pprof")
@@ -422,15 +424,15 @@ func lastLines(text string, n int) string {
 // it starts, makes it ready again (the pool is then state's again: no
 // run), and waits for the companion to be quiet (its read of state after
 // the run, and the change back).
-func (s *syncBench) scaleChangeOnce(ctx context.Context, c *companionProc, n, i int, run *scaleRun) error {
-	o := s.b.opts.sync
+func (s *syncBench) scaleChangeOnce(ctx context.Context, c *companionproc.Proc, n, i int, run *scaleRun) error {
+	o := s.b.opts
 	namespace, service, endpoint, single := scaleChange(n, i)
-	before := c.count("run started")
+	before := c.Seen("run started")
 	written, err := s.writeEndpointReady(ctx, namespace, service+"-1", endpoint, false)
 	if err != nil {
 		return err
 	}
-	lat, det, err := c.timedRun(ctx, before, written, o.quiet, i)
+	lat, det, err := c.TimedRun(ctx, before, written, o.quiet, i)
 	if err != nil {
 		return err
 	}
@@ -442,7 +444,7 @@ func (s *syncBench) scaleChangeOnce(ctx context.Context, c *companionProc, n, i 
 	if single {
 		kind = "a single's"
 	}
-	fmt.Fprintf(logw, "    change %d (%s Service %s/%s): run started %.0f ms after the write, settle window opened after %.0f ms\n",
+	fmt.Fprintf(benchrun.Log, "    change %d (%s Service %s/%s): run started %.0f ms after the write, settle window opened after %.0f ms\n",
 		i+1, kind, namespace, service, (lat+o.quiet.Seconds())*1000, det*1000)
 	if _, err := s.writeEndpointReady(ctx, namespace, service+"-1", endpoint, true); err != nil {
 		return err

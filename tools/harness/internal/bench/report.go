@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/binsize"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
@@ -37,7 +38,7 @@ type sizeReport struct {
 
 func (b *benchRun) sizes() (sizeReport, error) {
 	var r sizeReport
-	info, err := os.Stat(b.provider)
+	info, err := os.Stat(b.Provider)
 	if err != nil {
 		return r, err
 	}
@@ -47,7 +48,7 @@ func (b *benchRun) sizes() (sizeReport, error) {
 	}
 	r.trivial = info.Size()
 	var table bytes.Buffer
-	if err := binsize.Print(&table, filepath.Join(b.work, "unstripped")); err != nil {
+	if err := binsize.Print(&table, filepath.Join(b.Work, "unstripped")); err != nil {
 		return r, err
 	}
 	r.table = table.String()
@@ -123,25 +124,21 @@ type reportEnv struct {
 }
 
 func currentReportEnv() reportEnv {
-	env := reportEnv{date: time.Now(), machine: machine(), terraformVersion: "unknown", loadEnd: loadAverage()}
-	if out, err := exec.Command("terraform", "version").Output(); err == nil {
-		env.terraformVersion = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-	}
-	goVersion, _ := exec.Command("go", "env", "GOVERSION").Output()
-	env.goVersion = strings.TrimSpace(string(goVersion))
+	env := reportEnv{date: time.Now(), machine: benchrun.Machine(), loadEnd: benchrun.LoadAverage()}
+	env.goVersion, env.terraformVersion = benchrun.Versions()
 	return env
 }
 
 func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenchmark, env reportEnv) string {
 	var r strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
-	runs := b.opts.runs
+	runs := b.opts.Runs
 	p("# make bench results")
 	p("")
 	p("Written by `make bench` (tools/harness bench) on %s; see [README.md](README.md) for what each number means and how to run it.", env.date.UTC().Format("2006-01-02"))
 	p("")
 	p("Machine: %s, Linux; %s, %s; Kubernetes %s (local control plane). Load average (1, 5, 15 min) %s at the start, %s at the end. %d timed rounds of every command, interleaved, after one untimed round.",
-		env.machine, env.goVersion, env.terraformVersion, b.cluster.Version, b.loadStart, env.loadEnd, runs)
+		env.machine, env.goVersion, env.terraformVersion, b.Cluster.Version, b.LoadStart, env.loadEnd, runs)
 	p("")
 
 	plan100 := b.find("`terraform plan`, 100 `k8s_ready_endpoints`")
@@ -226,8 +223,8 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 		p("| %s | %.3f | %s | %s | %s | %s | %s | %.2f |", m.title, stats.Median(m.wall), stats.MinMax(m.wall, "%.3f"), cpu, perRead, starts, rss, stats.Median(m.server))
 	}
 	p("")
-	if b.opts.incumbent != "" {
-		p("Incumbent (K8S_TF_BENCH_INCUMBENT, %s), same rounds:", filepath.Base(b.opts.incumbent))
+	if b.opts.Incumbent != "" {
+		p("Incumbent (K8S_TF_BENCH_INCUMBENT, %s), same rounds:", filepath.Base(b.opts.Incumbent))
 		p("")
 		p("| ratio | wall | provider CPU |")
 		p("|---|---:|---:|")
@@ -246,7 +243,7 @@ func (b *benchRun) report(requests auditCount, size sizeReport, gobench []goBenc
 	p("## API requests at the API server")
 	p("")
 	baselineReads := ""
-	if b.opts.baseline != "" {
+	if b.opts.Baseline != "" {
 		baselineReads = " (the baseline's included: both builds send the same user agent)"
 	}
 	p("Audit log lines with a user agent starting with `terraform-provider-k8s` during the timed rounds: %d `k8s_ready_endpoints` reads and %d `k8s_services` reads%s; per read below is per `k8s_ready_endpoints` read.", reads, fleetReads, baselineReads)
@@ -318,7 +315,7 @@ func (b *benchRun) beforeAfter() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
 	p("## Before/after")
 	p("")
-	if b.opts.baseline == "" {
+	if b.opts.Baseline == "" {
 		p("No baseline was measured: set K8S_TF_BENCH_BASELINE (or -baseline) to a git revision to plan with the provider built at it in the same rounds (see README.md).")
 		p("")
 		return r.String()
@@ -327,7 +324,7 @@ func (b *benchRun) beforeAfter() string {
 		"Every round plans each configuration below with the current build, then at once with the baseline (same configuration, same directory, a CLI configuration of its own), both through the rusage wrapper. "+
 		"Ratios are current / baseline of the medians of %d rounds; \"per round\" is the lowest and the highest ratio of the two plans of one round. "+
 		"Target: no worse than 5 %% (ratio ≤ 1.05×) in wall time and in provider CPU; peak RSS is given as information.",
-		b.opts.baseline, b.baselineCommit, b.currentCommit, b.opts.runs)
+		b.opts.Baseline, b.BaselineCommit, b.CurrentCommit, b.opts.Runs)
 	p("")
 	p("| measurement | | current | baseline | current / baseline | per round, min–max | verdict (≤ 1.05×) |")
 	p("|---|---|---:|---:|---:|---:|---|")
@@ -372,17 +369,3 @@ func msPerRead(cpu []float64, reads int) []float64 {
 	}
 	return out
 }
-
-// section is a section of the report being written.
-type section struct{ strings.Builder }
-
-// newSection starts a section with its heading.
-func newSection(title string) *section {
-	s := &section{}
-	s.line("## %s", title)
-	s.line("")
-	return s
-}
-
-// line writes one line.
-func (s *section) line(format string, args ...any) { fmt.Fprintf(&s.Builder, format+"\n", args...) }

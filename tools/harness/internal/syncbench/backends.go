@@ -1,4 +1,4 @@
-package main
+package syncbench
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
@@ -51,10 +53,10 @@ func backendBlock(name, kubeconfig string, pg *testcluster.Postgres) string {
 	return ""
 }
 
-func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
-	o := s.b.opts.sync
+func (s *syncBench) backendLatency(ctx context.Context, r *Results) error {
+	o := s.b.opts
 	res := &backendLatency{rounds: o.backendRounds, quiet: o.quiet, latency: map[string][]float64{}, duration: map[string][]float64{}, extraRuns: map[string]int{}}
-	pg, err := testcluster.StartPostgres(ctx, testcluster.PostgresOptions{Dir: filepath.Join(s.b.work, "postgres"), Log: logw})
+	pg, err := testcluster.StartPostgres(ctx, testcluster.PostgresOptions{Dir: filepath.Join(s.b.Work, "postgres"), Log: benchrun.Log})
 	if err != nil {
 		return err
 	}
@@ -69,7 +71,7 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 	if err := testcluster.WaitForServiceAccount(ctx, client, syncBackendNamespace, time.Minute); err != nil {
 		return err
 	}
-	companions := map[string]*companionProc{}
+	companions := map[string]*companionproc.Proc{}
 	for i, name := range stateBackends {
 		service := "state-" + name
 		if err := fixture.CreatePoolService(ctx, client, syncBackendNamespace, service, 3, fmt.Sprintf("10.251.%d.", i)+"%d"); err != nil {
@@ -77,31 +79,28 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 		}
 		// init sees the backend block alone: with vigie/k8s required, it
 		// would ask the registry for it, dev_overrides or not.
-		block := backendBlock(name, s.b.cluster.Kubeconfig(), pg)
+		block := backendBlock(name, s.b.Cluster.Kubeconfig(), pg)
 		if block != "" {
-			dir, err := s.b.config("sync-backend-"+name, block)
+			dir, err := s.b.Config("sync-backend-"+name, block)
 			if err != nil {
 				return err
 			}
-			if err := s.terraformCmd(ctx, dir, "init", "-input=false", "-no-color"); err != nil {
+			if err := s.Command(ctx, dir, "init", "-input=false", "-no-color"); err != nil {
 				return err
 			}
 		}
-		dir, err := s.b.config("sync-backend-"+name, providerBlock+block+fmt.Sprintf(
+		dir, err := s.Applied(ctx, "sync-backend-"+name, benchrun.ProviderBlock+block+fmt.Sprintf(
 			"\ndata \"k8s_ready_endpoints\" \"pool\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\nresource \"terraform_data\" \"pool\" {\n  input = [for e in data.k8s_ready_endpoints.pool.endpoints : \"${e.address}:${e.port}\"]\n}\n",
 			syncBackendNamespace, service))
 		if err != nil {
-			return err
-		}
-		if err := s.apply(ctx, dir); err != nil {
 			return err
 		}
 		c, err := s.startCompanion(ctx, dir, "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String())
 		if err != nil {
 			return err
 		}
-		defer c.stop()
-		if _, err := c.waitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
+		defer c.Halt()
+		if _, err := c.WaitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
 			return fmt.Errorf("state in %s: %w", name, err)
 		}
 		companions[name] = c
@@ -110,12 +109,12 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 		for k := range stateBackends {
 			name := stateBackends[(round+k)%len(stateBackends)]
 			c := companions[name]
-			before := c.count("run ended")
-			written, err := writeReady(ctx, client, syncBackendNamespace, "state-"+name+"-1", round%2 == 1)
+			before := c.Seen("run ended")
+			written, err := fixture.WriteReady(ctx, client, syncBackendNamespace, "state-"+name+"-1", round%2 == 1)
 			if err != nil {
 				return err
 			}
-			ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
+			ended, err := c.WaitNth(ctx, "run ended", before+1, 5*time.Minute)
 			if err != nil {
 				return fmt.Errorf("state in %s: %w", name, err)
 			}
@@ -129,14 +128,14 @@ func (s *syncBench) backendLatency(ctx context.Context, r *syncResults) error {
 			}
 			lat := ended.Time.Sub(written).Seconds()
 			res.latency[name], res.duration[name] = append(res.latency[name], lat), append(res.duration[name], run.Seconds())
-			fmt.Fprintf(logw, "  round %d, state in %s: apply ended %.0f ms after the write (the run %.0f ms)\n", round+1, name, lat*1000, run.Seconds()*1000)
+			fmt.Fprintf(benchrun.Log, "  round %d, state in %s: apply ended %.0f ms after the write (the run %.0f ms)\n", round+1, name, lat*1000, run.Seconds()*1000)
 			// Let the companion read the state again after its run.
 			time.Sleep(time.Second)
 		}
 	}
 	time.Sleep(2 * time.Second)
 	for _, name := range stateBackends {
-		res.extraRuns[name] = companions[name].count("run started") - res.rounds
+		res.extraRuns[name] = companions[name].Seen("run started") - res.rounds
 	}
 	r.backends = res
 	return nil
@@ -162,20 +161,19 @@ func backendLatencySection(res *backendLatency) string {
 	if res == nil || len(res.latency["local"]) == 0 {
 		return ""
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "With the state in each backend, in the same run: one Service, one applied pool (`terraform_data`) and one companion per backend (settle quiet time %s); %d rounds, each changing every backend's pool in turn (a pod made not ready, then ready, alternately), in an order that rotates; from the write of the Ready condition to the companion's `run ended` line of the applied run. Runs no change explains: ",
-		res.quiet, res.rounds)
 	var extra []string
 	for _, name := range stateBackends {
 		extra = append(extra, fmt.Sprintf("%s %d", name, res.extraRuns[name]))
 	}
-	b.WriteString(strings.Join(extra, ", ") + ".\n\n")
-	b.WriteString("| state backend | pod Ready → apply's end, median (min–max), s | ratio to local | the run (plan, show, apply), median, s |\n|---|---:|---:|---:|\n")
+	var b benchrun.Section
+	b.Para("With the state in each backend, in the same run: one Service, one applied pool (`terraform_data`) and one companion per backend (settle quiet time %s); %d rounds, each changing every backend's pool in turn (a pod made not ready, then ready, alternately), in an order that rotates; from the write of the Ready condition to the companion's `run ended` line of the applied run. Runs no change explains: %s.",
+		res.quiet, res.rounds, strings.Join(extra, ", "))
+	b.Table("| state backend | pod Ready → apply's end, median (min–max), s | ratio to local | the run (plan, show, apply), median, s |", "|---|---:|---:|---:|")
 	local := stats.Median(res.latency["local"])
 	for _, name := range stateBackends {
-		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | %.3f |\n", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"),
+		b.Line("| %s | %.3f (%s) | %.2f× | %.3f |", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"),
 			stats.Median(res.latency[name])/local, stats.Median(res.duration[name]))
 	}
-	b.WriteString("\n")
+	b.Line("")
 	return b.String()
 }

@@ -1,8 +1,10 @@
-package main
+// Package demo is what make demo shows: the demo's Service with pods in
+// every state (command demo), and HAProxy on a rendered backend, reloaded
+// by the companion (command haproxy).
+package demo
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -31,7 +33,18 @@ func clientFor(kubeconfig string) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// demo makes the demo's dual-stack Service web with pods in every state:
+// Options are the demo's flags (main.go parses them).
+type Options struct {
+	// Kubeconfig is the cluster's, Namespace the demo's (deleted first if
+	// it exists).
+	Kubeconfig, Namespace string
+	// Network gives each pod a real network.
+	Network bool
+	// Hold and AddPod are files: see Run.
+	Hold, AddPod string
+}
+
+// Run makes the demo's dual-stack Service web with pods in every state:
 // two ready, one starting (not ready), one terminating; then waits for the
 // EndpointSlice controller and prints the slices. With -network, each pod
 // gets a real network (testcluster.NetKubelet: its own network namespace,
@@ -40,15 +53,8 @@ func clientFor(kubeconfig string) (kubernetes.Interface, error) {
 // until the process that started it exits, or for 30 minutes at most.
 // With -add-pod FILE, it then waits for FILE to exist and adds a ready pod,
 // web-3 (with -network, serving): what the companion of the demo picks up.
-func demo(ctx context.Context, args []string) error {
-	flags := flag.NewFlagSet("demo", flag.ExitOnError)
-	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the cluster (required)")
-	ns := flags.String("namespace", "demo", "namespace of the demo, deleted first if it exists")
-	withNetwork := flags.Bool("network", false, "give each pod a real network (root and iproute2)")
-	hold := flags.String("hold", "", "write this file once the pods are there (with -network: serve), and keep running (and their networks) until stopped")
-	addPod := flags.String("add-pod", "", "with -hold: when this file exists, add a ready pod web-3, then write FILE.done")
-	_ = flags.Parse(args)
-	client, err := clientFor(*kubeconfig)
+func Run(ctx context.Context, o Options) error {
+	client, err := clientFor(o.Kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -56,9 +62,9 @@ func demo(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	runPod := func(ctx context.Context, pod testcluster.Pod) error {
-		return testcluster.RunPod(ctx, client, *ns, pod)
+		return testcluster.RunPod(ctx, client, o.Namespace, pod)
 	}
-	if *withNetwork {
+	if o.Network {
 		n, err := testcluster.StartNetwork(ctx)
 		if err != nil {
 			return err
@@ -69,34 +75,34 @@ func demo(ctx context.Context, args []string) error {
 			return err
 		}
 		defer k.Stop()
-		runPod = func(ctx context.Context, pod testcluster.Pod) error { return k.RunPod(ctx, *ns, pod) }
+		runPod = func(ctx context.Context, pod testcluster.Pod) error { return k.RunPod(ctx, o.Namespace, pod) }
 	}
 	if err := testcluster.EnsureNode(ctx, client, "demo-node", "demo-zone-a"); err != nil {
 		return err
 	}
-	if err := testcluster.DeleteNamespace(ctx, client, *ns); err != nil {
+	if err := testcluster.DeleteNamespace(ctx, client, o.Namespace); err != nil {
 		return err
 	}
 	for { // a namespace being deleted cannot be created again
-		_, err := client.CoreV1().Namespaces().Get(ctx, *ns, metav1.GetOptions{})
+		_, err := client.CoreV1().Namespaces().Get(ctx, o.Namespace, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("namespace %s is still being deleted: %w", *ns, ctx.Err())
+			return fmt.Errorf("namespace %s is still being deleted: %w", o.Namespace, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: *ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if err := testcluster.WaitForServiceAccount(ctx, client, *ns, time.Minute); err != nil {
+	if err := testcluster.WaitForServiceAccount(ctx, client, o.Namespace, time.Minute); err != nil {
 		return err
 	}
 	dual := corev1.IPFamilyPolicyPreferDualStack
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: *ns, Name: "web"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: "web"},
 		Spec: corev1.ServiceSpec{
 			Selector:       map[string]string{"app": "web"},
 			IPFamilyPolicy: &dual,
@@ -104,7 +110,7 @@ func demo(ctx context.Context, args []string) error {
 			Ports:          []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
 		},
 	}
-	if _, err := client.CoreV1().Services(*ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Services(o.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	for _, p := range []struct {
@@ -125,16 +131,16 @@ func demo(ctx context.Context, args []string) error {
 	// Deleted with a grace period and no kubelet to confirm it, this pod stays
 	// terminating: Kubernetes marks it not ready.
 	grace := int64(300)
-	if err := client.CoreV1().Pods(*ns).Delete(ctx, "web-stopping", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+	if err := client.CoreV1().Pods(o.Namespace).Delete(ctx, "web-stopping", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
 		return err
 	}
 	fmt.Println("  web-stopping     deleted with a 300 s grace period: terminating")
 	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
-		if err := testcluster.WaitForSlices(ctx, client, *ns, "web", time.Minute, testcluster.EndpointCount(family, 2, 4)); err != nil {
+		if err := testcluster.WaitForSlices(ctx, client, o.Namespace, "web", time.Minute, testcluster.EndpointCount(family, 2, 4)); err != nil {
 			return err
 		}
 	}
-	slices, err := client.DiscoveryV1().EndpointSlices(*ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
+	slices, err := client.DiscoveryV1().EndpointSlices(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
 	if err != nil {
 		return err
 	}
@@ -153,14 +159,14 @@ func demo(ctx context.Context, args []string) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if *hold == "" {
+	if o.Hold == "" {
 		return nil
 	}
-	if err := os.WriteFile(*hold, []byte("serving\n"), 0o600); err != nil {
+	if err := os.WriteFile(o.Hold, []byte("serving\n"), 0o600); err != nil {
 		return err
 	}
-	if *addPod != "" {
-		if !waitForFile(holdCtx, *addPod, 30*time.Minute) {
+	if o.AddPod != "" {
+		if !waitForFile(holdCtx, o.AddPod, 30*time.Minute) {
 			return nil
 		}
 		pod := testcluster.Pod{
@@ -175,7 +181,7 @@ func demo(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Printf("  %-16s ready=%-5t %s %s\n", pod.Name, pod.Ready, pod.IPs[0], pod.IPs[1])
-		if err := os.WriteFile(*addPod+".done", []byte("added\n"), 0o600); err != nil {
+		if err := os.WriteFile(o.AddPod+".done", []byte("added\n"), 0o600); err != nil {
 			return err
 		}
 	}
@@ -186,23 +192,14 @@ func demo(ctx context.Context, args []string) error {
 // waitForFile is whether name exists before ctx ends, the process that
 // started this one exits, or bound passes.
 func waitForFile(ctx context.Context, name string, bound time.Duration) bool {
-	parent := os.Getppid()
-	deadline := time.After(bound)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+	h := startHold(ctx, bound, 100*time.Millisecond)
+	defer h.stop()
 	for {
 		if _, err := os.Stat(name); err == nil {
 			return true
 		}
-		select {
-		case <-ctx.Done():
+		if _, ok := h.next(nil); !ok {
 			return false
-		case <-deadline:
-			return false
-		case <-tick.C:
-			if os.Getppid() != parent {
-				return false
-			}
 		}
 	}
 }
@@ -210,23 +207,44 @@ func waitForFile(ctx context.Context, name string, bound time.Duration) bool {
 // holdUntilStopped returns on SIGTERM or SIGINT (ctx), when the process that
 // started this one exits, or after bound.
 func holdUntilStopped(ctx context.Context, bound time.Duration) {
-	parent := os.Getppid()
-	deadline := time.After(bound)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+	h := startHold(ctx, bound, time.Second)
+	defer h.stop()
 	for {
-		select {
-		case <-ctx.Done():
+		if _, ok := h.next(nil); !ok {
 			return
-		case <-deadline:
-			return
-		case <-tick.C:
-			if os.Getppid() != parent {
-				return
-			}
 		}
 	}
 }
+
+// hold is a wait that ends with ctx, when the process that started this
+// one exits (looked at every tick), or after its bound.
+type hold struct {
+	ctx      context.Context
+	parent   int
+	deadline <-chan time.Time
+	tick     *time.Ticker
+}
+
+func startHold(ctx context.Context, bound, every time.Duration) *hold {
+	return &hold{ctx: ctx, parent: os.Getppid(), deadline: time.After(bound), tick: time.NewTicker(every)}
+}
+
+// next waits for the next tick or a signal on wake (nil: none) and gives
+// the signal; false once the hold is over.
+func (h *hold) next(wake <-chan os.Signal) (os.Signal, bool) {
+	select {
+	case <-h.ctx.Done():
+		return nil, false
+	case <-h.deadline:
+		return nil, false
+	case <-h.tick.C:
+		return nil, os.Getppid() == h.parent
+	case s := <-wake:
+		return s, true
+	}
+}
+
+func (h *hold) stop() { h.tick.Stop() }
 
 func boolText(b *bool) string {
 	if b == nil {

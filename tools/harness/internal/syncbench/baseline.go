@@ -1,4 +1,4 @@
-package main
+package syncbench
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/procstat"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
@@ -45,17 +46,17 @@ func (i idleRounds) tickPct() float64 {
 
 // builds are the companions measured: this build, then the baseline's when
 // there is one.
-func (s *syncBench) builds(r *syncResults) []*syncBench {
+func (s *syncBench) builds(r *Results) []*syncBench {
 	builds := []*syncBench{s}
 	if r.baseline == nil {
 		return builds
 	}
 	base := *s
-	base.provider = s.b.baselineProvider
-	base.env = slices.Clone(s.env)
-	for i, v := range base.env {
+	base.provider = s.b.BaselineProvider
+	base.Env = slices.Clone(s.Env)
+	for i, v := range base.Env {
 		if strings.HasPrefix(v, "TF_CLI_CONFIG_FILE=") {
-			base.env[i] = "TF_CLI_CONFIG_FILE=" + s.b.baselineRC
+			base.Env[i] = "TF_CLI_CONFIG_FILE=" + s.b.baselineRC
 		}
 	}
 	return append(builds, &base)
@@ -66,34 +67,34 @@ func (s *syncBench) companion() string {
 	if s.provider != "" {
 		return s.provider
 	}
-	return s.b.provider
+	return s.b.Provider
 }
 
 // label names the build in errors.
 func (s *syncBench) label() string {
-	if s.provider != "" && s.provider != s.b.provider {
-		return "the baseline's companion (" + s.b.baselineCommit + ")"
+	if s.provider != "" && s.provider != s.b.Provider {
+		return "the baseline's companion (" + s.b.BaselineCommit + ")"
 	}
 	return "this companion"
 }
 
 // prepareBaseline writes the CLI configuration whose dev_overrides give the
 // baseline's provider, unwrapped, and marks the results as compared.
-func (s *syncBench) prepareBaseline(r *syncResults) error {
-	if s.b.baselineProvider == "" {
+func (s *syncBench) prepareBaseline(r *Results) error {
+	if s.b.BaselineProvider == "" {
 		return nil
 	}
-	s.b.baselineRC = filepath.Join(s.b.work, "terraformrc-sync-baseline")
-	if err := writeRC(s.b.baselineRC, s.b.work, map[string]string{"vigie/k8s": filepath.Join("bin", "baseline")}); err != nil {
+	s.b.baselineRC = filepath.Join(s.b.Work, "terraformrc-sync-baseline")
+	if err := benchrun.WriteRC(s.b.baselineRC, s.b.Work, map[string]string{"vigie/k8s": filepath.Join("bin", "baseline")}); err != nil {
 		return err
 	}
-	r.baseline = &baselineSync{commit: s.b.baselineCommit}
+	r.baseline = &baselineSync{commit: s.b.BaselineCommit}
 	return nil
 }
 
 // baselineSyncRows are the before/after rows of the targets table: the
 // latency and the idle CPU within 5 % of the baseline's.
-func baselineSyncRows(r *syncResults) []string {
+func baselineSyncRows(r *Results) []string {
 	base := r.baseline
 	if base == nil || len(base.latency) == 0 || len(r.latency) == 0 {
 		return nil
@@ -129,7 +130,7 @@ func baselineSyncRows(r *syncResults) []string {
 }
 
 // baselineSyncSection is the paragraph and table of the before/after.
-func baselineSyncSection(r *syncResults) string {
+func baselineSyncSection(r *Results) string {
 	base := r.baseline
 	if base == nil || len(base.latency) == 0 {
 		return ""

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// rusageWrap runs `rusage-wrap LOG PROGRAM [ARGS...]`: PROGRAM with the
+// RusageWrap runs `rusage-wrap LOG PROGRAM [ARGS...]`: PROGRAM with the
 // wrapper's standard streams and environment, so that Terraform talks to it
 // as to the provider itself, and appends to LOG, when it exits, what the
 // kernel accounted to it:
@@ -20,7 +20,7 @@ import (
 // Terraform starts a provider several times per command, and only the parent
 // of a process can read its totals once it has gone; sampling /proc would
 // miss short-lived processes and the last moments of the others.
-func rusageWrap(args []string) int {
+func RusageWrap(args []string) int {
 	if len(args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: harness rusage-wrap LOG PROGRAM [ARGS...]")
 		return 2

@@ -1,4 +1,4 @@
-package main
+package syncbench
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/textcheck"
 )
 
 func TestScaleSizesAreAscendingPositiveNumbers(t *testing.T) {
@@ -36,7 +38,7 @@ func TestScaleSizesAreAscendingPositiveNumbers(t *testing.T) {
 
 func TestTheScaleConfigurationReadsEachNamespaceOnceAndTheSinglesOfTheFirst(t *testing.T) {
 	config := scaleConfig(12000)
-	for _, want := range []string{
+	textcheck.Contains(t, "configuration", config,
 		"data \"k8s_services\" \"scale_00\" {\n  namespace = \"bench-scale-00\"",
 		"data \"k8s_services\" \"scale_02\" {\n  namespace = \"bench-scale-02\"",
 		"singles = toset([\"fleet-0000\", \"fleet-0001\", ",
@@ -44,11 +46,7 @@ func TestTheScaleConfigurationReadsEachNamespaceOnceAndTheSinglesOfTheFirst(t *t
 		"for_each  = local.singles\n  namespace = \"bench-scale-00\"\n  service   = each.key",
 		"sum([for s in data.k8s_services.scale_02.services : length(s.endpoints)]),",
 		"sum([for s in data.k8s_ready_endpoints.single : length(s.endpoints)]),",
-	} {
-		if !strings.Contains(config, want) {
-			t.Errorf("configuration lacks %q:\n%s", want, config)
-		}
-	}
+	)
 	if strings.Contains(config, "scale_03") || strings.Contains(config, "fleet-0100") {
 		t.Errorf("configuration reads more than 3 namespaces and 100 singles:\n%s", config)
 	}
@@ -124,14 +122,7 @@ func TestScaleRowsGiveTheTargetsAtTheLargestSize(t *testing.T) {
 		"| 0.50 % of a core | < 1 % | **pass** (50 % under) |",
 		"| 4.0 s; 9.5 s | stated | |",
 	}
-	if len(rows) != len(want) {
-		t.Fatalf("%d rows, want %d:\n%s", len(rows), len(want), strings.Join(rows, "\n"))
-	}
-	for i, w := range want {
-		if !strings.HasSuffix(rows[i], w) {
-			t.Errorf("row %d = %q, want it to end with %q", i, rows[i], w)
-		}
-	}
+	textcheck.RowSuffixes(t, rows, want...)
 	if !strings.Contains(rows[1], "p99 (nearest rank) of 20 changes; 1 of them met the loop reading state |") {
 		t.Errorf("the latency row does not count the overdue change: %q", rows[1])
 	}
@@ -166,7 +157,7 @@ func TestScaleRowsGiveTheTargetsAtTheLargestSize(t *testing.T) {
 
 func TestTheScaleCurveHasARowPerSizeAndEachFigureOverTheBaselines(t *testing.T) {
 	section := scaleSection(scaleFixture())
-	for _, want := range []string{
+	textcheck.Contains(t, "section", section,
 		"| Services | namespaces | created (this size's), s | apply, s | state, MB | start → `watching`, s |",
 		"| 500 | 1 | 3.0 (500) | 10.0 | 3.0 | 4.0 | 9.5 | 7.00 | 30.0 | 40.0 | 0.100 | 0.010 | 0.020 | 0 | 0 |",
 		"| 2000 | 1 | 9.0 (1500) | 30.0 | 12.0 | 4.0 | 9.5 | 7.00 | 150.0 | 160.0 | 0.500 | 0.100 | 0.200 | 1 | 0 |",
@@ -178,11 +169,7 @@ func TestTheScaleCurveHasARowPerSizeAndEachFigureOverTheBaselines(t *testing.T) 
 		"| 2000 | start → `watching`, s | 4.0 | timeout | — |",
 		"| 2000 | latency p50, s | 0.100 | timeout | — |",
 		"Not measured in full: 2000 Services, the baseline: timeout (no 1 line(s) \"watching\": context deadline exceeded).",
-	} {
-		if !strings.Contains(section, want) {
-			t.Errorf("section lacks %q:\n%s", want, section)
-		}
-	}
+	)
 	res := scaleFixture()
 	res.changes = 200
 	if section := scaleSection(res); !strings.Contains(section, "p99 of 200 changes is the 198-th smallest") {

@@ -1,4 +1,4 @@
-package main
+package syncbench
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
@@ -59,10 +61,10 @@ func clustersConfig(kubeconfigs map[string]string) string {
 	return b.String()
 }
 
-func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
-	o := s.b.opts.sync
+func (s *syncBench) clusterLatency(ctx context.Context, r *Results) error {
+	o := s.b.opts
 	res := &clusterLatency{rounds: o.clusterRounds, quiet: o.quiet, latency: map[string][]float64{}}
-	green, err := testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(s.b.work, "cluster-green"), Version: os.Getenv("K8S_TF_K8S_VERSION"), Log: logw})
+	green, err := testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(s.b.Work, "cluster-green"), Version: os.Getenv("K8S_TF_K8S_VERSION"), Log: benchrun.Log})
 	if err != nil {
 		return fmt.Errorf("the second control plane: %w", err)
 	}
@@ -79,33 +81,30 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 		return err
 	}
 	clients := map[string]kubernetes.Interface{"blue": s.client, "green": greenClient}
-	kubeconfigs := map[string]string{"blue": s.b.cluster.Kubeconfig(), "green": green.Kubeconfig()}
+	kubeconfigs := map[string]string{"blue": s.b.Cluster.Kubeconfig(), "green": green.Kubeconfig()}
 	for i, name := range syncClusters {
 		if err := fixture.CreateLatencyService(ctx, clients[name], syncClustersNamespace, "web", 4, fmt.Sprintf("10.252.%d.%%d", i)); err != nil {
 			return fmt.Errorf("cluster %s: %w", name, err)
 		}
 	}
-	dir, err := s.b.config("sync-clusters", clustersConfig(kubeconfigs))
+	dir, err := s.Applied(ctx, "sync-clusters", clustersConfig(kubeconfigs))
 	if err != nil {
-		return err
-	}
-	if err := s.apply(ctx, dir); err != nil {
 		return err
 	}
 	// No -kubeconfig: each alias connects as its provider block says.
-	c, err := startCompanionProc(ctx, []string{s.companion(), "sync", "-chdir", dir, "-terraform", s.terraform, "-log-format", "json",
-		"-listen", "127.0.0.1:0", "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String()}, slices.Clone(s.env))
+	c, err := companionproc.Start(ctx, []string{s.companion(), "sync", "-chdir", dir, "-terraform", s.Terraform, "-log-format", "json",
+		"-listen", "127.0.0.1:0", "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String()}, slices.Clone(s.Env))
 	if err != nil {
 		return err
 	}
-	defer c.stop()
-	if _, err := c.waitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
+	defer c.Halt()
+	if _, err := c.WaitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
 		return err
 	}
 	// waitRun waits for the next run's end after before runs and gives its
 	// line, an error unless it applied.
 	waitRun := func(before int, what string) (syncproc.Event, error) {
-		ended, err := c.waitNth(ctx, "run ended", before+1, 5*time.Minute)
+		ended, err := c.WaitNth(ctx, "run ended", before+1, 5*time.Minute)
 		if err != nil {
 			return syncproc.Event{}, fmt.Errorf("%s: %w", what, err)
 		}
@@ -118,8 +117,8 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 		ready := round%2 == 1 // the first change removes a member
 		for k := range syncClusters {
 			name := syncClusters[(round+k)%len(syncClusters)]
-			before := c.count("run ended")
-			written, err := writeReady(ctx, clients[name], syncClustersNamespace, "web-1", ready)
+			before := c.Seen("run ended")
+			written, err := fixture.WriteReady(ctx, clients[name], syncClustersNamespace, "web-1", ready)
 			if err != nil {
 				return err
 			}
@@ -129,14 +128,14 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 			}
 			lat := ended.Time.Sub(written).Seconds()
 			res.latency[name] = append(res.latency[name], lat)
-			fmt.Fprintf(logw, "  round %d, a change in %s: apply ended %.0f ms after the write\n", round+1, name, lat*1000)
+			fmt.Fprintf(benchrun.Log, "  round %d, a change in %s: apply ended %.0f ms after the write\n", round+1, name, lat*1000)
 			time.Sleep(time.Second)
 		}
 		// Both clusters within one window: one run.
-		before, startedBefore := c.count("run ended"), c.count("run started")
+		before, startedBefore := c.Seen("run ended"), c.Seen("run started")
 		var first time.Time
 		for k, name := range syncClusters {
-			written, err := writeReady(ctx, clients[name], syncClustersNamespace, "web-2", ready)
+			written, err := fixture.WriteReady(ctx, clients[name], syncClustersNamespace, "web-2", ready)
 			if err != nil {
 				return err
 			}
@@ -151,7 +150,7 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 		// A second run, if the window split the two changes, would start
 		// within the quiet time and a settle of its own.
 		time.Sleep(o.quiet + 2*time.Second)
-		runs := c.count("run started") - startedBefore
+		runs := c.Seen("run started") - startedBefore
 		if runs > 1 {
 			if _, err := waitRun(before+runs-1, fmt.Sprintf("round %d, the second run of a change in both clusters", round+1)); err != nil {
 				return err
@@ -159,7 +158,7 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 		}
 		lat := ended.Time.Sub(first).Seconds()
 		res.both, res.bothRuns = append(res.both, lat), append(res.bothRuns, runs)
-		fmt.Fprintf(logw, "  round %d, a change in both: apply ended %.0f ms after the first write; %d run(s)\n", round+1, lat*1000, runs)
+		fmt.Fprintf(benchrun.Log, "  round %d, a change in both: apply ended %.0f ms after the first write; %d run(s)\n", round+1, lat*1000, runs)
 		time.Sleep(time.Second)
 	}
 	time.Sleep(2 * time.Second)
@@ -167,7 +166,7 @@ func (s *syncBench) clusterLatency(ctx context.Context, r *syncResults) error {
 	for _, n := range res.bothRuns {
 		runs += n
 	}
-	res.extraRuns = c.count("run started") - res.rounds*len(syncClusters) - runs
+	res.extraRuns = c.Seen("run started") - res.rounds*len(syncClusters) - runs
 	r.clusters = res
 	return nil
 }
@@ -199,18 +198,18 @@ func clusterLatencySection(res *clusterLatency) string {
 	if res == nil || len(res.latency["blue"]) == 0 {
 		return ""
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "One pool over two clusters, in the same run: the bench's control plane (blue) and a second one (green), one Service of 4 ready pods in each, read through two provider configurations into one `terraform_data`, one companion for both (settle quiet time %s); %d rounds, each a change in blue and one in green (in an order that rotates; a pod made not ready, then ready, alternately), then one in both clusters back to back; from the write of the Ready condition (the first, for both) to the companion's `run ended` line of the applied run. Runs no change explains: %d.\n\n",
+	var b benchrun.Section
+	b.Para("One pool over two clusters, in the same run: the bench's control plane (blue) and a second one (green), one Service of 4 ready pods in each, read through two provider configurations into one `terraform_data`, one companion for both (settle quiet time %s); %d rounds, each a change in blue and one in green (in an order that rotates; a pod made not ready, then ready, alternately), then one in both clusters back to back; from the write of the Ready condition (the first, for both) to the companion's `run ended` line of the applied run. Runs no change explains: %d.",
 		res.quiet, res.rounds, res.extraRuns)
-	b.WriteString("| change in | pod Ready → apply's end, median (min–max), s | ratio to blue | runs per change |\n|---|---:|---:|---|\n")
+	b.Table("| change in | pod Ready → apply's end, median (min–max), s | ratio to blue | runs per change |", "|---|---:|---:|---|")
 	blue := stats.Median(res.latency["blue"])
 	for _, name := range syncClusters {
-		fmt.Fprintf(&b, "| %s | %.3f (%s) | %.2f× | 1 |\n", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"), stats.Median(res.latency[name])/blue)
+		b.Line("| %s | %.3f (%s) | %.2f× | 1 |", name, stats.Median(res.latency[name]), stats.MinMax(res.latency[name], "%.2f"), stats.Median(res.latency[name])/blue)
 	}
 	var runs []string
 	for _, n := range res.bothRuns {
 		runs = append(runs, fmt.Sprint(n))
 	}
-	fmt.Fprintf(&b, "| both, within one window | %.3f (%s) | %.2f× | %s |\n\n", stats.Median(res.both), stats.MinMax(res.both, "%.2f"), stats.Median(res.both)/blue, strings.Join(runs, ", "))
+	b.Para("| both, within one window | %.3f (%s) | %.2f× | %s |", stats.Median(res.both), stats.MinMax(res.both, "%.2f"), stats.Median(res.both)/blue, strings.Join(runs, ", "))
 	return b.String()
 }

@@ -1,4 +1,15 @@
-package main
+// Package trafficbench is the traffic latency of make bench (`bench -only
+// traffic`): from a pod's Ready condition written to the first request it
+// serves through a load balancer, the pool kept current by the sync
+// companion (its plan and apply of the load balancer's
+// example, whose terraform_data provisioner writes the rendered file and
+// reloads the load balancer): HAProxy (examples/pools/haproxy), then nginx
+// (examples/pools/nginx), one after the other on the same Service. Each
+// sample adds one ready pod beside a base one, measures, then deletes it and
+// waits until the companion has taken it out, so that the next sample starts
+// from a settled pool. The requests go only to loopback and the pods' own
+// network namespaces.
+package trafficbench
 
 import (
 	"context"
@@ -25,24 +36,14 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	"github.com/vigie/terraform-provider-k8s/internal/traffic"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
-// The traffic latency of make bench: from a pod's Ready condition written
-// to the first request it serves through a load balancer, the pool kept
-// current by the sync companion (its plan and apply of the load balancer's
-// example, whose terraform_data provisioner writes the rendered file and
-// reloads the load balancer): HAProxy (examples/pools/haproxy), then nginx
-// (examples/pools/nginx), one after the other on the same Service. Each
-// sample adds one ready pod beside a base one, measures, then deletes it and
-// waits until the companion has taken it out, so that the next sample starts
-// from a settled pool. The requests go only to loopback and the pods' own
-// network namespaces.
-
 const (
-	// trafficSamples is the number of pods per load balancer of make bench
+	// Samples is the number of pods per load balancer of make bench
 	// (-traffic-samples).
-	trafficSamples     = 20
+	Samples            = 20
 	trafficNamespace   = "bench-traffic"
 	trafficSettleQuiet = "500ms"
 	trafficSettleMax   = "2s"
@@ -178,8 +179,8 @@ func trafficLBs() []trafficLB {
 	}
 }
 
-// trafficResults is what the traffic part measured.
-type trafficResults struct {
+// Results is what the traffic part measured.
+type Results struct {
 	// reason says why nothing was measured ("" when something was).
 	reason  string
 	samples int
@@ -211,11 +212,18 @@ func (s *trafficSetup) pod(i int) testcluster.Pod {
 	return testcluster.Pod{Name: fmt.Sprintf("web-%d", i), Labels: map[string]string{"app": "web"}, IPs: s.net.PodIPs(i), Ready: true, Node: trafficNode, Ports: map[string]int32{"http": 8080}}
 }
 
-// trafficLatency measures through each load balancer; where pods cannot
+// part is the traffic's part of one bench run: samples pods per load
+// balancer.
+type part struct {
+	*benchrun.Run
+	samples int
+}
+
+// Measure measures through each load balancer; where pods cannot
 // have a network, or a load balancer is missing, the results say so.
-func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interface) (*trafficResults, error) {
-	samples := b.opts.trafficSamples
-	res := &trafficResults{samples: samples}
+func Measure(ctx context.Context, run *benchrun.Run, client kubernetes.Interface, samples int) (*Results, error) {
+	b := &part{Run: run, samples: samples}
+	res := &Results{samples: samples}
 	if reason := testcluster.NetworkUnavailable(); reason != "" {
 		res.reason = reason
 		return res, nil
@@ -284,7 +292,7 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 		if bins[i] == "" {
 			continue
 		}
-		b.say("traffic: a pod's Ready to its first request through %s, %d pods", lb.name, samples)
+		b.Say("traffic: a pod's Ready to its first request through %s, %d pods", lb.name, samples)
 		// Pods of their own numbers: web-2 to web-21 for the first, and so on.
 		latencies, runs, err := b.trafficThrough(ctx, setup, lb, bins[i], 2+i*samples)
 		if err != nil {
@@ -298,13 +306,13 @@ func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interfa
 // trafficThrough measures through one load balancer: its example applied in
 // a directory of its own, the load balancer started on what it rendered,
 // the companion on that directory, then samples pods from number first on.
-func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb trafficLB, bin string, first int) ([]float64, int, error) {
-	dir := filepath.Join(b.work, "traffic-"+lb.example)
+func (b *part) trafficThrough(ctx context.Context, s *trafficSetup, lb trafficLB, bin string, first int) ([]float64, int, error) {
+	dir := filepath.Join(b.Work, "traffic-"+lb.example)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, 0, err
 	}
 	for _, name := range lb.files {
-		data, err := os.ReadFile(filepath.Join(b.root, "examples", "pools", lb.example, name))
+		data, err := os.ReadFile(filepath.Join(b.Root, "examples", "pools", lb.example, name))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -317,7 +325,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 		"reload.tf":        lb.config(bin, dir),
 		"terraform.tfvars": fmt.Sprintf("namespace = %q\nservice = \"web\"\nport_name = \"http\"\n", trafficNamespace),
 		// The provider itself, not the bench's measuring wrapper.
-		rc: testcluster.DevOverrides(filepath.Dir(b.provider)),
+		rc: testcluster.DevOverrides(filepath.Dir(b.Provider)),
 	}
 	for name, text := range files {
 		if !filepath.IsAbs(name) {
@@ -328,7 +336,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 		}
 	}
 	// The last value of a variable wins.
-	env := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
+	env := append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+rc)
 	apply := exec.CommandContext(ctx, "terraform", "apply", "-auto-approve", "-input=false", "-no-color")
 	apply.Dir, apply.Env = dir, env
 	if out, err := apply.CombinedOutput(); err != nil {
@@ -340,7 +348,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 	}
 	defer running.stop()
 
-	companion, err := startBenchCompanion(ctx, b.provider, dir, b.cluster.Kubeconfig(), env)
+	companion, err := startBenchCompanion(ctx, b.Provider, dir, b.Cluster.Kubeconfig(), env)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -358,7 +366,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 		return name
 	}
 	var latencies []float64
-	for i := first; i < first+b.opts.trafficSamples; i++ {
+	for i := first; i < first+b.samples; i++ {
 		p := s.pod(i)
 		// RunPod returns once the pod's status (Ready) is written.
 		if err := s.kubelet.RunPod(ctx, trafficNamespace, p); err != nil {
@@ -372,7 +380,7 @@ func (b *benchRun) trafficThrough(ctx context.Context, s *trafficSetup, lb traff
 			time.Sleep(trafficPoll)
 		}
 		latencies = append(latencies, time.Since(ready).Seconds())
-		fmt.Fprintf(logw, "  %s: first request through %s %.0f ms after Ready\n", p.Name, lb.name, latencies[len(latencies)-1]*1000)
+		fmt.Fprintf(benchrun.Log, "  %s: first request through %s %.0f ms after Ready\n", p.Name, lb.name, latencies[len(latencies)-1]*1000)
 		// The workers that serve the pod: the removal's reload replaces
 		// them, after the companion's run has ended (the provisioner's
 		// command returns once the master has the signal). The next sample
@@ -421,13 +429,13 @@ func parseLBVersion(out string) string {
 	return ""
 }
 
-// trafficSection is the traffic part's section of the report.
-func trafficSection(r *trafficResults) string {
+// Section is the traffic part's section of the report.
+func Section(r *Results) string {
 	if r == nil {
 		return ""
 	}
-	b := newSection("Traffic: a pod's Ready to its first request through HAProxy and nginx")
-	p := b.line
+	b := benchrun.NewSection("Traffic: a pod's Ready to its first request through HAProxy and nginx")
+	p := b.Line
 	if r.reason != "" {
 		p("Not measured: %s.", r.reason)
 		return b.String()
@@ -438,10 +446,8 @@ func trafficSection(r *trafficResults) string {
 		"(the example and a `terraform_data` whose provisioner writes the rendered file and reloads the load balancer), and the reload.",
 		r.samples, trafficPoll, trafficSettleQuiet, trafficSettleMax, trafficSettleQuiet)
 	p("")
-	p("HAProxy's backend has active health checks (`check`, `option httpchk`); nginx's upstream only passive ones (`max_fails`, counted on the requests it proxies): each figure is when the new pod answered a request through it, whatever its checks.")
-	p("")
-	p("| load balancer | reload, after the file is written | pods | median | p99 | min–max | companion runs |")
-	p("|---|---|---:|---:|---:|---:|---:|")
+	b.Para("HAProxy's backend has active health checks (`check`, `option httpchk`); nginx's upstream only passive ones (`max_fails`, counted on the requests it proxies): each figure is when the new pod answered a request through it, whatever its checks.")
+	b.Table("| load balancer | reload, after the file is written | pods | median | p99 | min–max | companion runs |", "|---|---|---:|---:|---:|---:|---:|")
 	for _, row := range r.rows {
 		name := strings.TrimSpace(row.lb + " " + row.version)
 		name += " (" + row.example + ")"

@@ -1,4 +1,11 @@
-package main
+// Package imagebench is the companion's image in the bench (issue 26;
+// `make bench-image`, `bench -only image`): its size, compressed and by
+// layer (the report of make image), the cold start of `sync` to its line
+// `watching` against a state of fixture.FleetServices pools, in the image's
+// container (podman, run as internal/imagetest runs it) and as the plain
+// binary, alternately, and a pod's Ready to the apply's end in each. See
+// bench/README.md.
+package imagebench
 
 import (
 	"context"
@@ -15,23 +22,19 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/clis"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
-// The companion's image in the bench (issue 26): its size, compressed and by
-// layer (the report of make image), and the cold start of `sync` to its
-// line `watching` against a state of fixture.FleetServices pools, in the image's
-// container (podman, run as internal/imagetest runs it) and as the plain
-// binary, alternately. See bench/README.md.
-
-type imageOptions struct {
+type Options struct {
 	archive, report string
 	rounds, changes int
 }
 
-func (o *imageOptions) register(flags *flag.FlagSet) {
+func (o *Options) Register(flags *flag.FlagSet) {
 	flags.StringVar(&o.archive, "image", "bin/image/terraform-provider-k8s-sync.tar", "image: the docker-archive of make image (relative to the repository)")
 	flags.StringVar(&o.report, "image-report", "bin/image/report.json", "image: the sizes make image wrote")
 	flags.IntVar(&o.rounds, "image-rounds", 5, "image: rounds of cold starts, container and plain binary alternately")
@@ -47,7 +50,7 @@ type imageReport struct {
 	} `json:"layers"`
 }
 
-type imageResults struct {
+type Results struct {
 	report imageReport
 	pools  int
 	// container and binary are the cold starts to `watching`, s.
@@ -62,10 +65,18 @@ type imageResults struct {
 // imageLayers names the layers tools/image writes, in its order.
 var imageLayers = []string{"base files (passwd, CA certificates, CLI configuration, directories)", "the CLI (OpenTofu)", "the provider (and its mirror's hard links)"}
 
-func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) (*imageResults, error) {
-	o := b.opts.image
-	r := &imageResults{pools: fixture.FleetServices}
-	raw, err := os.ReadFile(filepath.Join(b.root, o.report))
+// part is the image's part of one bench run.
+type part struct {
+	*benchrun.Run
+	opts Options
+}
+
+// Measure runs the image's part on the run's cluster, with the fleet
+// fixture of fixture.Create already there.
+func Measure(ctx context.Context, run *benchrun.Run, client kubernetes.Interface, o Options) (*Results, error) {
+	b := &part{Run: run, opts: o}
+	r := &Results{pools: fixture.FleetServices}
+	raw, err := os.ReadFile(filepath.Join(b.Root, o.report))
 	if err != nil {
 		return nil, fmt.Errorf("the image's sizes (make image writes %s): %w", o.report, err)
 	}
@@ -76,32 +87,29 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		r.skipped = fmt.Sprintf("podman is not on PATH (%v; make container-runtime installs it)", err)
 		return r, nil
 	}
-	p, err := newBenchPodman(filepath.Join(b.work, "podman"))
+	p, err := newBenchPodman(filepath.Join(b.Work, "podman"))
 	if err != nil {
 		return nil, err
 	}
-	out, err := p.run(ctx, "load", "-i", filepath.Join(b.root, o.archive))
+	out, err := p.run(ctx, "load", "-i", filepath.Join(b.Root, o.archive))
 	if err != nil {
 		return nil, err
 	}
 	image := strings.TrimSpace(out[strings.LastIndex(out, "Loaded image: ")+len("Loaded image: "):])
 
-	b.say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fixture.FleetServices, o.rounds)
-	s, err := b.newSyncBench(nil, "image")
+	b.Say("image: a state of %d k8s_ready_endpoints, applied; then %d rounds of sync's cold start, in the container and as the binary", fixture.FleetServices, o.rounds)
+	cli, err := b.NewCLI("image")
 	if err != nil {
 		return nil, err
 	}
-	dir, err := b.config("image-each", readyEndpointsEach(fixture.FleetServices))
+	dir, err := cli.Applied(ctx, "image-each", benchrun.ReadyEndpointsEach(fixture.FleetServices))
 	if err != nil {
-		return nil, err
-	}
-	if err := s.apply(ctx, dir); err != nil {
 		return nil, err
 	}
 	// The container's user (65532) reads the configuration and a copy of
 	// the kubeconfig.
-	kubeconfig := filepath.Join(b.work, "kubeconfig-image")
-	if err := copyReadable(b.cluster.Kubeconfig(), kubeconfig); err != nil {
+	kubeconfig := filepath.Join(b.Work, "kubeconfig-image")
+	if err := copyReadable(b.Cluster.Kubeconfig(), kubeconfig); err != nil {
 		return nil, err
 	}
 	if err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
@@ -113,11 +121,11 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		return nil, err
 	}
 	// The same OpenTofu as the image's, for the binary too.
-	tofu, err := clis.Find(ctx, "tofu", b.root)
+	tofu, err := clis.Find(ctx, "tofu", b.Root)
 	if err != nil {
 		return nil, err
 	}
-	binary := []string{b.provider, "sync", "-chdir", dir, "-terraform", tofu, "-kubeconfig", b.cluster.Kubeconfig(), "-listen="}
+	binary := []string{b.Provider, "sync", "-chdir", dir, "-terraform", tofu, "-kubeconfig", b.Cluster.Kubeconfig(), "-listen="}
 	container := p.argv("run", "--rm", "--network=host", "--pull=never", "--read-only", "--read-only-tmpfs",
 		"-v", dir+":/config:ro", "-v", kubeconfig+":/kube/config:ro", image, "sync", "-kubeconfig=/kube/config", "-listen=")
 	for round := 0; round <= o.rounds; round++ {
@@ -125,17 +133,17 @@ func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) 
 		if err != nil {
 			return nil, fmt.Errorf("the container's cold start: %w", err)
 		}
-		bw, err := coldStart(ctx, binary, s.env)
+		bw, err := coldStart(ctx, binary, cli.Env)
 		if err != nil {
 			return nil, fmt.Errorf("the binary's cold start: %w", err)
 		}
-		fmt.Fprintf(logw, "  round %d: container %.2fs, binary %.2fs\n", round, cw, bw)
+		fmt.Fprintf(benchrun.Log, "  round %d: container %.2fs, binary %.2fs\n", round, cw, bw)
 		if round > 0 { // the first warms the page cache
 			r.container, r.binary = append(r.container, cw), append(r.binary, bw)
 		}
 	}
 	if o.changes > 0 {
-		b.say("image: a pod's Ready to the end of the apply, %d changes in the container and as the binary, both with OpenTofu", o.changes)
+		b.Say("image: a pod's Ready to the end of the apply, %d changes in the container and as the binary, both with OpenTofu", o.changes)
 		if err := b.imageLatency(ctx, client, p, image, tofu, kubeconfig, r); err != nil {
 			return nil, fmt.Errorf("image latency: %w", err)
 		}
@@ -157,24 +165,24 @@ const (
 // OpenTofu (the image's and the same build on this machine), take turns in
 // blocks, each block starting from a state the other's changes left
 // current.
-func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface, p *benchPodman, image, tofu, kubeconfig string, r *imageResults) error {
+func (b *part) imageLatency(ctx context.Context, client kubernetes.Interface, p *benchPodman, image, tofu, kubeconfig string, r *Results) error {
 	if err := fixture.CreateLatencyService(ctx, client, imageLatencyNamespace, imageLatencyService, imageLatencyPods, "10.251.0.%d"); err != nil {
 		return err
 	}
-	main := providerBlock + fmt.Sprintf("\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\n"+
+	main := benchrun.ProviderBlock + fmt.Sprintf("\ndata \"k8s_ready_endpoints\" \"lat\" {\n  namespace = %q\n  service   = %q\n  port_name = \"http\"\n}\n\n"+
 		"resource \"terraform_data\" \"pool\" {\n  input = [for e in data.k8s_ready_endpoints.lat.endpoints : \"${e.address}:${e.port}\"]\n}\n",
 		imageLatencyNamespace, imageLatencyService)
-	rc := filepath.Join(b.work, "terraformrc-image")
-	binEnv := append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc)
-	binDir, err := b.config("image-latency-binary", main)
+	rc := filepath.Join(b.Work, "terraformrc-image")
+	binEnv := append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+rc)
+	binDir, err := b.Config("image-latency-binary", main)
 	if err != nil {
 		return err
 	}
-	ctrDir, err := b.config("image-latency-container", main)
+	ctrDir, err := b.Config("image-latency-container", main)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(b.work, "image-tmp")
+	tmp := filepath.Join(b.Work, "image-tmp")
 	if err := os.MkdirAll(tmp, 0o1777); err != nil {
 		return err
 	}
@@ -204,13 +212,13 @@ func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface
 		{"container", &r.readyContainer, ctrTofu("apply", "-auto-approve", "-input=false", "-no-color"), p.env(),
 			run(image, "sync", "-kubeconfig=/kube/config", "-log-format=json", "-listen=", "-settle-quiet=200ms", "-settle-max=2s"), p.env()},
 		{"binary", &r.readyBinary, binTofu("apply", "-auto-approve", "-input=false", "-no-color"), binEnv,
-			[]string{b.provider, "sync", "-chdir", binDir, "-terraform", tofu, "-kubeconfig", b.cluster.Kubeconfig(), "-log-format=json", "-listen=",
+			[]string{b.Provider, "sync", "-chdir", binDir, "-terraform", tofu, "-kubeconfig", b.Cluster.Kubeconfig(), "-log-format=json", "-listen=",
 				"-settle-quiet=200ms", "-settle-max=2s"}, binEnv},
 	}
 	toggled := fmt.Sprintf("%s-%d", imageLatencyService, imageLatencyPods-1)
 	ready := true
 	const blocks = 3
-	perBlock := max(1, b.opts.image.changes/blocks)
+	perBlock := max(1, b.opts.changes/blocks)
 	for block := range blocks {
 		for _, c := range companions {
 			// The state current first: the other's changes came while this
@@ -218,37 +226,37 @@ func (b *benchRun) imageLatency(ctx context.Context, client kubernetes.Interface
 			if err := runArgv(ctx, c.apply, c.applyEnv); err != nil {
 				return err
 			}
-			proc, err := startCompanionProc(ctx, c.start, c.startEnv)
+			proc, err := companionproc.Start(ctx, c.start, c.startEnv)
 			if err != nil {
 				return err
 			}
-			if _, err := proc.waitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
-				proc.stop()
+			if _, err := proc.WaitNth(ctx, "watching", 1, 2*time.Minute); err != nil {
+				proc.Halt()
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
 			for i := range perBlock {
 				ready = !ready
-				before := proc.count("run ended")
-				written, err := writeReady(ctx, client, imageLatencyNamespace, toggled, ready)
+				before := proc.Seen("run ended")
+				written, err := fixture.WriteReady(ctx, client, imageLatencyNamespace, toggled, ready)
 				if err != nil {
-					proc.stop()
+					proc.Halt()
 					return err
 				}
-				ended, err := proc.waitNth(ctx, "run ended", before+1, 3*time.Minute)
+				ended, err := proc.WaitNth(ctx, "run ended", before+1, 3*time.Minute)
 				if err != nil {
-					proc.stop()
+					proc.Halt()
 					return fmt.Errorf("%s: %w", c.name, err)
 				}
 				if res, _ := ended.Fields["result"].(string); res != "applied" {
-					proc.stop()
+					proc.Halt()
 					return fmt.Errorf("%s, change %d: the run ended %q, not applied:\n%s", c.name, i+1, res, proc.Log())
 				}
 				lat := ended.Time.Sub(written).Seconds()
 				*c.samples = append(*c.samples, lat)
-				fmt.Fprintf(logw, "  block %d, %s: Ready=%v to the apply's end %.2fs\n", block+1, c.name, ready, lat)
+				fmt.Fprintf(benchrun.Log, "  block %d, %s: Ready=%v to the apply's end %.2fs\n", block+1, c.name, ready, lat)
 				time.Sleep(time.Second) // its state read after the run
 			}
-			proc.stop()
+			proc.Halt()
 		}
 	}
 	return nil
@@ -261,16 +269,6 @@ func runArgv(ctx context.Context, argv, env []string) error {
 		return fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, out)
 	}
 	return nil
-}
-
-func readyEndpointsEach(n int) string {
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("%q", fixture.ServiceName(i))
-	}
-	return providerBlock + fmt.Sprintf(
-		"\nlocals {\n  services = toset([%s])\n}\n\ndata \"k8s_ready_endpoints\" \"svc\" {\n  for_each  = local.services\n  namespace = %q\n  service   = each.key\n  port_name = \"http\"\n}\n\noutput \"members\" {\n  value = sum([for s in data.k8s_ready_endpoints.svc : length(s.endpoints)])\n}\n",
-		strings.Join(names, ", "), fixture.Namespace)
 }
 
 func copyReadable(from, to string) error {
@@ -286,12 +284,12 @@ func copyReadable(from, to string) error {
 // and gives the time from its start to that event, s.
 func coldStart(ctx context.Context, argv, env []string) (float64, error) {
 	start := time.Now()
-	c, err := startCompanionProc(ctx, argv, env)
+	c, err := companionproc.Start(ctx, argv, env)
 	if err != nil {
 		return 0, err
 	}
-	defer c.stop()
-	if _, err := c.waitNth(ctx, "watching", 1, 5*time.Minute); err != nil {
+	defer c.Halt()
+	if _, err := c.WaitNth(ctx, "watching", 1, 5*time.Minute); err != nil {
 		return 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 	}
 	return time.Since(start).Seconds(), nil
@@ -321,14 +319,14 @@ func (p *benchPodman) run(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-func imageSection(r *imageResults) string {
+// Section is the image's section of the report.
+func Section(r *Results) string {
 	if r == nil {
 		return ""
 	}
-	b := newSection("The companion's image (`make image`)")
-	p := b.line
-	p("| layer | compressed | uncompressed |")
-	p("|---|---:|---:|")
+	b := benchrun.NewSection("The companion's image (`make image`)")
+	b.Table("| layer | compressed | uncompressed |", "|---|---:|---:|")
+	p := b.Line
 	for i, l := range r.report.Layers {
 		name := fmt.Sprintf("layer %d", i+1)
 		if i < len(imageLayers) && len(r.report.Layers) == len(imageLayers) {
@@ -339,8 +337,7 @@ func imageSection(r *imageResults) string {
 	p("| **the image** | **%.1f MB** | |", float64(r.report.CompressedBytes)/1e6)
 	p("")
 	if r.skipped != "" {
-		p("Cold starts not measured: %s.", r.skipped)
-		p("")
+		b.Para("Cold starts not measured: %s.", r.skipped)
 		return b.String()
 	}
 	p("Cold start of `sync` to its event `watching` (state pulled, %d pools decoded, informers started and listed) against a state of %d `k8s_ready_endpoints` of 10 endpoints each, local backend: in the container (podman with runc and vfs storage, read-only root, as the image test runs it; its time includes creating the container) median %.2f s (min–max %s s), the plain binary with the same OpenTofu median %.2f s (min–max %s s), %d rounds alternating after one untimed.",

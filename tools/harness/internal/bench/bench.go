@@ -1,19 +1,25 @@
-package main
+// Package bench is make bench: the provider against its targets, by
+// measurement and not by timed asserts in tests (a timing bound in a test
+// fails on a busy CI machine and proves nothing on a fast one): the plans
+// of 1 to 1000 reads, the fleet, the big read, validation, their requests
+// at the API server, the binary's size, the Go benchmarks of the rules and
+// the before/after with a baseline (bench.go, report.go), the provider's
+// profiles and instruction counts (profile.go), and the parts of
+// internal/syncbench, imagebench and trafficbench in the same run. See
+// bench/README.md for what each number means.
+package bench
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,152 +29,74 @@ import (
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/imagebench"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/syncbench"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/trafficbench"
 )
 
-// make bench: the provider against its targets, by measurement and not by
-// timed asserts in tests (a timing bound in a test fails on a busy CI
-// machine and proves nothing on a fast one). See bench/README.md for what
-// each number means.
-
-var logw io.Writer = os.Stderr
-
-type benchOptions struct {
-	runs      int
-	sizes     []int
-	out       string
-	profile   bool
-	gobench   bool
-	incumbent string
-	// baseline is a git revision whose provider is measured too, in the
+// Options are what the bench's flags say (main.go parses them).
+type Options struct {
+	// Runs are the timed rounds of each command, Sizes the numbers of data
+	// sources planned (100 among them), Out the report's file.
+	Runs  int
+	Sizes []int
+	Out   string
+	// Profile adds the provider's profiles and instruction counts
+	// (profile.go); GoBench the Go benchmarks of the rules; Incumbent is a
+	// built terraform-provider-kubernetes measured too ("": none).
+	Profile   bool
+	GoBench   bool
+	Incumbent string
+	// Baseline is a git revision whose provider is measured too, in the
 	// same rounds (before/after).
-	baseline string
-	// only "sync" runs the companion's part alone, "traffic" the traffic
-	// latency; withSync adds the companion's part to the whole bench
-	// (bench_sync.go).
-	only     string
-	withSync bool
-	sync     syncOptions
-	// withImage adds the image's part (bench_image.go).
-	withImage bool
-	image     imageOptions
-	// trafficSamples is the number of pods per load balancer of the
-	// traffic latency (bench_traffic.go).
-	trafficSamples int
-	// instructionBaselines are the revisions whose instructions per read
-	// are counted beside the current build's, instructionRounds how many
-	// times (bench_profile.go; 0: not counted).
-	instructionBaselines []string
-	instructionRounds    int
-	// profilePlans is how many plans of each read are profiled.
-	profilePlans int
+	Baseline string
+	// Only "sync" runs the companion's part alone, "traffic" the traffic
+	// latency, "image" the image's part, "profile" the profiles; WithSync
+	// adds the companion's part to the whole bench (internal/syncbench).
+	Only     string
+	WithSync bool
+	Sync     syncbench.Options
+	// WithImage adds the image's part (internal/imagebench).
+	WithImage bool
+	Image     imagebench.Options
+	// TrafficSamples is the number of pods per load balancer of the
+	// traffic latency (internal/trafficbench).
+	TrafficSamples int
+	// InstructionBaselines are the revisions whose instructions per read
+	// are counted beside the current build's, InstructionRounds how many
+	// times (profile.go; 0: not counted).
+	InstructionBaselines []string
+	InstructionRounds    int
+	// ProfilePlans is how many plans of each read are profiled.
+	ProfilePlans int
 }
 
-func bench(ctx context.Context, args []string) error {
-	flags := flag.NewFlagSet("bench", flag.ExitOnError)
-	runs := flags.Int("runs", envInt("K8S_TF_BENCH_RUNS", 7), "timed runs of each command (rounds, interleaved)")
-	sizes := flags.String("sizes", "1,10,100,300,1000", "numbers of data sources planned")
-	out := flags.String("out", "bench/results.md", "Markdown file written, relative to the repository root")
-	profile := flags.Bool("profile", os.Getenv("PROFILE") == "1", "also profile the provider (CPU and heap) in four reads and count its instructions per read under callgrind (PROFILE=1; bench_profile.go)")
-	instructions := flags.String("instructions", os.Getenv("K8S_TF_BENCH_INSTRUCTIONS"), "with -profile: revisions, comma-separated, whose instructions per read are counted beside the current build's (K8S_TF_BENCH_INSTRUCTIONS; default the -baseline)")
-	profilePlans := flags.Int("profile-plans", 10, "with -profile: plans of each read profiled, for CPU and again for the heap (one plan gives a few dozen samples at 100 Hz, too few to rank anything; 0: none)")
-	instructionRounds := flags.Int("instruction-rounds", 3, "with -profile: rounds of the instruction counts (0: none)")
-	gobench := flags.Bool("gobench", true, "run the Go benchmarks of the rules (internal/endpoints)")
-	only := flags.String("only", "", "run one part alone: profile (the provider's profiles and instruction counts; default bench/results-profile.md), sync (the companion; writes -out, default bench/results-sync.md), traffic (a pod's Ready to its first request through HAProxy and nginx; default bench/results-traffic.md) or image (the companion's image; default bench/results-image.md)")
-	withSync := flags.Bool("sync", true, "also measure the sync companion (bench_sync.go)")
-	withImage := flags.Bool("image-part", true, "also measure the companion's image (bench_image.go; needs make image)")
-	var imageOpts imageOptions
-	imageOpts.register(flags)
-	trafficSamplesFlag := flags.Int("traffic-samples", trafficSamples, "traffic: pods made ready, one at a time, per load balancer (1 to 100)")
-	baseline := flags.String("baseline", os.Getenv("K8S_TF_BENCH_BASELINE"), "also plan with the provider built at this git revision, in the same rounds (K8S_TF_BENCH_BASELINE)")
-	var syncOpts syncOptions
-	syncOpts.register(flags)
-	_ = flags.Parse(args)
-	opts := benchOptions{runs: *runs, out: *out, profile: *profile, gobench: *gobench, incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
-		baseline: *baseline, only: *only, withSync: *withSync, sync: syncOpts, withImage: *withImage, image: imageOpts, trafficSamples: *trafficSamplesFlag}
-	opts.instructionRounds, opts.profilePlans = *instructionRounds, *profilePlans
-	revs := *instructions
-	if revs == "" {
-		revs = opts.baseline
-	}
-	for rev := range strings.SplitSeq(revs, ",") {
-		if rev = strings.TrimSpace(rev); rev != "" {
-			opts.instructionBaselines = append(opts.instructionBaselines, rev)
-		}
-	}
-	switch opts.only {
-	case "":
-	case "profile":
-		opts.profile = true
-		if !isFlagSet(flags, "out") {
-			opts.out = "bench/results-profile.md"
-		}
-		// -baseline plans the four reads with the baseline's release build
-		// too, beside the current one's (wall, CPU, RSS).
-	case "sync", "traffic", "image":
-		if !isFlagSet(flags, "out") {
-			opts.out = "bench/results-" + opts.only + ".md"
-		}
-		// The traffic and the image plan nothing with the baseline; the
-		// companion's part measures the baseline's companion beside this one.
-		if opts.only != "sync" {
-			opts.baseline = ""
-		}
-	default:
-		return fmt.Errorf("-only %q: the parts that run alone are profile, sync, traffic and image", opts.only)
-	}
-	if opts.trafficSamples < 1 || opts.trafficSamples > 100 {
-		return fmt.Errorf("-traffic-samples %d: want 1 to 100", opts.trafficSamples)
-	}
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-sizes: %q is not a positive number", s)
-		}
-		opts.sizes = append(opts.sizes, n)
-	}
-	if !slices.Contains(opts.sizes, 100) {
-		return fmt.Errorf("-sizes must include 100, the size the targets are about")
-	}
-	if opts.runs < 1 {
-		return fmt.Errorf("-runs must be at least 1")
-	}
-	b := &benchRun{opts: opts, root: repoRoot(), loadStart: loadAverage()}
+// Run is make bench: the provider against its targets, the parts of
+// opts, the report written to opts.Out, relative to root (the repository).
+func Run(ctx context.Context, root string, opts Options) error {
+	b := &benchRun{Run: &benchrun.Run{Root: root, Out: opts.Out, LoadStart: benchrun.LoadAverage()}, opts: opts}
 	work, err := os.MkdirTemp("", "k8s-tf-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	b.work = work
+	b.Work = work
 	return b.run(ctx)
 }
 
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return n
-	}
-	return def
-}
-
+// benchRun is the read bench's side of the run: the measurements of each
+// round, the rusage wrapper (this executable, harness) and the CLI
+// configuration (rc) that gives the wrapped providers, the trivial
+// provider's build.
 type benchRun struct {
-	opts      benchOptions
-	root      string
-	work      string
-	loadStart string
-	cluster   *testcluster.Cluster
-	harness   string
-	rc        string
-	env       []string
-	ms        []*measurement
-	provider  string // the release-style build
-	trivial   string
-	// baselineProvider is the same build at opts.baseline, baselineCommit
-	// that revision's commit and currentCommit the one the current build
-	// comes from (with "+ uncommitted changes" when the tree has some).
-	baselineProvider, baselineCommit, currentCommit string
-	// baselineRC is the CLI configuration of the baseline's companion
-	// (bench_sync_baseline.go).
-	baselineRC string
+	*benchrun.Run
+	opts    Options
+	harness string
+	rc      string
+	ms      []*measurement
+	trivial string
 }
 
 // measurement is one command, run once per round.
@@ -200,10 +128,6 @@ type measurement struct {
 	server []float64
 }
 
-func (b *benchRun) say(format string, args ...any) {
-	fmt.Fprintf(logw, "\n==> "+format+"\n", args...)
-}
-
 func (b *benchRun) run(ctx context.Context) error {
 	var err error
 	if b.harness, err = os.Executable(); err != nil {
@@ -212,46 +136,46 @@ func (b *benchRun) run(ctx context.Context) error {
 	if _, err := exec.LookPath("terraform"); err != nil {
 		return fmt.Errorf("the bench runs the terraform CLI: %w", err)
 	}
-	if b.opts.only == "traffic" {
-		b.say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w')")
+	if b.opts.Only == "traffic" {
+		b.Say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w')")
 	} else {
-		b.say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w') and the trivial provider")
+		b.Say("building the provider release-style (CGO_ENABLED=0 -trimpath -ldflags '-s -w') and the trivial provider")
 	}
-	b.provider = filepath.Join(b.work, "bin", "terraform-provider-k8s")
-	b.trivial = filepath.Join(b.work, "bin", "terraform-provider-trivial")
+	b.Provider = filepath.Join(b.Work, "bin", "terraform-provider-k8s")
+	b.trivial = filepath.Join(b.Work, "bin", "terraform-provider-trivial")
 	builds := [][]string{
-		{b.root, "-ldflags", "-s -w", "-o", b.provider, "."},
-		{b.root, "-o", filepath.Join(b.work, "unstripped"), "."},
-		{filepath.Join(b.root, "tools", "harness"), "-ldflags", "-s -w", "-o", b.trivial, "./trivialprovider"},
+		{b.Root, "-ldflags", "-s -w", "-o", b.Provider, "."},
+		{b.Root, "-o", filepath.Join(b.Work, "unstripped"), "."},
+		{filepath.Join(b.Root, "tools", "harness"), "-ldflags", "-s -w", "-o", b.trivial, "./trivialprovider"},
 	}
-	if b.opts.only == "traffic" {
+	if b.opts.Only == "traffic" {
 		builds = builds[:1] // the provider alone: no plan is timed
 	}
-	if b.opts.profile {
-		builds = append(builds, []string{filepath.Join(b.root, "tools", "harness"), "-o", filepath.Join(b.work, "profile", "terraform-provider-k8s"), "./profiledprovider"})
+	if b.opts.Profile {
+		builds = append(builds, []string{filepath.Join(b.Root, "tools", "harness"), "-o", filepath.Join(b.Work, "profile", "terraform-provider-k8s"), "./profiledprovider"})
 	}
-	if b.opts.only == "profile" {
+	if b.opts.Only == "profile" {
 		builds = slices.Delete(builds, 2, 3) // no trivial provider
 	}
 	for _, build := range builds {
-		if err := goBuild(ctx, build[0], build[1:]...); err != nil {
+		if err := benchrun.GoBuild(ctx, build[0], build[1:]...); err != nil {
 			return err
 		}
 	}
-	if b.opts.baseline != "" {
-		b.say("building the provider at %s (the baseline) the same way", b.opts.baseline)
+	if b.opts.Baseline != "" {
+		b.Say("building the provider at %s (the baseline) the same way", b.opts.Baseline)
 		if err := b.buildBaseline(ctx); err != nil {
 			return err
 		}
 	}
 
-	b.say("starting the local control plane with an audit log")
-	b.cluster, err = testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(b.work, "cluster"), Version: os.Getenv("K8S_TF_K8S_VERSION"), Audit: true, Log: logw})
+	b.Say("starting the local control plane with an audit log")
+	b.Cluster, err = testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(b.Work, "cluster"), Version: os.Getenv("K8S_TF_K8S_VERSION"), Audit: true, Log: benchrun.Log})
 	if err != nil {
 		return err
 	}
-	defer b.cluster.Stop()
-	cfg, err := b.cluster.RESTConfig()
+	defer b.Cluster.Stop()
+	cfg, err := b.Cluster.RESTConfig()
 	if err != nil {
 		return err
 	}
@@ -260,37 +184,37 @@ func (b *benchRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if b.opts.only == "traffic" {
+	if b.opts.Only == "traffic" {
 		// Its own Service in its own namespace: no fixture.
-		b.env = cliEnv("", b.cluster.Kubeconfig())
-		return runPart(ctx, b, client, b.trafficLatency, trafficSection, "bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)")
+		b.Env = benchrun.CLIEnv("", b.Cluster.Kubeconfig())
+		return runPart(ctx, b, client, b.trafficLatency, trafficbench.Section, "bench -only traffic", "`bin/harness bench -only traffic` (tools/harness)")
 	}
-	b.say("fixture: %d Services x 10 ready pods, and a Service with %d endpoints", fixture.FleetServices, fixture.BigEndpoints)
-	if err := fixture.Create(ctx, client, fixture.FleetServices, 10, logw); err != nil {
+	b.Say("fixture: %d Services x 10 ready pods, and a Service with %d endpoints", fixture.FleetServices, fixture.BigEndpoints)
+	if err := fixture.Create(ctx, client, fixture.FleetServices, 10, benchrun.Log); err != nil {
 		return err
 	}
 	if err := b.prepare(ctx, client); err != nil {
 		return err
 	}
-	switch b.opts.only {
+	switch b.opts.Only {
 	case "sync":
-		return runPart(ctx, b, client, b.benchSync, syncSection, "make bench-sync", "`make bench-sync` (tools/harness bench -only sync)")
+		return runPart(ctx, b, client, b.benchSync, syncbench.Section, "make bench-sync", "`make bench-sync` (tools/harness bench -only sync)")
 	case "image":
-		return runPart(ctx, b, client, b.benchImage, imageSection, "make bench-image", "`make bench-image` (tools/harness bench -only image)")
+		return runPart(ctx, b, client, b.benchImage, imagebench.Section, "make bench-image", "`make bench-image` (tools/harness bench -only image)")
 	case "profile":
 		return runPart(ctx, b, client, func(ctx context.Context, _ kubernetes.Interface) (*profileResults, error) { return b.profileReads(ctx) },
 			profileSection, "bench -only profile", "`bin/harness bench -only profile` (tools/harness)")
 	}
 
-	b.say("warm-up: one untimed run of each command")
+	b.Say("warm-up: one untimed run of each command")
 	for _, m := range b.ms {
 		if _, err := b.runOnce(ctx, m, false); err != nil {
 			return err
 		}
 	}
-	b.say("%d rounds of every command, interleaved so that a busy moment hits them alike", b.opts.runs)
-	auditFrom := fileSize(filepath.Join(b.cluster.Dir, testcluster.AuditLog))
-	for r := 1; r <= b.opts.runs; r++ {
+	b.Say("%d rounds of every command, interleaved so that a busy moment hits them alike", b.opts.Runs)
+	auditFrom := fileSize(filepath.Join(b.Cluster.Dir, testcluster.AuditLog))
+	for r := 1; r <= b.opts.Runs; r++ {
 		var line []string
 		for _, m := range b.ms {
 			wall, err := b.runOnce(ctx, m, true)
@@ -299,12 +223,12 @@ func (b *benchRun) run(ctx context.Context) error {
 			}
 			line = append(line, fmt.Sprintf("%.2fs", wall))
 		}
-		fmt.Fprintf(logw, "  round %d: %s\n", r, strings.Join(line, " "))
+		fmt.Fprintf(benchrun.Log, "  round %d: %s\n", r, strings.Join(line, " "))
 	}
 	// The audit backend writes each event when its request completes; give
 	// the last ones a moment.
 	time.Sleep(time.Second)
-	requests, err := readAudit(filepath.Join(b.cluster.Dir, testcluster.AuditLog), auditFrom)
+	requests, err := readAudit(filepath.Join(b.Cluster.Dir, testcluster.AuditLog), auditFrom)
 	if err != nil {
 		return err
 	}
@@ -315,123 +239,83 @@ func (b *benchRun) run(ctx context.Context) error {
 	}
 
 	var profiles *profileResults
-	if b.opts.profile {
+	if b.opts.Profile {
 		if profiles, err = b.profileReads(ctx); err != nil {
 			return err
 		}
 	}
-	var syncRes *syncResults
-	if b.opts.withSync {
+	var syncRes *syncbench.Results
+	if b.opts.WithSync {
 		if syncRes, err = b.benchSync(ctx, client); err != nil {
 			return err
 		}
 	}
-	var imageRes *imageResults
-	if b.opts.withImage {
+	var imageRes *imagebench.Results
+	if b.opts.WithImage {
 		if imageRes, err = b.benchImage(ctx, client); err != nil {
 			return err
 		}
 	}
-	b.cluster.Stop()
+	b.Cluster.Stop()
 
-	b.say("binary size")
+	b.Say("binary size")
 	sizesTable, err := b.sizes()
 	if err != nil {
 		return err
 	}
 	var gobench []goBenchmark
-	if b.opts.gobench {
-		b.say("Go benchmarks of the rules (internal/endpoints), -count=5")
-		if gobench, err = runGoBenchmarks(ctx, b.root); err != nil {
+	if b.opts.GoBench {
+		b.Say("Go benchmarks of the rules (internal/endpoints), -count=5")
+		if gobench, err = runGoBenchmarks(ctx, b.Root); err != nil {
 			return err
 		}
 	}
-	report := b.report(requests, sizesTable, gobench, currentReportEnv()) + profileSection(profiles) + syncSection(syncRes) + "\n" + imageSection(imageRes) + "\n" + trafficSection(trafficRes)
-	return b.writeReport(report)
+	report := b.report(requests, sizesTable, gobench, currentReportEnv()) + profileSection(profiles) + syncbench.Section(syncRes) + "\n" + imagebench.Section(imageRes) + "\n" + trafficbench.Section(trafficRes)
+	return b.WriteReport(report)
 }
 
-// buildBaseline builds the provider at opts.baseline as run builds the
+// benchSync is the companion's part (internal/syncbench).
+func (b *benchRun) benchSync(ctx context.Context, client kubernetes.Interface) (*syncbench.Results, error) {
+	return syncbench.Measure(ctx, b.Run, client, b.opts.Sync)
+}
+
+// benchImage is the image's part (internal/imagebench).
+func (b *benchRun) benchImage(ctx context.Context, client kubernetes.Interface) (*imagebench.Results, error) {
+	return imagebench.Measure(ctx, b.Run, client, b.opts.Image)
+}
+
+// trafficLatency is the traffic's part (internal/trafficbench).
+func (b *benchRun) trafficLatency(ctx context.Context, client kubernetes.Interface) (*trafficbench.Results, error) {
+	return trafficbench.Measure(ctx, b.Run, client, b.opts.TrafficSamples)
+}
+
+// buildBaseline builds the provider at opts.Baseline as run builds the
 // current one.
 func (b *benchRun) buildBaseline(ctx context.Context) error {
-	b.baselineProvider = filepath.Join(b.work, "bin", "baseline", "terraform-provider-k8s")
+	b.BaselineProvider = filepath.Join(b.Work, "bin", "baseline", "terraform-provider-k8s")
 	var err error
-	b.baselineCommit, err = b.buildAt(ctx, b.opts.baseline, b.baselineProvider, true)
+	b.BaselineCommit, err = b.BuildAt(ctx, b.opts.Baseline, b.BaselineProvider, true)
 	return err
-}
-
-// buildAt builds the provider at the git revision rev into program, as run
-// builds the current one (stripped: -ldflags "-s -w"; else with its
-// symbols), from that revision's tree (git archive: nothing of the
-// repository changes) in the work directory, which bench removes at the
-// end, and gives the revision's commit. It sets currentCommit too.
-func (b *benchRun) buildAt(ctx context.Context, rev, program string, stripped bool) (string, error) {
-	git := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "git", args...)
-		cmd.Dir = b.root
-		out, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
-		}
-		return strings.TrimSpace(string(out)), nil
-	}
-	commit, err := git("rev-parse", "--verify", "--short", rev+"^{commit}")
-	if err != nil {
-		return "", fmt.Errorf("the baseline %q is not a revision of this repository: %w", rev, err)
-	}
-	if b.currentCommit, err = git("rev-parse", "--short", "HEAD"); err != nil {
-		return "", err
-	}
-	if changes, err := git("status", "--porcelain", "--untracked-files=no"); err != nil {
-		return "", err
-	} else if changes != "" {
-		b.currentCommit += " + uncommitted changes"
-	}
-	src := filepath.Join(b.work, "src-"+commit)
-	tarball := filepath.Join(b.work, "src-"+commit+".tar")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return "", err
-	}
-	if _, err := git("archive", "--format=tar", "-o", tarball, commit); err != nil {
-		return "", err
-	}
-	if out, err := exec.CommandContext(ctx, "tar", "-x", "-f", tarball, "-C", src).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("tar -x %s: %w\n%s", tarball, err, out)
-	}
-	args := []string{"-o", program, "."}
-	if stripped {
-		args = append([]string{"-ldflags", "-s -w"}, args...)
-	}
-	return commit, goBuild(ctx, src, args...)
-}
-
-func goBuild(ctx context.Context, dir string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %v in %s: %w\n%s", args, dir, err, out)
-	}
-	return nil
 }
 
 // prepare writes the configurations, the wrappers and the CLI configuration,
 // and lists the measurements in the order of each round.
 func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) error {
-	kubeconfig := b.cluster.Kubeconfig()
+	kubeconfig := b.Cluster.Kubeconfig()
 	// A provider that reports what the kernel accounted to it: Terraform
 	// starts whatever it finds under the provider's name in the override
 	// directory, here a script that execs the wrapper, which runs the real one.
 	// The wrapper of the provider of type kind is wrap/name/terraform-provider-kind.
 	wrap := func(name, kind, program string) (string, error) {
-		dir := filepath.Join(b.work, "wrap", name)
+		dir := filepath.Join(b.Work, "wrap", name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
-		log := filepath.Join(b.work, "rusage-"+name+".log")
+		log := filepath.Join(b.Work, "rusage-"+name+".log")
 		script := fmt.Sprintf("#!/bin/sh\nexec %q rusage-wrap %q %q\n", b.harness, log, program)
 		return log, os.WriteFile(filepath.Join(dir, "terraform-provider-"+kind), []byte(script), 0o755)
 	}
-	k8sLog, err := wrap("k8s", "k8s", b.provider)
+	k8sLog, err := wrap("k8s", "k8s", b.Provider)
 	if err != nil {
 		return err
 	}
@@ -441,21 +325,21 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	}
 	overrides := map[string]string{"vigie/k8s": "k8s", "vigie/trivial": "trivial"}
 	var incumbentLog string
-	if b.opts.incumbent != "" {
-		if incumbentLog, err = wrap("kubernetes", "kubernetes", b.opts.incumbent); err != nil {
+	if b.opts.Incumbent != "" {
+		if incumbentLog, err = wrap("kubernetes", "kubernetes", b.opts.Incumbent); err != nil {
 			return err
 		}
 		overrides["hashicorp/kubernetes"] = "kubernetes"
 	}
-	b.rc = filepath.Join(b.work, "terraformrc")
-	if err := writeRC(b.rc, filepath.Join(b.work, "wrap"), overrides); err != nil {
+	b.rc = filepath.Join(b.Work, "terraformrc")
+	if err := benchrun.WriteRC(b.rc, filepath.Join(b.Work, "wrap"), overrides); err != nil {
 		return err
 	}
-	b.env = cliEnv(b.rc, kubeconfig)
+	b.Env = benchrun.CLIEnv(b.rc, kubeconfig)
 
 	plan := []string{"plan", "-input=false", "-lock=false", "-parallelism=10", "-no-color"}
-	for _, n := range b.opts.sizes {
-		dir, err := b.config(fmt.Sprintf("k8s-%d", n), k8sConfig(fixture.Namespace, n, nil))
+	for _, n := range b.opts.Sizes {
+		dir, err := b.Config(fmt.Sprintf("k8s-%d", n), k8sConfig(fixture.Namespace, n, nil))
 		if err != nil {
 			return err
 		}
@@ -465,13 +349,13 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	// The same 100 reads with pod_health_checks: one more LIST each, of the
 	// Service's Pods (which declare a readinessProbe); the output counts the
 	// endpoints that got a check.
-	dir, err := b.config("k8s-100-checks", k8sCheckedConfig(fixture.Namespace, 100))
+	dir, err := b.Config("k8s-100-checks", k8sCheckedConfig(fixture.Namespace, 100))
 	if err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform plan`, 100 `k8s_ready_endpoints` with `pod_health_checks`", dir: dir, args: plan,
 		want: fmt.Sprintf("checked_endpoints = %d", 100*10), reads: 100, podLists: 100, perRead: 100, rusage: k8sLog})
-	if dir, err = b.config("trivial-100", trivialConfig(100)); err != nil {
+	if dir, err = b.Config("trivial-100", trivialConfig(100)); err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform plan`, 100 `trivial_constant` (Terraform's floor)", dir: dir, args: plan,
@@ -480,34 +364,34 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 	for i := range fleet {
 		fleet[i] = fixture.ServiceName(i)
 	}
-	if dir, err = b.config(fmt.Sprintf("k8s-each-%d", fixture.FleetServices), k8sConfig(fixture.Namespace, fixture.FleetServices, fleet)); err != nil {
+	if dir, err = b.Config(fmt.Sprintf("k8s-each-%d", fixture.FleetServices), k8sConfig(fixture.Namespace, fixture.FleetServices, fleet)); err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, %d `k8s_ready_endpoints`, one per Service", fixture.FleetServices), dir: dir, args: plan,
 		want: fmt.Sprintf("ready_endpoints = %d", fixture.FleetServices*10), reads: fixture.FleetServices, perRead: fixture.FleetServices, rusage: k8sLog})
-	if dir, err = b.config("fleet", fleetConfig()); err != nil {
+	if dir, err = b.Config("fleet", fleetConfig()); err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services", fixture.FleetServices), dir: dir, args: plan,
 		want: fmt.Sprintf("fleet_endpoints = %d", fixture.FleetServices*10), fleetReads: 1, perRead: 1, rusage: k8sLog})
-	if dir, err = b.config("fleet-checks", fleetCheckedConfig()); err != nil {
+	if dir, err = b.Config("fleet-checks", fleetCheckedConfig()); err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_services` of the same %d Services with `pod_health_checks`", fixture.FleetServices), dir: dir, args: plan,
 		want: fmt.Sprintf("checked_endpoints = %d", fixture.FleetServices*10), fleetReads: 1, podLists: fleetPodPages(), perRead: 1, rusage: k8sLog})
-	dir, err = b.config("big", k8sConfig(fixture.BigNamespace, 1, []string{fixture.BigService}))
+	dir, err = b.Config("big", k8sConfig(fixture.BigNamespace, 1, []string{fixture.BigService}))
 	if err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: fmt.Sprintf("`terraform plan`, 1 `k8s_ready_endpoints` of a Service with %d endpoints", fixture.BigEndpoints), dir: dir, args: plan,
 		want: fmt.Sprintf("ready_endpoints = %d", fixture.BigEndpoints), reads: 1, perRead: 1, rusage: k8sLog})
-	if b.opts.incumbent != "" {
+	if b.opts.Incumbent != "" {
 		sliceNames, err := firstSlices(ctx, client, 100)
 		if err != nil {
 			return err
 		}
 		for _, kind := range []string{"kubernetes_endpoints_v1", "kubernetes_endpoint_slice_v1"} {
-			dir, err := b.config(kind, incumbentConfig(kind, kubeconfig, sliceNames))
+			dir, err := b.Config(kind, incumbentConfig(kind, kubeconfig, sliceNames))
 			if err != nil {
 				return err
 			}
@@ -516,13 +400,13 @@ func (b *benchRun) prepare(ctx context.Context, client kubernetes.Interface) err
 		}
 	}
 	validate := []string{"validate", "-no-color"}
-	b.ms = append(b.ms, &measurement{title: "`terraform validate`, 100 `k8s_ready_endpoints`", dir: b.dirOf("k8s-100"), args: validate, rusage: k8sLog})
-	dir, err = b.config("empty", "terraform {}\n")
+	b.ms = append(b.ms, &measurement{title: "`terraform validate`, 100 `k8s_ready_endpoints`", dir: b.DirOf("k8s-100"), args: validate, rusage: k8sLog})
+	dir, err = b.Config("empty", "terraform {}\n")
 	if err != nil {
 		return err
 	}
 	b.ms = append(b.ms, &measurement{title: "`terraform validate`, empty configuration (the bare CLI)", dir: dir, args: validate})
-	if b.opts.baseline != "" {
+	if b.opts.Baseline != "" {
 		return b.addBaseline(wrap)
 	}
 	return nil
@@ -542,12 +426,12 @@ var baselineCompared = []string{
 // command, in the same directory, with a CLI configuration of its own whose
 // dev_overrides give the wrapped baseline provider.
 func (b *benchRun) addBaseline(wrap func(name, kind, program string) (string, error)) error {
-	log, err := wrap("k8s-baseline", "k8s", b.baselineProvider)
+	log, err := wrap("k8s-baseline", "k8s", b.BaselineProvider)
 	if err != nil {
 		return err
 	}
-	rc := filepath.Join(b.work, "terraformrc-baseline")
-	if err := os.WriteFile(rc, []byte(testcluster.DevOverrides(filepath.Join(b.work, "wrap", "k8s-baseline"))), 0o600); err != nil {
+	rc := filepath.Join(b.Work, "terraformrc-baseline")
+	if err := os.WriteFile(rc, []byte(testcluster.DevOverrides(filepath.Join(b.Work, "wrap", "k8s-baseline"))), 0o600); err != nil {
 		return err
 	}
 	var ms []*measurement
@@ -564,50 +448,6 @@ func (b *benchRun) addBaseline(wrap func(name, kind, program string) (string, er
 	}
 	b.ms = ms
 	return nil
-}
-
-// cliEnv is the environment of the CLIs the bench runs: the CLI
-// configuration rc (none when "": the caller adds its own) and nothing of
-// the machine's or the environment's: no plugin cache, no logging, no
-// version pin of the test framework.
-func cliEnv(rc, kubeconfig string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "TF_") || name == "KUBECONFIG" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	if rc != "" {
-		env = append(env, "TF_CLI_CONFIG_FILE="+rc)
-	}
-	return append(env, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+kubeconfig)
-}
-
-func writeRC(path, wrapDir string, overrides map[string]string) error {
-	var rc strings.Builder
-	rc.WriteString("provider_installation {\n  dev_overrides {\n")
-	keys := make([]string, 0, len(overrides))
-	for k := range overrides {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&rc, "    %q = %q\n", k, filepath.Join(wrapDir, overrides[k]))
-	}
-	rc.WriteString("  }\n  direct {}\n}\n")
-	return os.WriteFile(path, []byte(rc.String()), 0o600)
-}
-
-func (b *benchRun) dirOf(name string) string { return filepath.Join(b.work, "tf", name) }
-
-func (b *benchRun) config(name, main string) (string, error) {
-	dir := b.dirOf(name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	return dir, os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644)
 }
 
 // k8sConfig is n data sources, the i-th on Service svc-(i mod 100) (or on
@@ -719,13 +559,13 @@ func (b *benchRun) runOnce(ctx context.Context, m *measurement, record bool) (fl
 		}
 	}
 	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + m.dir}, m.args...)...)
-	cmd.Env = b.env
+	cmd.Env = b.Env
 	if m.rc != "" {
-		cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+m.rc)
+		cmd.Env = append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+m.rc)
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	pids := b.cluster.PIDs()
+	pids := b.Cluster.PIDs()
 	serverBefore := processesCPU(pids)
 	start := time.Now()
 	err := cmd.Run()
@@ -886,51 +726,12 @@ func isDiscovery(path string) bool {
 	return false
 }
 
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
+// runPart is `bench -only sync|traffic|image`: one part alone, its report
+// written to -out by benchrun.Run.WritePart.
+func runPart[R any](ctx context.Context, b *benchRun, client kubernetes.Interface, measure func(context.Context, kubernetes.Interface) (R, error), section func(R) string, title, by string) error {
+	r, err := measure(ctx, client)
 	if err != nil {
-		return "unknown"
-	}
-	return strings.Join(strings.Fields(string(data))[:3], " ")
-}
-
-func machine() string {
-	model := ""
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	mem := ""
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kib int64
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if strings.HasPrefix(line, "MemTotal:") {
-				_, _ = fmt.Sscan(strings.TrimPrefix(line, "MemTotal:"), &kib)
-			}
-		}
-		mem = fmt.Sprintf("%.1f GiB", float64(kib)/1048576)
-	}
-	return fmt.Sprintf("%d cores (%s), %s memory", runtime.NumCPU(), model, mem)
-}
-
-// writeReport writes the report to -out (relative to the repository) and
-// prints it.
-func (b *benchRun) writeReport(report string) error {
-	out := b.opts.out
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(b.root, out)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
-		return err
-	}
-	b.say("results (also in %s)", b.opts.out)
-	fmt.Print(report)
-	return nil
+	return b.WritePart(title, by, section(r))
 }

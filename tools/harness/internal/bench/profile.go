@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
@@ -23,7 +24,7 @@ import (
 // profiledRead is one configuration the profiles are of.
 type profiledRead struct {
 	name  string // of the files: bench/cpu-NAME.pprof, heap-NAME.pprof, heap-peak-NAME.pprof
-	dir   string // b.dirOf(dir)
+	dir   string // b.DirOf(dir)
 	title string
 	reads int // data source reads per plan, for per-read figures
 	// measurement is the title of the bench's measurement of the same
@@ -80,13 +81,13 @@ type profiledReadResult struct {
 // the heap's sampling costs time), keeps each merged in bench/ and gives
 // their top functions; then the instruction counts.
 func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
-	rc := filepath.Join(b.work, "terraformrc-profile")
-	if err := writeRC(rc, b.work, map[string]string{"vigie/k8s": "profile"}); err != nil {
+	rc := filepath.Join(b.Work, "terraformrc-profile")
+	if err := benchrun.WriteRC(rc, b.Work, map[string]string{"vigie/k8s": "profile"}); err != nil {
 		return nil, err
 	}
-	res := &profileResults{profilePlans: b.opts.profilePlans}
-	if b.opts.only == "profile" {
-		b.say("%d rounds of the four reads with the release build (wall, CPU, peak RSS)", b.opts.runs)
+	res := &profileResults{profilePlans: b.opts.ProfilePlans}
+	if b.opts.Only == "profile" {
+		b.Say("%d rounds of the four reads with the release build (wall, CPU, peak RSS)", b.opts.Runs)
 		for _, read := range profiledReads() {
 			m := b.findTitle(read.measurement)
 			if m == nil {
@@ -104,7 +105,7 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 				return nil, err
 			}
 		}
-		for range b.opts.runs {
+		for range b.opts.Runs {
 			for _, m := range res.plans {
 				if _, err := b.runOnce(ctx, m, true); err != nil {
 					return nil, err
@@ -113,13 +114,13 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 		}
 	}
 	for _, read := range profiledReads() {
-		if b.opts.profilePlans == 0 {
+		if b.opts.ProfilePlans == 0 {
 			break
 		}
-		b.say("profiles of the provider: %d plans of %s for CPU, %d for the heap", b.opts.profilePlans, read.title, b.opts.profilePlans)
+		b.Say("profiles of the provider: %d plans of %s for CPU, %d for the heap", b.opts.ProfilePlans, read.title, b.opts.ProfilePlans)
 		r := profiledReadResult{read: read}
 		for _, kind := range []string{"cpu", "heap"} {
-			dir := filepath.Join(b.work, "profiles", read.name, kind)
+			dir := filepath.Join(b.Work, "profiles", read.name, kind)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
@@ -127,24 +128,24 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 			if kind == "heap" {
 				env = "K8S_TF_HEAPPROFILE_DIR=" + dir
 			}
-			for range b.opts.profilePlans {
-				cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + b.dirOf(read.dir)}, planArgs()...)...)
-				cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+rc, env)
+			for range b.opts.ProfilePlans {
+				cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + b.DirOf(read.dir)}, planArgs()...)...)
+				cmd.Env = append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+rc, env)
 				if out, err := cmd.CombinedOutput(); err != nil {
 					return nil, fmt.Errorf("profiled plan of %s: %w\n%s", read.title, err, out)
 				}
 			}
 		}
 		var err error
-		cpu, err := b.mergeProfiles(ctx, filepath.Join(b.work, "profiles", read.name, "cpu", "cpu-*.pprof"), "cpu-"+read.name+".pprof")
+		cpu, err := b.mergeProfiles(ctx, filepath.Join(b.Work, "profiles", read.name, "cpu", "cpu-*.pprof"), "cpu-"+read.name+".pprof")
 		if err != nil {
 			return nil, err
 		}
-		heap, err := b.mergeProfiles(ctx, filepath.Join(b.work, "profiles", read.name, "heap", "heap-[0-9]*.pprof"), "heap-"+read.name+".pprof")
+		heap, err := b.mergeProfiles(ctx, filepath.Join(b.Work, "profiles", read.name, "heap", "heap-[0-9]*.pprof"), "heap-"+read.name+".pprof")
 		if err != nil {
 			return nil, err
 		}
-		peak, err := b.mergeProfiles(ctx, filepath.Join(b.work, "profiles", read.name, "heap", "heap-peak-*.pprof"), "heap-peak-"+read.name+".pprof")
+		peak, err := b.mergeProfiles(ctx, filepath.Join(b.Work, "profiles", read.name, "heap", "heap-peak-*.pprof"), "heap-peak-"+read.name+".pprof")
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +166,7 @@ func (b *benchRun) profileReads(ctx context.Context) (*profileResults, error) {
 		}
 		res.reads = append(res.reads, r)
 	}
-	if b.opts.instructionRounds > 0 {
+	if b.opts.InstructionRounds > 0 {
 		var err error
 		if res.instructions, err = b.countInstructions(ctx); err != nil {
 			return nil, err
@@ -193,7 +194,7 @@ func (b *benchRun) mergeProfiles(ctx context.Context, pattern, name string) (str
 	if err != nil {
 		return "", fmt.Errorf("go tool pprof -proto %s: %w", pattern, err)
 	}
-	kept := filepath.Join(b.root, "bench", name)
+	kept := filepath.Join(b.Root, "bench", name)
 	return kept, os.WriteFile(kept, merged, 0o644)
 }
 
@@ -255,23 +256,23 @@ func (b *benchRun) countInstructions(ctx context.Context) (*instructionResults, 
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		return nil, fmt.Errorf("instruction counts need valgrind (apt-get install valgrind): %w", err)
 	}
-	rounds := b.opts.instructionRounds
+	rounds := b.opts.InstructionRounds
 	res := &instructionResults{rounds: rounds, reads: instructionReads()}
-	current := &instructionBuild{name: "current", commit: b.commitOf(ctx), program: filepath.Join(b.work, "unstripped")}
+	current := &instructionBuild{name: "current", commit: b.CommitOf(ctx), program: filepath.Join(b.Work, "unstripped")}
 	res.builds = append(res.builds, current)
-	for _, rev := range b.opts.instructionBaselines {
-		b.say("building the provider at %s unstripped, for its instruction counts", rev)
-		program := filepath.Join(b.work, "bin", "instructions-"+rev, "terraform-provider-k8s")
-		commit, err := b.buildAt(ctx, rev, program, false)
+	for _, rev := range b.opts.InstructionBaselines {
+		b.Say("building the provider at %s unstripped, for its instruction counts", rev)
+		program := filepath.Join(b.Work, "bin", "instructions-"+rev, "terraform-provider-k8s")
+		commit, err := b.BuildAt(ctx, rev, program, false)
 		if err != nil {
 			return nil, err
 		}
 		res.builds = append(res.builds, &instructionBuild{name: rev, commit: commit, program: program, baseline: true})
 	}
 	for i, build := range res.builds {
-		build.wrapDir = filepath.Join(b.work, "callgrind-wrap", strconv.Itoa(i))
-		build.outDir = filepath.Join(b.work, "callgrind-out", strconv.Itoa(i))
-		build.rcPath = filepath.Join(b.work, fmt.Sprintf("terraformrc-callgrind-%d", i))
+		build.wrapDir = filepath.Join(b.Work, "callgrind-wrap", strconv.Itoa(i))
+		build.outDir = filepath.Join(b.Work, "callgrind-out", strconv.Itoa(i))
+		build.rcPath = filepath.Join(b.Work, fmt.Sprintf("terraformrc-callgrind-%d", i))
 		build.counts, build.byFunc, build.procs = map[string][]float64{}, map[string]map[string]float64{}, map[string]int{}
 		if err := os.MkdirAll(build.wrapDir, 0o755); err != nil {
 			return nil, err
@@ -281,14 +282,14 @@ func (b *benchRun) countInstructions(ctx context.Context) (*instructionResults, 
 		if err := os.WriteFile(filepath.Join(build.wrapDir, "terraform-provider-k8s"), []byte(script), 0o755); err != nil {
 			return nil, err
 		}
-		if err := writeRC(build.rcPath, filepath.Dir(build.wrapDir), map[string]string{"vigie/k8s": strconv.Itoa(i)}); err != nil {
+		if err := benchrun.WriteRC(build.rcPath, filepath.Dir(build.wrapDir), map[string]string{"vigie/k8s": strconv.Itoa(i)}); err != nil {
 			return nil, err
 		}
 	}
 	for round := 1; round <= rounds; round++ {
 		for _, read := range res.reads {
 			for _, build := range res.builds {
-				b.say("instructions, round %d of %d: %s, %s build", round, rounds, read.title, build.name)
+				b.Say("instructions, round %d of %d: %s, %s build", round, rounds, read.title, build.name)
 				if err := b.countPlan(ctx, build, read); err != nil {
 					return nil, err
 				}
@@ -305,8 +306,8 @@ func (b *benchRun) countPlan(ctx context.Context, build *instructionBuild, read 
 	if err := os.MkdirAll(build.outDir, 0o755); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + b.dirOf(read.dir)}, planArgs()...)...)
-	cmd.Env = append(slices.Clone(b.env), "TF_CLI_CONFIG_FILE="+build.rcPath)
+	cmd := exec.CommandContext(ctx, "terraform", append([]string{"-chdir=" + b.DirOf(read.dir)}, planArgs()...)...)
+	cmd.Env = append(slices.Clone(b.Env), "TF_CLI_CONFIG_FILE="+build.rcPath)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("plan of %s under callgrind (%s build): %w\n%s", read.title, build.name, err, out)
 	}
@@ -420,41 +421,16 @@ func parseAnnotate(out string) map[string]float64 {
 	return funcs
 }
 
-// commitOf is the current commit, with "+ uncommitted changes" when the
-// tree has some.
-func (b *benchRun) commitOf(ctx context.Context) string {
-	if b.currentCommit != "" {
-		return b.currentCommit
-	}
-	cmd := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD")
-	cmd.Dir = b.root
-	out, err := cmd.Output()
-	if err != nil {
-		return "unknown"
-	}
-	commit := strings.TrimSpace(string(out))
-	cmd = exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no")
-	cmd.Dir = b.root
-	if changes, err := cmd.Output(); err == nil && strings.TrimSpace(string(changes)) != "" {
-		commit += " + uncommitted changes"
-	}
-	return commit
-}
-
 // profileSection is the Markdown of the profiles and the instruction counts.
 func profileSection(res *profileResults) string {
 	if res == nil {
 		return ""
 	}
-	var r strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
-	p("## Where the provider's time and memory go (PROFILE=1)")
-	p("")
+	r := benchrun.NewSection("Where the provider's time and memory go (PROFILE=1)")
+	p := r.Line
 	if len(res.plans) > 0 {
-		p("The four reads with the release build through the rusage wrapper, as in `make bench` (medians of %d rounds, interleaved; CPU and peak RSS of the provider processes of each plan):", len(res.plans[0].wall))
-		p("")
-		p("| command | wall, s | min–max, s | provider CPU, s | peak RSS, MiB | min–max, MiB |")
-		p("|---|---:|---:|---:|---:|---:|")
+		r.Para("The four reads with the release build through the rusage wrapper, as in `make bench` (medians of %d rounds, interleaved; CPU and peak RSS of the provider processes of each plan):", len(res.plans[0].wall))
+		r.Table("| command | wall, s | min–max, s | provider CPU, s | peak RSS, MiB | min–max, MiB |", "|---|---:|---:|---:|---:|---:|")
 		for _, m := range res.plans {
 			p("| %s | %.3f | %s | %.3f | %.1f | %s |", m.title, stats.Median(m.wall), stats.MinMax(m.wall, "%.3f"), stats.Median(m.cpu), stats.Median(m.rss), stats.MinMax(m.rss, "%.1f"))
 		}
@@ -463,11 +439,9 @@ func profileSection(res *profileResults) string {
 	if len(res.reads) == 0 {
 		return r.String() + instructionSection(res.instructions)
 	}
-	p("pprof profiles of the provider process (tools/harness/profiledprovider: the provider as the release serves it, profiling itself), %d plans of each read for CPU and %d others for the heap (sampled one byte in 4 KiB), every provider process of those plans merged (schema, validation and reads). Kept in bench/ (git-ignored): `go tool pprof -http=: bench/cpu-NAME.pprof`; `heap-NAME.pprof` with `-sample_index=alloc_space` is every allocation, `heap-peak-NAME.pprof` with `-sample_index=inuse_space` the live heap of each process at its largest, summed over the processes. Totals are over the %d plans. The heap's tables leave out the profiler's own allocations (writing the profiles), which the files keep.", res.profilePlans, res.profilePlans, res.profilePlans)
-	p("")
+	r.Para("pprof profiles of the provider process (tools/harness/profiledprovider: the provider as the release serves it, profiling itself), %d plans of each read for CPU and %d others for the heap (sampled one byte in 4 KiB), every provider process of those plans merged (schema, validation and reads). Kept in bench/ (git-ignored): `go tool pprof -http=: bench/cpu-NAME.pprof`; `heap-NAME.pprof` with `-sample_index=alloc_space` is every allocation, `heap-peak-NAME.pprof` with `-sample_index=inuse_space` the live heap of each process at its largest, summed over the processes. Totals are over the %d plans. The heap's tables leave out the profiler's own allocations (writing the profiles), which the files keep.", res.profilePlans, res.profilePlans, res.profilePlans)
 	for _, rr := range res.reads {
-		p("### %s (`%s`)", capitalise(rr.read.title), rr.read.name)
-		p("")
+		r.Para("### %s (`%s`)", capitalise(rr.read.title), rr.read.name)
 		for _, t := range []struct{ title, text string }{
 			{"CPU, by own time", rr.cpuFlat},
 			{"CPU, by cumulative time", rr.cpuCum},
@@ -475,8 +449,7 @@ func profileSection(res *profileResults) string {
 			{"Allocated bytes, cumulative", rr.allocCum},
 			{"In-use bytes at the largest live heap", rr.peak},
 		} {
-			p("%s:", t.title)
-			p("")
+			r.Para("%s:", t.title)
 			p("```")
 			r.WriteString(t.text)
 			p("```")
@@ -502,10 +475,8 @@ func instructionSection(res *instructionResults) string {
 	if res == nil {
 		return ""
 	}
-	var r strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&r, format+"\n", args...) }
-	p("## Provider instructions per read, under callgrind (PROFILE=1)")
-	p("")
+	r := benchrun.NewSection("Provider instructions per read, under callgrind (PROFILE=1)")
+	p := r.Line
 	var names []string
 	for _, build := range res.builds {
 		names = append(names, fmt.Sprintf("%s (`%s`)", build.name, build.commit))
@@ -513,8 +484,7 @@ func instructionSection(res *instructionResults) string {
 	p("Instructions that valgrind's callgrind executed in every provider process of one plan (user space, all threads), summed; builds %s, each unstripped (the release's machine code; callgrind needs the symbols to name functions), with GODEBUG=asyncpreemptoff=1 (callgrind stops on Go's preemption signals otherwise). %d rounds, the builds in turn within each round; the median of the rounds, and per round the lowest and highest ratio. Instruction counts do not grow with the load of the machine as CPU seconds do; they do not see cache misses or stalls. Target: no worse than 5 %% (ratio ≤ 1.05×).",
 		strings.Join(names, ", "), res.rounds)
 	p("")
-	p("| read | build | instructions per plan (median) | per read | processes | current / this | per round, min–max | verdict (≤ 1.05×) |")
-	p("|---|---|---:|---:|---:|---:|---:|---|")
+	r.Table("| read | build | instructions per plan (median) | per read | processes | current / this | per round, min–max | verdict (≤ 1.05×) |", "|---|---|---:|---:|---:|---:|---:|---|")
 	current := res.builds[0]
 	for _, read := range res.reads {
 		for _, build := range res.builds {
@@ -547,8 +517,7 @@ func instructionSection(res *instructionResults) string {
 	p("")
 	for _, build := range res.builds[1:] {
 		for _, read := range res.reads {
-			p("Functions whose own instructions changed most, current over %s, %s (per plan: the sums of the %d rounds over %d):", build.name, read.title, res.rounds, res.rounds)
-			p("")
+			r.Para("Functions whose own instructions changed most, current over %s, %s (per plan: the sums of the %d rounds over %d):", build.name, read.title, res.rounds, res.rounds)
 			p("| function | current | %s | change |", build.name)
 			p("|---|---:|---:|---:|")
 			for _, d := range funcDiffs(current.byFunc[read.name], build.byFunc[read.name], 12) {
