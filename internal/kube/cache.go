@@ -16,6 +16,7 @@ import (
 	"sync"
 	"unique"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -147,40 +148,55 @@ func scopeNamespaces(namespaces []string) []string {
 // as the companion's informers would see it once listed.
 func (c *Client) Snapshot(ctx context.Context, scope CacheScope) (*Cache, error) {
 	k := newCacheOf(scope, c)
-	var objects []any
+	// The LISTs go out together: check's wall time is theirs, one after
+	// the other, otherwise.
+	var lists []func(context.Context) ([]any, error)
 	for _, ns := range k.namespaces() {
-		services, err := c.ListServices(ctx, ns, "")
-		if err != nil {
-			return nil, err
-		}
-		objects = append(objects, pointers(services.Items)...)
-		slices, err := c.ListServiceEndpointSlices(ctx, ns)
-		if err != nil {
-			return nil, err
-		}
-		objects = append(objects, pointers(slices.Items)...)
+		lists = append(lists,
+			func(ctx context.Context) ([]any, error) {
+				services, err := c.ListServices(ctx, ns, "")
+				return pointers(services.Items), err
+			},
+			func(ctx context.Context) ([]any, error) {
+				list, err := c.ListServiceEndpointSlices(ctx, ns)
+				return pointers(list.Items), err
+			})
 	}
 	for _, ns := range k.podNamespaces() {
-		pods, err := c.ListPods(ctx, ns, "")
-		if err != nil {
-			return nil, err
-		}
-		objects = append(objects, pointers(pods.Items)...)
+		lists = append(lists, func(ctx context.Context) ([]any, error) {
+			pods, err := c.ListPods(ctx, ns, "")
+			return pointers(pods.Items), err
+		})
 	}
 	if scope.Nodes {
-		nodes, err := c.ListNodes(ctx, "")
-		if err != nil {
-			return nil, err
-		}
-		objects = append(objects, pointers(nodes.Items)...)
+		lists = append(lists, func(ctx context.Context) ([]any, error) {
+			nodes, err := c.ListNodes(ctx, "")
+			return pointers(nodes.Items), err
+		})
 	}
-	snapshot, err := cacheOf(scope, keepForRead, objects)
+	found := make([][]any, len(lists))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(snapshotLists)
+	for i, list := range lists {
+		g.Go(func() error {
+			var err error
+			found[i], err = list(gctx)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	snapshot, err := cacheOf(scope, keepForRead, slices.Concat(found...))
 	if err != nil {
 		return nil, err
 	}
 	snapshot.client = c
 	return snapshot, nil
 }
+
+// snapshotLists is how many of a snapshot's LISTs go out at once.
+const snapshotLists = 4
 
 // CacheOf is a Cache of objects (pointers to Services, EndpointSlices,
 // Pods and Nodes) as the informers of scope would keep them once listed,
