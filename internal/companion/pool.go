@@ -270,10 +270,7 @@ func (p *fleetPool) update(ctx context.Context, src pools.Reader, now time.Time,
 func (p *fleetPool) recompute(ctx context.Context, src pools.Reader, now time.Time) (int, string) {
 	p.of, p.changed, p.short, p.pools = map[string]fleetService{}, map[string]poolChange{}, map[string]bool{}, 0
 	p.skipped = map[string]endpoints.SkippedService{}
-	for _, name := range p.state.StateNames() {
-		// Each pool of state is gone until a Service gives it.
-		p.set(name, nil)
-	}
+	computed := 0
 	if p.request.ReadsPods() {
 		res, err := p.request.Read(ctx, src, pools.FleetReadOptions{Now: func() time.Time { return now }})
 		if err != nil {
@@ -284,15 +281,23 @@ func (p *fleetPool) recompute(ctx context.Context, src pools.Reader, now time.Ti
 			return 0, unreadableText(err)
 		}
 		p.setResult("", res)
-		return len(res.Pools) + len(res.Skipped), ""
+		computed = len(res.Pools) + len(res.Skipped)
+	} else {
+		err := p.request.ReadEach(ctx, src, now, func(svc types.NamespacedName, res endpoints.FleetResult) {
+			computed += len(res.Pools) + len(res.Skipped)
+			p.setResult(svc.String(), res)
+		})
+		if err != nil {
+			return computed, unreadableText(err)
+		}
 	}
-	computed := 0
-	err := p.request.ReadEach(ctx, src, now, func(svc types.NamespacedName, res endpoints.FleetResult) {
-		computed += len(res.Pools) + len(res.Skipped)
-		p.setResult(svc.String(), res)
-	})
-	if err != nil {
-		return computed, unreadableText(err)
+	// A pool of state that no Service gave is gone. (Marking every pool
+	// of state gone first, as a whole read once did, held a change for
+	// each, and left the map of changes the size of the fleet.)
+	for _, name := range p.state.StateNames() {
+		if _, ok := p.of[name]; !ok {
+			p.set(name, nil)
+		}
 	}
 	return computed, ""
 }

@@ -142,6 +142,41 @@ func TestAChangeOfOneServiceOfAFleetRecomputesThatServiceAlone(t *testing.T) {
 	}
 }
 
+// A pool of state whose Service is gone from the cluster, or now skipped,
+// is a change that removes its members, at the fleet's first evaluation as
+// after it; the pools that a Service gives are not.
+func TestAPoolOfStateThatNoServiceGivesIsGone(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(2e9, 0)
+	objects := fleetObjects(3)
+	member := func(address string) string {
+		return fmt.Sprintf(`{"address": %q, "port": 8080, "ready": true}`, address)
+	}
+	state := `{"namespaces": ["shop"], "label_selector": "lb=x", "port_name": "http", "min_ready": 0, "services": {
+	  "shop/gone": {"namespace": "shop", "name": "gone", "endpoints": [` + member("10.9.0.1") + `]},
+	  "shop/svc-003": {"namespace": "shop", "name": "svc-003", "endpoints": [` + member("10.9.0.2") + `]}}, "skipped": []}`
+	pool, err := provider.DecodeStatePool(ctx, provider.ServicesType, []byte(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := watch(pool).(*fleetPool)
+	if !ok {
+		t.Fatal("a k8s_services is not watched as a fleet")
+	}
+	e := p.evaluate(ctx, cacheOfObjects(t, objects), now, everything)
+	removed := map[string][]string{}
+	for _, ch := range e.changes {
+		if len(ch.After) == 0 && ch.Name != "skipped" {
+			removed[ch.Name] = ch.Removed
+		}
+	}
+	want := map[string][]string{"shop/gone": {"10.9.0.1:8080"}, "shop/svc-003": {"10.9.0.2:8080"}}
+	if e.unreadable != "" || !reflect.DeepEqual(removed, want) || len(e.changes) != 3+2+1 {
+		t.Errorf("%d changes (%q), pools emptied %v; want svc-000 to svc-002 new, gone and svc-003 (skipped: no port http) emptied, and the skipped list",
+			len(e.changes), e.unreadable, removed)
+	}
+}
+
 // The guards of a fleet hold over every Service: one Service that falls
 // short of min_ready, recomputed alone, makes the fleet unreadable, and
 // the fleet is readable again once it is back.
