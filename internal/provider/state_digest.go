@@ -2,11 +2,13 @@ package provider
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 
@@ -206,4 +208,46 @@ func membersOfState(list any) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// packMembers packs members ("address:port") into one string: an IPv4
+// address with its port as 4 then 6 bytes, anything else as 0, its length
+// (uvarint) and its text. unpackMembers gives them back.
+func packMembers(members []string) string {
+	var b []byte
+	for _, m := range members {
+		host, portText, splitErr := net.SplitHostPort(m)
+		port, portErr := strconv.ParseUint(portText, 10, 16)
+		if ip, ipErr := netip.ParseAddr(host); splitErr == nil && portErr == nil && ipErr == nil && ip.Is4() && ip.String() == host {
+			a := ip.As4()
+			b = append(b, 4, a[0], a[1], a[2], a[3], byte(port>>8), byte(port))
+			continue
+		}
+		b = append(b, 0)
+		b = binary.AppendUvarint(b, uint64(len(m)))
+		b = append(b, m...)
+	}
+	return string(b)
+}
+
+// unpackMembers are the members packMembers packed; nil for none.
+func unpackMembers(packed string) []string {
+	var out []string
+	for len(packed) > 0 {
+		if packed[0] == 4 && len(packed) >= 7 {
+			ip := netip.AddrFrom4([4]byte{packed[1], packed[2], packed[3], packed[4]})
+			port := uint16(packed[5])<<8 | uint16(packed[6])
+			out = append(out, net.JoinHostPort(ip.String(), strconv.Itoa(int(port))))
+			packed = packed[7:]
+			continue
+		}
+		n, size := binary.Uvarint([]byte(packed[1:min(len(packed), 11)]))
+		start := 1 + size
+		if size <= 0 || uint64(len(packed)-start) < n {
+			return out
+		}
+		out = append(out, packed[start:start+int(n)])
+		packed = packed[start+int(n):]
+	}
+	return out
 }

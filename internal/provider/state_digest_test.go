@@ -34,7 +34,7 @@ func tftypesDigest(t *testing.T, raw string, typ tftypes.Type) PoolDigest {
 	if _, isObject := typ.(tftypes.Object); isObject {
 		list = attributeValue(v, "endpoints")
 	}
-	return PoolDigest{Sum: sha256.Sum256(encoded.MsgPack), members: strings.Join(members(list), "\n")}
+	return PoolDigest{Sum: sha256.Sum256(encoded.MsgPack), members: packMembers(members(list))}
 }
 
 func stateTypes(t *testing.T) (endpoints, service tftypes.Type) {
@@ -149,4 +149,24 @@ func members(list tftypes.Value) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// Members packed are the members unpacked: IPv4 ones in 7 bytes, the
+// others (IPv6 in brackets, anything that is not an address and a port) as
+// their text; none is nil.
+func TestMembersPackedAreTheMembersUnpacked(t *testing.T) {
+	for _, members := range [][]string{
+		nil,
+		{"10.0.0.1:8080"},
+		{"0.0.0.0:0", "10.0.0.1:80", "255.255.255.255:65535", "[fd00::1]:443", "[::ffff:10.0.0.1]:80"},
+		{"not an address", "10.0.0.1:99999", "host:80", "10.0.0.1:http", strings.Repeat("x", 300)},
+	} {
+		packed := packMembers(members)
+		if got := unpackMembers(packed); !slices.Equal(got, members) {
+			t.Errorf("%q: unpacked %q", members, got)
+		}
+	}
+	if n := len(packMembers([]string{"10.20.30.40:8080", "10.20.30.41:8080"})); n != 14 {
+		t.Errorf("two IPv4 members packed in %d bytes, want 14", n)
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -58,8 +57,9 @@ type StatePool struct {
 }
 
 // PoolDigest is what a comparison needs of one pool: the SHA-256 of its
-// state encoding, and its members ("address:port", sorted), kept as one
-// string: a fleet of many Services holds one per Service.
+// state encoding, and its members ("address:port", sorted), kept packed in
+// one string (an IPv4 member in 7 bytes rather than its 14 to 21
+// characters): a fleet of many Services holds one per Service.
 type PoolDigest struct {
 	Sum     [sha256.Size]byte
 	members string
@@ -67,10 +67,7 @@ type PoolDigest struct {
 
 // Members are the pool's members, "address:port", sorted.
 func (d PoolDigest) Members() []string {
-	if d.members == "" {
-		return nil
-	}
-	return strings.Split(d.members, "\n")
+	return unpackMembers(d.members)
 }
 
 // The attributes that hold what a read found, large for a big pool or
@@ -282,7 +279,7 @@ func digestOfJSON(raw json.RawMessage, typ tftypes.Type) (PoolDigest, error) {
 		object, _ := v.(map[string]any)
 		list = object["endpoints"]
 	}
-	return PoolDigest{Sum: sha256.Sum256(w.b), members: strings.Join(membersOfState(list), "\n")}, nil
+	return PoolDigest{Sum: sha256.Sum256(w.b), members: packMembers(membersOfState(list))}, nil
 }
 
 // State is the digest of the pool name of state ("" for a
