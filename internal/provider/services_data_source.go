@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 
-	"github.com/hashicorp/terraform-plugin-framework-timeouts/datasource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/datasourcevalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
@@ -12,7 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -20,38 +18,26 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
-var (
-	_ datasource.DataSourceWithConfigure        = (*servicesDataSource)(nil)
-	_ datasource.DataSourceWithConfigValidators = (*servicesDataSource)(nil)
-)
-
-type servicesDataSource struct {
-	client *kube.Client
+// servicesKind is k8s_services.
+var servicesKind = &dataSourceKind[servicesModel, servicesState]{
+	typeName: "_services",
+	description: "Every Service of a namespace, of several, or of the cluster, that a label selector " +
+		"picks, with its pool, in ONE read: one LIST of Services and one LIST of EndpointSlices per namespace " +
+		"(one each with `all_namespaces`), whether it covers one Service or thousands. The result is a map " +
+		"for `for_each`, one pool per Service.",
+	readTimeout: "How long the read may wait for `min_ready` and `min_services`, as a duration " +
+		"such as `\"5m\"`. Without it the read does not wait.",
+	attributes: servicesAttributes,
+	read:       readServices,
+	validators: func() []datasource.ConfigValidator {
+		return []datasource.ConfigValidator{
+			datasourcevalidator.Conflicting(path.MatchRoot("namespace"), path.MatchRoot("namespaces"), path.MatchRoot("all_namespaces")),
+			nodeArgumentsNeedNodes{},
+		}
+	},
 }
 
-func newServicesDataSource() datasource.DataSource {
-	return &servicesDataSource{}
-}
-
-func (d *servicesDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_services"
-}
-
-func (d *servicesDataSource) Schema(ctx context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	resp.Schema = schema.Schema{
-		MarkdownDescription: "Every Service of a namespace, of several, or of the cluster, that a label selector " +
-			"picks, with its pool, in ONE read: one LIST of Services and one LIST of EndpointSlices per namespace " +
-			"(one each with `all_namespaces`), whether it covers one Service or thousands. The result is a map " +
-			"for `for_each`, one pool per Service.",
-		Blocks: map[string]schema.Block{
-			"timeouts": timeouts.BlockWithOpts(ctx, timeouts.Opts{
-				ReadDescription: "How long the read may wait for `min_ready` and `min_services`, as a duration " +
-					"such as `\"5m\"`. Without it the read does not wait.",
-			}),
-		},
-		Attributes: servicesAttributes.schema(),
-	}
-}
+func newServicesDataSource() datasource.DataSource { return servicesKind.new() }
 
 // servicesState is what a read of k8s_services writes: its arguments, with
 // the defaults it used, the namespaces it read and what it found.
@@ -137,27 +123,6 @@ var servicesAttributes = newObject([]attribute[servicesState]{
 		NestedObject: schema.NestedAttributeObject{Attributes: skippedObject.schema()},
 	}, write: func(w stateWriter, s *servicesState) { writeList(w, skippedObject, s.res.Skipped) }},
 }).with(poolArguments(func(s *servicesState) *poolArgumentsModel { return &s.poolArgumentsModel }))
-
-func (d *servicesDataSource) ConfigValidators(context.Context) []datasource.ConfigValidator {
-	return []datasource.ConfigValidator{
-		datasourcevalidator.Conflicting(path.MatchRoot("namespace"), path.MatchRoot("namespaces"), path.MatchRoot("all_namespaces")),
-		nodeArgumentsNeedNodes{},
-	}
-}
-
-func (d *servicesDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.client = configuredClient(req.ProviderData, &resp.Diagnostics)
-}
-
-func (d *servicesDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	readForFramework(ctx, d, req, resp)
-}
-
-// readState is the read, its state encoded (stateReader): through the one
-// read of every data source, with this one's attributes and reader.
-func (d *servicesDataSource) readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics) {
-	return readState(ctx, config, d.client, servicesAttributes, readServices)
-}
 
 // readServices reads the fleet that the arguments ask for.
 func readServices(ctx context.Context, client *kube.Client, m servicesModel) (servicesState, diag.Diagnostics) {
