@@ -123,6 +123,24 @@ func readForFramework(ctx context.Context, ds stateReader, req datasource.ReadRe
 	resp.State.Raw = v
 }
 
+// readWaiting is the read of a data source that may wait for its guards:
+// nothing when making the request failed (diags says why), else read, with
+// ctx bounded by wait (withWait). What it reads is for the state only when
+// diags has no error (readState drops it otherwise).
+func readWaiting[R, Res any](ctx context.Context, client *kube.Client, request R, wait time.Duration, diags diag.Diagnostics,
+	read func(context.Context, *kube.Client, R) (Res, diag.Diagnostics),
+) (Res, diag.Diagnostics) {
+	var res Res
+	if diags.HasError() {
+		return res, diags
+	}
+	ctx, cancel := withWait(ctx, wait)
+	defer cancel()
+	res, d := read(ctx, client, request)
+	diags.Append(d...)
+	return res, diags
+}
+
 // withWait bounds ctx by the read timeout of a guard; 0 means no wait, and
 // ctx as it is.
 func withWait(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -56,18 +55,15 @@ var readyEndpointsAttributes = newObject([]attribute[readyEndpointsState]{
 		MarkdownDescription: "Namespace of the Service. Defaults to `default`.",
 		Validators:          []validator.String{dns1123Label()},
 	}, write: func(w stateWriter, s *readyEndpointsState) { w.str(s.Namespace.ValueString()) }},
-	{name: "min_ready", schema: schema.Int64Attribute{
-		Optional: true,
-		Computed: true,
-		MarkdownDescription: "The fewest ready endpoints the result may have: endpoints whose `ready` is true, " +
+	{name: "min_ready", schema: guardAttribute(
+		"The fewest ready endpoints the result may have: endpoints whose `ready` is true, " +
 			"after every filter. Draining endpoints (`terminating = true`, given by `terminating_endpoints`) take " +
 			"no new connections and are not counted. With fewer, the read fails with an error " +
 			"that says how many were found, so that an apply stops before it empties or shrinks a pool. With a " +
 			"`timeouts { read = ... }` block, the read first waits up to that long for enough endpoints, by " +
 			"watching the Service's EndpointSlices (this needs `watch` on `endpointslices`). `0`, the default, " +
 			"means no guard.",
-		Validators: []validator.Int64{int64validator.AtLeast(0)},
-	}, write: func(w stateWriter, s *readyEndpointsState) { w.int(s.MinReady.ValueInt64()) }},
+	), write: func(w stateWriter, s *readyEndpointsState) { w.int(s.MinReady.ValueInt64()) }},
 	{name: "last_change_trigger_time", schema: schema.StringAttribute{
 		Computed: true,
 		MarkdownDescription: "The latest `endpoints.kubernetes.io/last-change-trigger-time` among the Service's " +
@@ -82,18 +78,11 @@ var readyEndpointsAttributes = newObject([]attribute[readyEndpointsState]{
 func readReadyEndpoints(ctx context.Context, client *kube.Client, m readyEndpointsModel) (readyEndpointsState, diag.Diagnostics) {
 	m = m.withDefaults()
 	request, diags := m.request(ctx)
-	if diags.HasError() {
-		return readyEndpointsState{}, diags
+	res, diags := readWaiting(ctx, client, request, request.wait, diags, readPool)
+	if !diags.HasError() {
+		tflog.Debug(ctx, "read ready endpoints", map[string]any{
+			"namespace": request.Namespace, "service": request.Service, "endpoints": len(res.Endpoints),
+		})
 	}
-	ctx, cancel := withWait(ctx, request.wait)
-	defer cancel()
-	res, d := readPool(ctx, client, request)
-	diags.Append(d...)
-	if diags.HasError() {
-		return readyEndpointsState{}, diags
-	}
-	tflog.Debug(ctx, "read ready endpoints", map[string]any{
-		"namespace": request.Namespace, "service": request.Service, "endpoints": len(res.Endpoints),
-	})
 	return readyEndpointsState{readyEndpointsModel: m, res: res}, diags
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/datasourcevalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -90,24 +89,18 @@ var servicesAttributes = newObject([]attribute[servicesState]{
 			"DNS-1123 label, as Service names are, else `terraform validate` fails naming it.",
 		Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(dns1123Label())},
 	}},
-	{name: "min_ready", schema: schema.Int64Attribute{
-		Optional: true,
-		Computed: true,
-		MarkdownDescription: "The fewest ready endpoints (`ready` true; draining ones are not counted) each " +
+	{name: "min_ready", schema: guardAttribute(
+		"The fewest ready endpoints (`ready` true; draining ones are not counted) each " +
 			"Service's pool may have. With fewer in any of them, the read " +
 			"fails with an error that names every Service short of it, so that an apply stops before it empties " +
 			"or shrinks a pool. With a `timeouts { read = ... }` block, the read first waits up to that long, by " +
 			"watching the EndpointSlices (this needs `watch` on `endpointslices`). `0`, the default, means no guard.",
-		Validators: []validator.Int64{int64validator.AtLeast(0)},
-	}, write: func(w stateWriter, s *servicesState) { w.int(s.MinReady.ValueInt64()) }},
-	{name: "min_services", schema: schema.Int64Attribute{
-		Optional: true,
-		Computed: true,
-		MarkdownDescription: "The fewest Services `services` may hold. With fewer, the read fails, so that a " +
+	), write: func(w stateWriter, s *servicesState) { w.int(s.MinReady.ValueInt64()) }},
+	{name: "min_services", schema: guardAttribute(
+		"The fewest Services `services` may hold. With fewer, the read fails, so that a " +
 			"selector typo or a missing namespace does not empty every pool. Waits like `min_ready` under " +
 			"`timeouts`. `0`, the default, means no guard.",
-		Validators: []validator.Int64{int64validator.AtLeast(0)},
-	}, write: func(w stateWriter, s *servicesState) { w.int(s.MinServices.ValueInt64()) }},
+	), write: func(w stateWriter, s *servicesState) { w.int(s.MinServices.ValueInt64()) }},
 	{name: "services", schema: schema.MapNestedAttribute{
 		Computed: true,
 		MarkdownDescription: "The selected Services, keyed `\"<namespace>/<name>\"`, each with the facts of the " +
@@ -128,16 +121,9 @@ var servicesAttributes = newObject([]attribute[servicesState]{
 func readServices(ctx context.Context, client *kube.Client, m servicesModel) (servicesState, diag.Diagnostics) {
 	m = m.withDefaults()
 	request, diags := m.request(ctx)
-	if diags.HasError() {
-		return servicesState{}, diags
+	res, diags := readWaiting(ctx, client, request, request.wait, diags, readFleet)
+	if !diags.HasError() {
+		tflog.Debug(ctx, "read services", map[string]any{"services": len(res.Pools), "skipped": len(res.Skipped)})
 	}
-	ctx, cancel := withWait(ctx, request.wait)
-	defer cancel()
-	res, d := readFleet(ctx, client, request)
-	diags.Append(d...)
-	if diags.HasError() {
-		return servicesState{}, diags
-	}
-	tflog.Debug(ctx, "read services", map[string]any{"services": len(res.Pools), "skipped": len(res.Skipped)})
 	return servicesState{servicesModel: m, namespaces: request.Namespaces, res: res}, diags
 }
