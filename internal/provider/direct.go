@@ -202,10 +202,7 @@ func baseType(t attr.Type) bool {
 }
 
 func (s *directReads) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDataSourceRequest) (*tfprotov6.ReadDataSourceResponse, error) {
-	if resp, ok := s.readDirectly(ctx, req); ok {
-		return resp, nil
-	}
-	return s.ProviderServer.ReadDataSource(ctx, req)
+	return directOr(ctx, req, s.readDirectly, s.ProviderServer.ReadDataSource)
 }
 
 // readDirectly serves a read as the framework's ReadDataSource would, less
@@ -265,10 +262,16 @@ func configure(ctx context.Context, ds datasource.DataSource, providerData any) 
 }
 
 func (s *directReads) ValidateDataResourceConfig(ctx context.Context, req *tfprotov6.ValidateDataResourceConfigRequest) (*tfprotov6.ValidateDataResourceConfigResponse, error) {
-	if resp, ok := s.validateDirectly(ctx, req); ok {
+	return directOr(ctx, req, s.validateDirectly, s.ProviderServer.ValidateDataResourceConfig)
+}
+
+// directOr serves a call on the direct path when direct takes it, else on
+// the framework's server.
+func directOr[Req, Resp any](ctx context.Context, req Req, direct func(context.Context, Req) (Resp, bool), framework func(context.Context, Req) (Resp, error)) (Resp, error) {
+	if resp, ok := direct(ctx, req); ok {
 		return resp, nil
 	}
-	return s.ProviderServer.ValidateDataResourceConfig(ctx, req)
+	return framework(ctx, req)
 }
 
 // validateDirectly validates the configuration of a data source as the
