@@ -242,10 +242,7 @@ func podHealthCheck(pod *corev1.Pod, port int32) *HealthCheck {
 	h := c.ReadinessProbe.ProbeHandler
 	switch {
 	case h.HTTPGet != nil:
-		if h.HTTPGet.Host != "" {
-			return nil
-		}
-		n, ok := containerPort(c, h.HTTPGet.Port)
+		n, ok := probePort(c, h.HTTPGet.Host, h.HTTPGet.Port)
 		if !ok {
 			return nil
 		}
@@ -256,10 +253,7 @@ func podHealthCheck(pod *corev1.Pod, port int32) *HealthCheck {
 		// The kubelet asks for "/" when the path is empty.
 		return &HealthCheck{Type: typ, Port: n, Path: cmp.Or(h.HTTPGet.Path, "/"), Source: HealthSourceReadinessProbe}
 	case h.TCPSocket != nil:
-		if h.TCPSocket.Host != "" {
-			return nil
-		}
-		n, ok := containerPort(c, h.TCPSocket.Port)
+		n, ok := probePort(c, h.TCPSocket.Host, h.TCPSocket.Port)
 		if !ok {
 			return nil
 		}
@@ -294,6 +288,15 @@ func servingContainer(containers []corev1.Container, port int32) *corev1.Contain
 		return probed
 	}
 	return nil
+}
+
+// probePort is the port of a probe that checks the pod itself (no host of
+// its own) on a port of the container (containerPort).
+func probePort(c *corev1.Container, host string, port intstr.IntOrString) (int32, bool) {
+	if host != "" {
+		return 0, false
+	}
+	return containerPort(c, port)
 }
 
 // containerPort resolves a probe's port, a number or the name of one of the

@@ -191,7 +191,7 @@ func (c *testCluster) createService(t *testing.T, svc *corev1.Service) {
 func (c *testCluster) webWithOneReadyPod(t *testing.T, ns, ip string) {
 	t.Helper()
 	c.createService(t, webServiceSpec(ns, httpPort))
-	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{ip}, ready: true})
+	c.runPods(t, ns, webPod("web-1", true, ip))
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
 }
 
@@ -232,6 +232,30 @@ func (c *testCluster) runPod(t *testing.T, namespace string, p podSpec) {
 	}
 }
 
+// webNamespace is a new namespace with svc in it and pods run there.
+func (c *testCluster) webNamespace(t *testing.T, svc *corev1.Service, pods ...podSpec) string {
+	t.Helper()
+	ns := c.namespace(t)
+	svc.Namespace = ns
+	c.createService(t, svc)
+	c.runPods(t, ns, pods...)
+	return ns
+}
+
+// webPod is a pod of the web Service (webLabels), ready or not, with its
+// addresses.
+func webPod(name string, ready bool, ips ...string) podSpec {
+	return podSpec{name: name, labels: webLabels, ips: ips, ready: ready}
+}
+
+// runPods runs each pod in namespace, in this order.
+func (c *testCluster) runPods(t *testing.T, namespace string, pods ...podSpec) {
+	t.Helper()
+	for _, p := range pods {
+		c.runPod(t, namespace, p)
+	}
+}
+
 // deletePod deletes a pod with a grace period, which leaves it terminating
 // (no kubelet confirms it), or at once with grace 0.
 func (c *testCluster) deletePod(t *testing.T, namespace, name string, grace int64) {
@@ -241,12 +265,15 @@ func (c *testCluster) deletePod(t *testing.T, namespace, name string, grace int6
 	}
 }
 
-// waitForSlices waits until the EndpointSlices of Service "web" satisfy done,
-// which says what it is still waiting for, or "" when satisfied.
-func (c *testCluster) waitForSlices(t *testing.T, namespace string, done func([]discoveryv1.EndpointSlice) string) {
+// waitForSlices waits until the EndpointSlices of Service "web" satisfy
+// each done in turn, which says what it is still waiting for, or "" when
+// satisfied.
+func (c *testCluster) waitForSlices(t *testing.T, namespace string, done ...func([]discoveryv1.EndpointSlice) string) {
 	t.Helper()
-	if err := testcluster.WaitForSlices(c.ctx(t), c.client, namespace, "web", 90*time.Second, done); err != nil {
-		t.Fatal(err)
+	for _, done := range done {
+		if err := testcluster.WaitForSlices(c.ctx(t), c.client, namespace, "web", 90*time.Second, done); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
@@ -354,6 +355,18 @@ func standInTest(t *testing.T, api *standInAPIServer, config string, checks ...s
 		Config:            api.config(t, config),
 		ConfigStateChecks: checks,
 	})
+}
+
+// endpointsStep is a step that reads config and expects the endpoints of
+// k8s_ready_endpoints.web to be exactly those given.
+func endpointsStep(config string, endpoints ...knownvalue.Check) resource.TestStep {
+	return resource.TestStep{Config: config, ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(endpoints...)}}
+}
+
+// webRead is the configuration of k8s_ready_endpoints.web: the Service web
+// and the arguments given, one a line.
+func webRead(args ...string) string {
+	return "\ndata \"k8s_ready_endpoints\" \"web\" {\n  service = \"web\"\n  " + strings.Join(args, "\n  ") + "\n}"
 }
 
 // refusedConfig is a case of a configuration the provider refuses: the

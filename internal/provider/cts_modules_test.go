@@ -141,12 +141,9 @@ func TestCTSServicesFeedsTheModuleShapesOfF5A10PANOSAndFortiOS(t *testing.T) {
 // NodePort Service.
 func TestAccCTSServicesFeedsTheModuleShapesOfF5A10PANOSAndFortiOS(t *testing.T) {
 	c := accCluster(t)
-	ns := c.namespace(t)
-	c.createService(t, dualStackWebServiceSpec(ns, corev1.IPv4Protocol, corev1.IPv6Protocol))
-	c.runPod(t, ns, podSpec{name: "web-a", labels: webLabels, ips: []string{"10.244.9.2", "fd00:10:244:9::2"}, ready: true})
-	c.runPod(t, ns, podSpec{name: "web-b", labels: webLabels, ips: []string{"10.244.9.3", "fd00:10:244:9::3"}, ready: true})
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv6, 2, 2))
+	ns := c.webNamespace(t, dualStackWebServiceSpec("", corev1.IPv4Protocol, corev1.IPv6Protocol),
+		webPod("web-a", true, "10.244.9.2", "fd00:10:244:9::2"), webPod("web-b", true, "10.244.9.3", "fd00:10:244:9::3"))
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2), endpointCount(discoveryv1.AddressTypeIPv6, 2, 2))
 	r := c.nodeRun()
 	r.node(t, nodeSpec{suffix: "a", zone: "tf-acc-z1", internalIP: "172.31.9.1"})
 	r.node(t, nodeSpec{suffix: "b", zone: "tf-acc-z2", internalIP: "172.31.9.2"})

@@ -202,10 +202,7 @@ func baseType(t attr.Type) bool {
 }
 
 func (s *directReads) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDataSourceRequest) (*tfprotov6.ReadDataSourceResponse, error) {
-	if resp, ok := s.readDirectly(ctx, req); ok {
-		return resp, nil
-	}
-	return s.ProviderServer.ReadDataSource(ctx, req)
+	return directOr(ctx, req, s.readDirectly, s.ProviderServer.ReadDataSource)
 }
 
 // readDirectly serves a read as the framework's ReadDataSource would, less
@@ -214,23 +211,16 @@ func (s *directReads) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDat
 // configuration, deferral, a configure error), a configuration that does
 // not decode (the framework says what is wrong with it).
 func (s *directReads) readDirectly(ctx context.Context, req *tfprotov6.ReadDataSourceRequest) (*tfprotov6.ReadDataSourceResponse, bool) {
-	ds, ours := s.dataSources[req.TypeName]
 	client := s.provider.client.Load()
-	if !ours || client == nil || req.Config == nil {
+	if client == nil {
 		return nil, false
 	}
-	sch, typ := ds.schema()
-	config, err := req.Config.Unmarshal(typ)
-	if err != nil {
+	ds, sch, config, ok := s.decode(req.TypeName, req.Config)
+	if !ok {
 		return nil, false
 	}
 	dataSource := ds.factory()
-	var diags diag.Diagnostics
-	if configurable, ok := dataSource.(datasource.DataSourceWithConfigure); ok {
-		var configured datasource.ConfigureResponse
-		configurable.Configure(ctx, datasource.ConfigureRequest{ProviderData: client}, &configured)
-		diags.Append(configured.Diagnostics...)
-	}
+	diags := configure(ctx, dataSource, client)
 	resp := &tfprotov6.ReadDataSourceResponse{}
 	if !diags.HasError() {
 		//nolint:forcetypeassert // directlyServable takes only stateReaders
@@ -244,11 +234,44 @@ func (s *directReads) readDirectly(ctx context.Context, req *tfprotov6.ReadDataS
 	return resp, true
 }
 
+// decode is the data source typeName when the direct path serves it, with
+// its schema and its configuration decoded; false when it does not, or the
+// configuration does not decode.
+func (s *directReads) decode(typeName string, raw *tfprotov6.DynamicValue) (ds *directDataSource, sch schema.Schema, config tftypes.Value, ok bool) {
+	ds, ours := s.dataSources[typeName]
+	if !ours || raw == nil {
+		return nil, sch, config, false
+	}
+	sch, typ := ds.schema()
+	config, err := raw.Unmarshal(typ)
+	return ds, sch, config, err == nil
+}
+
+// configure is the framework's ConfigureDataSource: the data source given
+// what the provider's Configure gave (providerData), and what it said.
+func configure(ctx context.Context, ds datasource.DataSource, providerData any) diag.Diagnostics {
+	configurable, ok := ds.(datasource.DataSourceWithConfigure)
+	if !ok {
+		return nil
+	}
+	var resp datasource.ConfigureResponse
+	configurable.Configure(ctx, datasource.ConfigureRequest{ProviderData: providerData}, &resp)
+	var diags diag.Diagnostics
+	diags.Append(resp.Diagnostics...)
+	return diags
+}
+
 func (s *directReads) ValidateDataResourceConfig(ctx context.Context, req *tfprotov6.ValidateDataResourceConfigRequest) (*tfprotov6.ValidateDataResourceConfigResponse, error) {
-	if resp, ok := s.validateDirectly(ctx, req); ok {
+	return directOr(ctx, req, s.validateDirectly, s.ProviderServer.ValidateDataResourceConfig)
+}
+
+// directOr serves a call on the direct path when direct takes it, else on
+// the framework's server.
+func directOr[Req, Resp any](ctx context.Context, req Req, direct func(context.Context, Req) (Resp, bool), framework func(context.Context, Req) (Resp, error)) (Resp, error) {
+	if resp, ok := direct(ctx, req); ok {
 		return resp, nil
 	}
-	return s.ProviderServer.ValidateDataResourceConfig(ctx, req)
+	return framework(ctx, req)
 }
 
 // validateDirectly validates the configuration of a data source as the
@@ -260,13 +283,8 @@ func (s *directReads) ValidateDataResourceConfig(ctx context.Context, req *tfpro
 // computed nested attribute set in the configuration, which Terraform
 // itself refuses).
 func (s *directReads) validateDirectly(ctx context.Context, req *tfprotov6.ValidateDataResourceConfigRequest) (*tfprotov6.ValidateDataResourceConfigResponse, bool) {
-	ds, ours := s.dataSources[req.TypeName]
-	if !ours || req.Config == nil {
-		return nil, false
-	}
-	sch, typ := ds.schema()
-	config, err := req.Config.Unmarshal(typ)
-	if err != nil {
+	ds, sch, config, ok := s.decode(req.TypeName, req.Config)
+	if !ok {
 		return nil, false
 	}
 	// The framework gives data sources what the provider's Configure gave
@@ -290,14 +308,9 @@ func validateDataSourceConfig(ctx context.Context, ds datasource.DataSource, pro
 	if err := config.Raw.As(&attrs); err != nil {
 		return nil, false
 	}
-	var diags diag.Diagnostics
-	if configurable, ok := ds.(datasource.DataSourceWithConfigure); ok {
-		var resp datasource.ConfigureResponse
-		configurable.Configure(ctx, datasource.ConfigureRequest{ProviderData: providerData}, &resp)
-		diags.Append(resp.Diagnostics...)
-		if diags.HasError() {
-			return diags, true
-		}
+	diags := configure(ctx, ds, providerData)
+	if diags.HasError() {
+		return diags, true
 	}
 	req := datasource.ValidateConfigRequest{Config: config}
 	if withValidators, ok := ds.(datasource.DataSourceWithConfigValidators); ok {
@@ -354,45 +367,25 @@ func validateAttribute(ctx context.Context, a schema.Attribute, p path.Path, raw
 	var ok bool
 	switch a := a.(type) {
 	case schema.StringAttribute:
-		ok = runValidators(ctx, value, a.StringValidators(), basetypes.StringValuable.ToStringValue,
+		ok = runValidators(ctx, value, a.StringValidators(), basetypes.StringValuable.ToStringValue, validator.String.ValidateString,
 			func(v basetypes.StringValue) validator.StringRequest {
 				return validator.StringRequest{Config: config, ConfigValue: v, Path: p, PathExpression: p.Expression()}
-			},
-			func(v validator.String, req validator.StringRequest) diag.Diagnostics {
-				var resp validator.StringResponse
-				v.ValidateString(ctx, req, &resp)
-				return resp.Diagnostics
-			}, diags)
+			}, func(r *validator.StringResponse) diag.Diagnostics { return r.Diagnostics }, diags)
 	case schema.Int64Attribute:
-		ok = runValidators(ctx, value, a.Int64Validators(), basetypes.Int64Valuable.ToInt64Value,
+		ok = runValidators(ctx, value, a.Int64Validators(), basetypes.Int64Valuable.ToInt64Value, validator.Int64.ValidateInt64,
 			func(v basetypes.Int64Value) validator.Int64Request {
 				return validator.Int64Request{Config: config, ConfigValue: v, Path: p, PathExpression: p.Expression()}
-			},
-			func(v validator.Int64, req validator.Int64Request) diag.Diagnostics {
-				var resp validator.Int64Response
-				v.ValidateInt64(ctx, req, &resp)
-				return resp.Diagnostics
-			}, diags)
+			}, func(r *validator.Int64Response) diag.Diagnostics { return r.Diagnostics }, diags)
 	case schema.BoolAttribute:
-		ok = runValidators(ctx, value, a.BoolValidators(), basetypes.BoolValuable.ToBoolValue,
+		ok = runValidators(ctx, value, a.BoolValidators(), basetypes.BoolValuable.ToBoolValue, validator.Bool.ValidateBool,
 			func(v basetypes.BoolValue) validator.BoolRequest {
 				return validator.BoolRequest{Config: config, ConfigValue: v, Path: p, PathExpression: p.Expression()}
-			},
-			func(v validator.Bool, req validator.BoolRequest) diag.Diagnostics {
-				var resp validator.BoolResponse
-				v.ValidateBool(ctx, req, &resp)
-				return resp.Diagnostics
-			}, diags)
+			}, func(r *validator.BoolResponse) diag.Diagnostics { return r.Diagnostics }, diags)
 	case schema.SetAttribute:
-		ok = runValidators(ctx, value, a.SetValidators(), basetypes.SetValuable.ToSetValue,
+		ok = runValidators(ctx, value, a.SetValidators(), basetypes.SetValuable.ToSetValue, validator.Set.ValidateSet,
 			func(v basetypes.SetValue) validator.SetRequest {
 				return validator.SetRequest{Config: config, ConfigValue: v, Path: p, PathExpression: p.Expression()}
-			},
-			func(v validator.Set, req validator.SetRequest) diag.Diagnostics {
-				var resp validator.SetResponse
-				v.ValidateSet(ctx, req, &resp)
-				return resp.Diagnostics
-			}, diags)
+			}, func(r *validator.SetResponse) diag.Diagnostics { return r.Diagnostics }, diags)
 	case schema.ListAttribute, schema.MapAttribute, schema.ListNestedAttribute, schema.MapNestedAttribute:
 		// The computed attributes of state: nothing to walk while null.
 		ok = null && !a.IsOptional() && !a.IsRequired() && !hasValidators(a)
@@ -424,8 +417,13 @@ func hasValidators(a schema.Attribute) bool {
 
 // runValidators runs an attribute's validators as the framework does: on
 // the value converted to its base type, each with a response of its own.
-func runValidators[V any, B attr.Value, R any, Valuable any](ctx context.Context, value attr.Value, validators []V,
-	toBase func(Valuable, context.Context) (B, diag.Diagnostics), request func(B) R, run func(V, R) diag.Diagnostics, diags *diag.Diagnostics,
+// The framework has a validator interface, a request and a response type
+// per base type, with nothing in common that Go's generics can build or
+// read: request builds the request of the value, and diagnostics reads a
+// response's.
+func runValidators[V any, B attr.Value, R any, Resp any, Valuable any](ctx context.Context, value attr.Value, validators []V,
+	toBase func(Valuable, context.Context) (B, diag.Diagnostics), validate func(V, context.Context, R, *Resp),
+	request func(B) R, diagnostics func(*Resp) diag.Diagnostics, diags *diag.Diagnostics,
 ) bool {
 	if len(validators) == 0 {
 		return true
@@ -441,7 +439,9 @@ func runValidators[V any, B attr.Value, R any, Valuable any](ctx context.Context
 	}
 	req := request(base)
 	for _, v := range validators {
-		diags.Append(run(v, req)...)
+		var resp Resp
+		validate(v, ctx, req, &resp)
+		diags.Append(diagnostics(&resp)...)
 	}
 	return true
 }

@@ -140,18 +140,23 @@ func (b *bothPaths) ConfigureProvider(ctx context.Context, req *tfprotov6.Config
 	return got, nil
 }
 
+// record notes which path served the last call of a kind (last).
+func (b *bothPaths) record(last *string, direct bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	*last = servedByFramework
+	if direct {
+		*last = servedDirectly
+	}
+}
+
 func (b *bothPaths) ValidateDataResourceConfig(ctx context.Context, req *tfprotov6.ValidateDataResourceConfigRequest) (*tfprotov6.ValidateDataResourceConfigResponse, error) {
 	want, err := b.framework.ValidateDataResourceConfig(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	got, direct := b.validateDirectly(ctx, req)
-	b.mu.Lock()
-	b.lastValidation = servedByFramework
-	if direct {
-		b.lastValidation = servedDirectly
-	}
-	b.mu.Unlock()
+	b.record(&b.lastValidation, direct)
 	if !direct {
 		pathsServed.frameworkValidations.Add(1)
 		if _, mirrored := b.dataSources[req.TypeName]; mirrored {
@@ -177,12 +182,7 @@ func (b *bothPaths) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDataS
 	configured := b.configured
 	b.mu.Unlock()
 	got, direct := b.readDirectly(ctx, req)
-	b.mu.Lock()
-	b.lastRead = servedByFramework
-	if direct {
-		b.lastRead = servedDirectly
-	}
-	b.mu.Unlock()
+	b.record(&b.lastRead, direct)
 	switch {
 	case direct:
 		pathsServed.directReads.Add(1)

@@ -15,20 +15,11 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
-// fleetRequest is what one read of k8s_services asks for: the fleet, and
-// how long the read may wait for its guards.
-type fleetRequest struct {
-	pools.FleetRequest
-	// wait is how long to wait for the guards to hold; 0 means not at all.
-	wait time.Duration
-}
-
 // readFleet reads the fleet through pools.FleetRequest.Read over the API
 // (two requests per namespace in scope, plus continue pages); when a guard
 // fails and waiting is allowed, the read follows the slices until the
 // guards hold, or the time is up.
 func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoints.FleetResult, diag.Diagnostics) {
-	var diags diag.Diagnostics
 	opts := pools.FleetReadOptions{Now: time.Now}
 	if r.wait > 0 {
 		opts.WaitForGuards = func(ctx context.Context, snapshot *pools.FleetSnapshot, guards func() pools.FleetGuards) error {
@@ -36,12 +27,9 @@ func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoi
 		}
 	}
 	res, err := r.Read(ctx, client.Reader(), opts)
-	var short *pools.FleetShortError
-	if err != nil && !errors.As(err, &short) {
-		return endpoints.FleetResult{}, append(diags, readDiagnostic(err))
-	}
-	if short != nil && short.WaitErr != nil && !errors.Is(short.WaitErr, context.DeadlineExceeded) && !errors.Is(short.WaitErr, context.Canceled) {
-		diags.Append(fleetWatchDiagnostic(short.WaitErr))
+	short, diags, ok := shortRead(err, func(s *pools.FleetShortError) error { return s.WaitErr }, fleetWatchDiagnostic)
+	if !ok {
+		return endpoints.FleetResult{}, diags
 	}
 	for _, p := range res.Pools {
 		diags.Append(expiryWarnings(p.Warnings)...)

@@ -8,37 +8,22 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
-var _ function.Function = (*ctsServicesFunction)(nil)
+// newCTSServicesFunction is provider::k8s::cts_services: endpoints in the
+// shape of Consul-Terraform-Sync's services variable.
+func newCTSServicesFunction() function.Function { return ctsServicesFunction }
 
-// ctsServicesFunction is provider::k8s::cts_services: endpoints in the shape
-// of Consul-Terraform-Sync's services variable.
-type ctsServicesFunction struct{}
-
-func newCTSServicesFunction() function.Function { return &ctsServicesFunction{} }
-
-func (f *ctsServicesFunction) Metadata(_ context.Context, _ function.MetadataRequest, resp *function.MetadataResponse) {
-	resp.Name = "cts_services"
-}
-
-// ctsAttrTypes is the object type of CTS's services variable.
-var ctsAttrTypes = map[string]attr.Type{
-	"id":                    types.StringType,
-	"name":                  types.StringType,
-	"kind":                  types.StringType,
-	"address":               types.StringType,
-	"port":                  types.Int64Type,
-	"meta":                  types.MapType{ElemType: types.StringType},
-	"tags":                  types.ListType{ElemType: types.StringType},
-	"namespace":             types.StringType,
-	"status":                types.StringType,
-	"node":                  types.StringType,
-	"node_id":               types.StringType,
-	"node_address":          types.StringType,
-	"node_datacenter":       types.StringType,
-	"node_tagged_addresses": types.MapType{ElemType: types.StringType},
-	"node_meta":             types.MapType{ElemType: types.StringType},
-	"cts_user_defined_meta": types.MapType{ElemType: types.StringType},
-}
+// ctsAttrTypes is the object type of CTS's services variable: strings but
+// for port, tags and the maps of strings.
+var ctsAttrTypes = func() map[string]attr.Type {
+	m := map[string]attr.Type{"port": types.Int64Type, "tags": types.ListType{ElemType: types.StringType}}
+	for _, name := range []string{"id", "name", "kind", "address", "namespace", "status", "node", "node_id", "node_address", "node_datacenter"} {
+		m[name] = types.StringType
+	}
+	for _, name := range []string{"meta", "node_tagged_addresses", "node_meta", "cts_user_defined_meta"} {
+		m[name] = types.MapType{ElemType: types.StringType}
+	}
+	return m
+}()
 
 type ctsInstanceModel struct {
 	ID                  string            `tfsdk:"id"`
@@ -59,8 +44,9 @@ type ctsInstanceModel struct {
 	CTSUserDefinedMeta  map[string]string `tfsdk:"cts_user_defined_meta"`
 }
 
-func (f *ctsServicesFunction) Definition(_ context.Context, _ function.DefinitionRequest, resp *function.DefinitionResponse) {
-	resp.Definition = function.Definition{
+var ctsServicesFunction = &providerFunction{
+	name: "cts_services",
+	definition: function.Definition{
 		Summary: "Endpoints in the shape of the services variable of Consul-Terraform-Sync modules",
 		MarkdownDescription: "Gives a map in the exact type of the `services` variable that Consul-Terraform-Sync (CTS) " +
 			"passes to its modules, one element per endpoint, so that modules written for CTS take Kubernetes " +
@@ -75,10 +61,11 @@ func (f *ctsServicesFunction) Definition(_ context.Context, _ function.Definitio
 			},
 		},
 		Return: function.MapReturn{ElementType: types.ObjectType{AttrTypes: ctsAttrTypes}},
-	}
+	},
+	run: runCTSServices,
 }
 
-func (f *ctsServicesFunction) Run(ctx context.Context, req function.RunRequest, resp *function.RunResponse) {
+func runCTSServices(ctx context.Context, req function.RunRequest, resp *function.RunResponse) {
 	var arg types.Dynamic
 	resp.Error = req.Arguments.Get(ctx, &arg)
 	if resp.Error != nil {

@@ -61,6 +61,27 @@ func optionalString(fields map[string]tftypes.Value, name string) (string, error
 	return s, nil
 }
 
+// requiredString is the string attribute name of fields, an error when
+// absent, null or empty.
+func requiredString(fields map[string]tftypes.Value, name string) (string, error) {
+	s, err := optionalString(fields, name)
+	if err == nil && s == "" {
+		err = fmt.Errorf("%s is missing", name)
+	}
+	return s, err
+}
+
+// firstString is the first of the string attributes names of fields that is
+// set and not empty, "" when none is.
+func firstString(fields map[string]tftypes.Value, names ...string) (string, error) {
+	for _, name := range names {
+		if s, err := optionalString(fields, name); err != nil || s != "" {
+			return s, err
+		}
+	}
+	return "", nil
+}
+
 // optionalBool is the bool attribute name of fields, def when absent or null.
 func optionalBool(fields map[string]tftypes.Value, name string, def bool) (bool, error) {
 	v, ok := fields[name]
@@ -143,11 +164,8 @@ func decodeEndpoint(v tftypes.Value) (poolMember, error) {
 	}
 	var e poolMember
 	var err error
-	if e.Address, err = optionalString(fields, "address"); err != nil {
+	if e.Address, err = requiredString(fields, "address"); err != nil {
 		return e, err
-	}
-	if e.Address == "" {
-		return e, errors.New("address is missing")
 	}
 	if e.Port, err = requiredInt(fields, "port"); err != nil {
 		return e, err
@@ -179,13 +197,8 @@ func decodeEndpoint(v tftypes.Value) (poolMember, error) {
 func decodeService(fields map[string]tftypes.Value) (ctsService, error) {
 	var s ctsService
 	var err error
-	if s.Name, err = optionalString(fields, "name"); err != nil {
+	if s.Name, err = firstString(fields, "name", "service"); err != nil {
 		return s, err
-	}
-	if s.Name == "" {
-		if s.Name, err = optionalString(fields, "service"); err != nil {
-			return s, err
-		}
 	}
 	if s.Name == "" {
 		return s, errors.New("the service has no name: give name (or service, as k8s_ready_endpoints does)")

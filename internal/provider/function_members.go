@@ -9,17 +9,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
-var _ function.Function = (*membersFunction)(nil)
-
-// membersFunction is provider::k8s::members: endpoints to "address:port"
+// newMembersFunction is provider::k8s::members: endpoints to "address:port"
 // pool members.
-type membersFunction struct{}
-
-func newMembersFunction() function.Function { return &membersFunction{} }
-
-func (f *membersFunction) Metadata(_ context.Context, _ function.MetadataRequest, resp *function.MetadataResponse) {
-	resp.Name = "members"
-}
+func newMembersFunction() function.Function { return membersFunction }
 
 // memberAttrTypes are the attributes members reads of each endpoint;
 // Terraform drops the others (pod, zone, ...) when it converts the argument.
@@ -30,8 +22,9 @@ type memberModel struct {
 	Port    types.Int64  `tfsdk:"port"`
 }
 
-func (f *membersFunction) Definition(_ context.Context, _ function.DefinitionRequest, resp *function.DefinitionResponse) {
-	resp.Definition = function.Definition{
+var membersFunction = &providerFunction{
+	name: "members",
+	definition: function.Definition{
 		Summary: "Pool members \"address:port\" from a list of endpoints, IPv6 addresses in brackets",
 		MarkdownDescription: "Gives one string `address:port` per endpoint, in the order of the list, as load balancers, " +
 			"URLs and most pool resources take them. An IPv6 address is written in brackets (`[fd00::7]:8080`), " +
@@ -45,10 +38,11 @@ func (f *membersFunction) Definition(_ context.Context, _ function.DefinitionReq
 			},
 		},
 		Return: function.ListReturn{ElementType: types.StringType},
-	}
+	},
+	run: runMembers,
 }
 
-func (f *membersFunction) Run(ctx context.Context, req function.RunRequest, resp *function.RunResponse) {
+func runMembers(ctx context.Context, req function.RunRequest, resp *function.RunResponse) {
 	var endpoints []*memberModel
 	resp.Error = req.Arguments.Get(ctx, &endpoints)
 	if resp.Error != nil {

@@ -16,17 +16,13 @@ import (
 // and a draining one, read with terminating_endpoints = "include".
 func TestAccFunctionsOnARealRead(t *testing.T) {
 	c := accCluster(t)
-	ns := c.namespace(t)
-	c.createService(t, dualStackWebServiceSpec(ns, corev1.IPv4Protocol, corev1.IPv6Protocol))
-	c.runPod(t, ns, podSpec{name: "web-a", labels: webLabels, ips: []string{"10.244.7.2", "fd00:10:244:7::2"}, ready: true})
-	c.runPod(t, ns, podSpec{name: "web-b", labels: webLabels, ips: []string{"10.244.7.10", "fd00:10:244:7::10"}, ready: true})
-	c.runPod(t, ns, podSpec{name: "web-c", labels: webLabels, ips: []string{"10.244.7.3", "fd00:10:244:7::3"}, ready: true})
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 3, 3))
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv6, 3, 3))
+	ns := c.webNamespace(t, dualStackWebServiceSpec("", corev1.IPv4Protocol, corev1.IPv6Protocol),
+		webPod("web-a", true, "10.244.7.2", "fd00:10:244:7::2"), webPod("web-b", true, "10.244.7.10", "fd00:10:244:7::10"),
+		webPod("web-c", true, "10.244.7.3", "fd00:10:244:7::3"))
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 3, 3), endpointCount(discoveryv1.AddressTypeIPv6, 3, 3))
 	// Deleted with a grace period and no kubelet to confirm: web-c drains.
 	c.deletePod(t, ns, "web-c", 300)
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 3))
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv6, 2, 3))
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 3), endpointCount(discoveryv1.AddressTypeIPv6, 2, 3))
 
 	config := c.providerConfig() + dataSource(ns, `terminating_endpoints = "include"`) + fmt.Sprintf(`
 output "members" {

@@ -5,9 +5,6 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
-	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
-	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
-	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -60,45 +57,25 @@ data "k8s_ready_endpoints" "web" {
 }`
 	}
 	unitSteps(t,
-		resource.TestStep{
-			// Local: only the nodes that run a pod, each with its count.
-			Config: read(local, ""),
-			ConfigStateChecks: []statecheck.StateCheck{
-				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
-					nodeValue("192.168.0.1", "node-a", "zone-a", 2),
-					nodeValue("192.168.0.2", "node-b", "zone-b", 1),
-				})),
-			},
-		},
-		resource.TestStep{
-			// Cluster: every eligible node; the excluded one is not.
-			Config: read(cluster, ""),
-			ConfigStateChecks: []statecheck.StateCheck{
-				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
-					nodeValue("192.168.0.1", "node-a", "zone-a", 2),
-					nodeValue("192.168.0.2", "node-b", "zone-b", 1),
-					nodeValue("192.168.0.3", "node-c", "zone-a", 0),
-				})),
-			},
-		},
-		resource.TestStep{
-			Config: read(cluster, `node_selector = "pool=batch"`),
-			ConfigStateChecks: []statecheck.StateCheck{
-				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
-					nodeValue("192.168.0.3", "node-c", "zone-a", 0),
-				})),
-			},
-		},
-		resource.TestStep{
-			// node-c has no ExternalIP.
-			Config: read(cluster, `node_address_type = "ExternalIP"`),
-			ConfigStateChecks: []statecheck.StateCheck{
-				webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{
-					nodeValue("203.0.113.1", "node-a", "zone-a", 2),
-					nodeValue("203.0.113.2", "node-b", "zone-b", 1),
-				})),
-			},
-		},
+		// Local: only the nodes that run a pod, each with its count.
+		endpointsStep(read(local, ""),
+			nodeValue("192.168.0.1", "node-a", "zone-a", 2),
+			nodeValue("192.168.0.2", "node-b", "zone-b", 1),
+		),
+		// Cluster: every eligible node; the excluded one is not.
+		endpointsStep(read(cluster, ""),
+			nodeValue("192.168.0.1", "node-a", "zone-a", 2),
+			nodeValue("192.168.0.2", "node-b", "zone-b", 1),
+			nodeValue("192.168.0.3", "node-c", "zone-a", 0),
+		),
+		endpointsStep(read(cluster, `node_selector = "pool=batch"`),
+			nodeValue("192.168.0.3", "node-c", "zone-a", 0),
+		),
+		// node-c has no ExternalIP.
+		endpointsStep(read(cluster, `node_address_type = "ExternalIP"`),
+			nodeValue("203.0.113.1", "node-a", "zone-a", 2),
+			nodeValue("203.0.113.2", "node-b", "zone-b", 1),
+		),
 	)
 }
 

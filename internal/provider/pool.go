@@ -36,20 +36,29 @@ func nodeArguments(q *endpoints.Query, target, addressType, selector types.Strin
 	return pools.NodeTarget{Enabled: true, Selector: selector.ValueString()}, diags
 }
 
-// poolRequest is what one read of k8s_ready_endpoints asks for: the pool,
-// and how long the read may wait for its guard.
-type poolRequest struct {
-	pools.Request
-	// wait is how long to wait for MinReady to hold; 0 means not at all.
-	wait time.Duration
-}
+type (
+	// poolRequest is what one read of k8s_ready_endpoints asks for: the
+	// pool, and how long the read may wait for its guard.
+	poolRequest struct {
+		pools.Request
+		// wait is how long to wait for MinReady to hold; 0 means not at all.
+		wait time.Duration
+	}
+	// fleetRequest is what one read of k8s_services asks for: the fleet,
+	// and how long the read may wait for its guards.
+	fleetRequest struct {
+		pools.FleetRequest
+		// wait is how long to wait for the guards to hold; 0 means not at
+		// all.
+		wait time.Duration
+	}
+)
 
 // readPool reads the pool through pools.Request.Read over the API, which
 // makes it in the order every read follows; when the pool is smaller than
 // MinReady and waiting is allowed, the read follows the slices (a WATCH)
 // until it is not, or the time is up.
 func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoints.Result, diag.Diagnostics) {
-	var diags diag.Diagnostics
 	opts := pools.ReadOptions{Now: time.Now}
 	if r.wait > 0 {
 		opts.WaitForSlices = func(ctx context.Context, from pools.Slices, update func([]discoveryv1.EndpointSlice) bool) error {
@@ -57,18 +66,38 @@ func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoint
 		}
 	}
 	res, err := r.Read(ctx, client.Reader(), opts)
-	var short *pools.ShortError
-	if err != nil && !errors.As(err, &short) {
-		return endpoints.Result{}, append(diags, readDiagnostic(err))
-	}
-	if short != nil && short.WaitErr != nil && !errors.Is(short.WaitErr, context.DeadlineExceeded) && !errors.Is(short.WaitErr, context.Canceled) {
-		diags.Append(watchDiagnostic(r, short.WaitErr))
+	short, diags, ok := shortRead(err, func(s *pools.ShortError) error { return s.WaitErr },
+		func(err error) diag.Diagnostic { return watchDiagnostic(r, err) })
+	if !ok {
+		return endpoints.Result{}, diags
 	}
 	diags.Append(expiryWarnings(res.Warnings)...)
 	if short != nil {
 		diags.Append(tooFewDiagnostic(r, short.Ready, short.Draining, short.Waited))
 	}
 	return res, diags
+}
+
+// shortRead splits the error of a read whose guards may fail: the short
+// error S that says which guard failed (nil when none did) apart, with the
+// diagnostic of its wait when the wait failed otherwise than by its time
+// running out (waitErr of S, said by watch); ok false when err is another
+// error, which diags then says.
+func shortRead[T any, S interface {
+	*T
+	error
+}](err error, waitErr func(S) error, watch func(error) diag.Diagnostic,
+) (short S, diags diag.Diagnostics, ok bool) {
+	if err != nil && !errors.As(err, &short) {
+		return nil, append(diags, readDiagnostic(err)), false
+	}
+	if short == nil {
+		return nil, diags, true
+	}
+	if w := waitErr(short); w != nil && !errors.Is(w, context.DeadlineExceeded) && !errors.Is(w, context.Canceled) {
+		diags.Append(watch(w))
+	}
+	return short, diags, true
 }
 
 // readDiagnostic is the diagnostic of a read's *pools.ReadError or

@@ -40,11 +40,13 @@ func (p poolArgumentsModel) withDefaults() poolArgumentsModel {
 	return p
 }
 
-// query is what the rules need of the arguments, and whether the pool is of nodes.
-func (p poolArgumentsModel) query(ctx context.Context) (endpoints.Query, pools.NodeTarget, diag.Diagnostics) {
+// fill sets in the request of either data source what the rules need of
+// the arguments (q), whether the pool is of nodes and whether the read
+// checks the pods' health.
+func (p poolArgumentsModel) fill(ctx context.Context, q *endpoints.Query, nodes *pools.NodeTarget, podHealthChecks *bool) diag.Diagnostics {
 	var zones []string
 	diags := p.Zones.ElementsAs(ctx, &zones, false)
-	q := endpoints.Query{
+	*q = endpoints.Query{
 		PortName: p.PortName.ValueString(),
 		// default_port is validated to 1-65535, so it fits.
 		DefaultPort:      int32(p.DefaultPort.ValueInt64()),
@@ -55,7 +57,9 @@ func (p poolArgumentsModel) query(ctx context.Context) (endpoints.Query, pools.N
 		// kube_proxy_health_port is validated to 1-65535, so it fits.
 		KubeProxyHealthPort: int32(p.KubeProxyHealthPort.ValueInt64()),
 	}
-	nodes, d := nodeArguments(&q, p.Target, p.NodeAddressType, p.NodeSelector)
+	var d diag.Diagnostics
+	*nodes, d = nodeArguments(q, p.Target, p.NodeAddressType, p.NodeSelector)
 	diags.Append(d...)
-	return q, nodes, diags
+	*podHealthChecks = p.PodHealthChecks.ValueBool()
+	return diags
 }

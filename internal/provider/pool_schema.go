@@ -232,3 +232,14 @@ func writeLastChange(w stateWriter, t time.Time) {
 	}
 	w.str(t.UTC().Format(time.RFC3339Nano))
 }
+
+// guardAttribute is the schema of a guard (min_ready, min_services): a
+// count the read must find, 0 (no guard) by default.
+func guardAttribute(description string) schema.Int64Attribute {
+	return schema.Int64Attribute{
+		Optional:            true,
+		Computed:            true,
+		MarkdownDescription: description,
+		Validators:          []validator.Int64{int64validator.AtLeast(0)},
+	}
+}

@@ -79,12 +79,9 @@ func expectEndpoints(checks ...knownvalue.Check) statecheck.StateCheck {
 
 func TestAccReadyNotReadyAndTerminatingPods(t *testing.T) {
 	c := accCluster(t)
-	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, httpPort))
-	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.0.11"}, ready: true})
-	c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.0.2"}, ready: true})
-	c.runPod(t, ns, podSpec{name: "web-3", labels: webLabels, ips: []string{"10.244.0.3"}, ready: false})
-	c.runPod(t, ns, podSpec{name: "web-4", labels: webLabels, ips: []string{"10.244.0.4"}, ready: true})
+	ns := c.webNamespace(t, webServiceSpec("", httpPort),
+		webPod("web-1", true, "10.244.0.11"), webPod("web-2", true, "10.244.0.2"),
+		webPod("web-3", false, "10.244.0.3"), webPod("web-4", true, "10.244.0.4"))
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 3, 4))
 	// Deleted with a grace period and no kubelet to confirm, web-4 stays
 	// terminating: the controller marks it not ready but still serving.
@@ -106,12 +103,9 @@ func TestAccReadyNotReadyAndTerminatingPods(t *testing.T) {
 
 func TestAccDualStackServiceGivesEachPodOncePerFamily(t *testing.T) {
 	c := accCluster(t)
-	ns := c.namespace(t)
-	c.createService(t, dualStackWebServiceSpec(ns, corev1.IPv6Protocol, corev1.IPv4Protocol))
-	c.runPod(t, ns, podSpec{name: "web-a", labels: webLabels, ips: []string{"10.244.1.2", "fd00:10:244::2"}, ready: true})
-	c.runPod(t, ns, podSpec{name: "web-b", labels: webLabels, ips: []string{"10.244.1.1", "fd00:10:244::1"}, ready: true})
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv6, 2, 2))
+	ns := c.webNamespace(t, dualStackWebServiceSpec("", corev1.IPv6Protocol, corev1.IPv4Protocol),
+		webPod("web-a", true, "10.244.1.2", "fd00:10:244::2"), webPod("web-b", true, "10.244.1.1", "fd00:10:244::1"))
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2), endpointCount(discoveryv1.AddressTypeIPv6, 2, 2))
 
 	parallelSteps(t, resource.TestStep{
 		Config: c.providerConfig() + dataSource(ns, ""),
@@ -189,7 +183,7 @@ func TestAccPublishNotReadyAddressesGivesEveryPod(t *testing.T) {
 	svc := webServiceSpec(ns, httpPort)
 	svc.Spec.PublishNotReadyAddresses = true
 	c.createService(t, svc)
-	c.runPod(t, ns, podSpec{name: "web-starting", labels: webLabels, ips: []string{"10.244.5.1"}, ready: false})
+	c.runPods(t, ns, webPod("web-starting", false, "10.244.5.1"))
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 1))
 
 	parallelSteps(t, resource.TestStep{

@@ -3,51 +3,31 @@ package provider
 import (
 	"context"
 
-	"github.com/hashicorp/terraform-plugin-framework-timeouts/datasource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
-var (
-	_ datasource.DataSourceWithConfigure        = (*readyEndpointsDataSource)(nil)
-	_ datasource.DataSourceWithConfigValidators = (*readyEndpointsDataSource)(nil)
-)
-
-type readyEndpointsDataSource struct {
-	client *kube.Client
+// readyEndpointsKind is k8s_ready_endpoints.
+var readyEndpointsKind = &dataSourceKind[readyEndpointsModel, readyEndpointsState]{
+	typeName: "_ready_endpoints",
+	description: "The ready endpoints of a Kubernetes Service, read from its EndpointSlices: one entry per " +
+		"pod address and port, without duplicates, in a stable order, ready to feed the pool of an external " +
+		"load balancer that reaches pods directly; or, with `target = \"nodes\"`, the nodes on the Service's " +
+		"`nodePort`, for one that cannot.",
+	readTimeout: "How long the read may wait for `min_ready` endpoints, as a duration such as `\"5m\"`. " +
+		"Without it the read does not wait.",
+	attributes: readyEndpointsAttributes,
+	read:       readReadyEndpoints,
+	validators: func() []datasource.ConfigValidator { return []datasource.ConfigValidator{nodeArgumentsNeedNodes{}} },
 }
 
-func newReadyEndpointsDataSource() datasource.DataSource {
-	return &readyEndpointsDataSource{}
-}
-
-func (d *readyEndpointsDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_ready_endpoints"
-}
-
-func (d *readyEndpointsDataSource) Schema(ctx context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	resp.Schema = schema.Schema{
-		MarkdownDescription: "The ready endpoints of a Kubernetes Service, read from its EndpointSlices: one entry per " +
-			"pod address and port, without duplicates, in a stable order, ready to feed the pool of an external " +
-			"load balancer that reaches pods directly; or, with `target = \"nodes\"`, the nodes on the Service's " +
-			"`nodePort`, for one that cannot.",
-		Blocks: map[string]schema.Block{
-			"timeouts": timeouts.BlockWithOpts(ctx, timeouts.Opts{
-				ReadDescription: "How long the read may wait for `min_ready` endpoints, as a duration such as `\"5m\"`. " +
-					"Without it the read does not wait.",
-			}),
-		},
-		Attributes: readyEndpointsAttributes.schema(),
-	}
-}
+func newReadyEndpointsDataSource() datasource.DataSource { return readyEndpointsKind.new() }
 
 // readyEndpointsState is what a read of k8s_ready_endpoints writes: its
 // arguments, with the defaults it used, and what it found.
@@ -75,18 +55,15 @@ var readyEndpointsAttributes = newObject([]attribute[readyEndpointsState]{
 		MarkdownDescription: "Namespace of the Service. Defaults to `default`.",
 		Validators:          []validator.String{dns1123Label()},
 	}, write: func(w stateWriter, s *readyEndpointsState) { w.str(s.Namespace.ValueString()) }},
-	{name: "min_ready", schema: schema.Int64Attribute{
-		Optional: true,
-		Computed: true,
-		MarkdownDescription: "The fewest ready endpoints the result may have: endpoints whose `ready` is true, " +
+	{name: "min_ready", schema: guardAttribute(
+		"The fewest ready endpoints the result may have: endpoints whose `ready` is true, " +
 			"after every filter. Draining endpoints (`terminating = true`, given by `terminating_endpoints`) take " +
 			"no new connections and are not counted. With fewer, the read fails with an error " +
 			"that says how many were found, so that an apply stops before it empties or shrinks a pool. With a " +
 			"`timeouts { read = ... }` block, the read first waits up to that long for enough endpoints, by " +
 			"watching the Service's EndpointSlices (this needs `watch` on `endpointslices`). `0`, the default, " +
 			"means no guard.",
-		Validators: []validator.Int64{int64validator.AtLeast(0)},
-	}, write: func(w stateWriter, s *readyEndpointsState) { w.int(s.MinReady.ValueInt64()) }},
+	), write: func(w stateWriter, s *readyEndpointsState) { w.int(s.MinReady.ValueInt64()) }},
 	{name: "last_change_trigger_time", schema: schema.StringAttribute{
 		Computed: true,
 		MarkdownDescription: "The latest `endpoints.kubernetes.io/last-change-trigger-time` among the Service's " +
@@ -97,40 +74,15 @@ var readyEndpointsAttributes = newObject([]attribute[readyEndpointsState]{
 		write: func(w stateWriter, s *readyEndpointsState) { writeList(w, endpointObject, s.res.Endpoints) }},
 }).with(poolArguments(func(s *readyEndpointsState) *poolArgumentsModel { return &s.poolArgumentsModel }))
 
-func (d *readyEndpointsDataSource) ConfigValidators(context.Context) []datasource.ConfigValidator {
-	return []datasource.ConfigValidator{nodeArgumentsNeedNodes{}}
-}
-
-func (d *readyEndpointsDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.client = configuredClient(req.ProviderData, &resp.Diagnostics)
-}
-
-func (d *readyEndpointsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	readForFramework(ctx, d, req, resp)
-}
-
-// readState is the read, its state encoded (stateReader): through the one
-// read of every data source, with this one's attributes and reader.
-func (d *readyEndpointsDataSource) readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics) {
-	return readState(ctx, config, d.client, readyEndpointsAttributes, readReadyEndpoints)
-}
-
 // readReadyEndpoints reads the pool of one Service that the arguments ask for.
 func readReadyEndpoints(ctx context.Context, client *kube.Client, m readyEndpointsModel) (readyEndpointsState, diag.Diagnostics) {
 	m = m.withDefaults()
 	request, diags := m.request(ctx)
-	if diags.HasError() {
-		return readyEndpointsState{}, diags
+	res, diags := readWaiting(ctx, client, request, request.wait, diags, readPool)
+	if !diags.HasError() {
+		tflog.Debug(ctx, "read ready endpoints", map[string]any{
+			"namespace": request.Namespace, "service": request.Service, "endpoints": len(res.Endpoints),
+		})
 	}
-	ctx, cancel := withWait(ctx, request.wait)
-	defer cancel()
-	res, d := readPool(ctx, client, request)
-	diags.Append(d...)
-	if diags.HasError() {
-		return readyEndpointsState{}, diags
-	}
-	tflog.Debug(ctx, "read ready endpoints", map[string]any{
-		"namespace": request.Namespace, "service": request.Service, "endpoints": len(res.Endpoints),
-	})
 	return readyEndpointsState{readyEndpointsModel: m, res: res}, diags
 }

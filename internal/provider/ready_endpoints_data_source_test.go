@@ -78,11 +78,7 @@ func TestReadyEndpointsReadsTheServiceThroughTheAPI(t *testing.T) {
 			readyPod("10.0.0.9", "web-9", "node-a", "zone-a"),
 			discoveryv1.Endpoint{Addresses: []string{"10.0.0.10"}}), // a copy with less detail
 	)
-	standInTest(t, api, `
-data "k8s_ready_endpoints" "web" {
-  service   = "web"
-  port_name = "http"
-}`,
+	standInTest(t, api, webRead(`port_name = "http"`),
 		webValue("id", knownvalue.StringExact("default/web")),
 		webValue("namespace", knownvalue.StringExact("default")),
 		webValue("default_port", knownvalue.Int64Exact(80)),
@@ -114,12 +110,7 @@ func TestReadyEndpointsPodHealthChecksAreTheirReadinessProbes(t *testing.T) {
 	at := func(i int) tfjsonpath.Path {
 		return tfjsonpath.New("endpoints").AtSliceIndex(i).AtMapKey("health_check")
 	}
-	standInTest(t, api, `
-data "k8s_ready_endpoints" "web" {
-  service           = "web"
-  port_name         = "http"
-  pod_health_checks = true
-}`,
+	standInTest(t, api, webRead(`port_name = "http"`, `pod_health_checks = true`),
 		statecheck.ExpectKnownValue("data.k8s_ready_endpoints.web", at(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
 			"type": knownvalue.StringExact("https"), "port": knownvalue.Int64Exact(8080),
 			"path": knownvalue.StringExact("/ready"), "source": knownvalue.StringExact("readinessProbe"),
@@ -131,11 +122,7 @@ data "k8s_ready_endpoints" "web" {
 func TestReadyEndpointsWithNothingReadyIsAnEmptyListNotNull(t *testing.T) {
 	api := newStandInAPIServer(t)
 	api.addService(webService("shop", httpPort))
-	standInTest(t, api, `
-data "k8s_ready_endpoints" "web" {
-  namespace = "shop"
-  service   = "web"
-}`,
+	standInTest(t, api, webRead(`namespace = "shop"`),
 		webValue("id", knownvalue.StringExact("shop/web")),
 		webValue("endpoints", knownvalue.ListExact([]knownvalue.Check{})),
 	)

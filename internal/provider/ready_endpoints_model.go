@@ -41,10 +41,8 @@ func (m readyEndpointsModel) withDefaults() readyEndpointsModel {
 
 // request turns the arguments into what readPool needs.
 func (m readyEndpointsModel) request(ctx context.Context) (poolRequest, diag.Diagnostics) {
-	var diags diag.Diagnostics
 	// Without a timeouts block the read does not wait for min_ready.
-	wait, d := m.Timeouts.Read(ctx, 0)
-	diags.Append(d...)
+	wait, diags := m.Timeouts.Read(ctx, 0)
 	r := poolRequest{
 		Request: pools.Request{
 			Namespace: m.Namespace.ValueString(),
@@ -53,8 +51,6 @@ func (m readyEndpointsModel) request(ctx context.Context) (poolRequest, diag.Dia
 		},
 		wait: wait,
 	}
-	r.Query, r.Nodes, d = m.query(ctx)
-	r.PodHealthChecks = m.PodHealthChecks.ValueBool()
-	diags.Append(d...)
+	diags.Append(m.fill(ctx, &r.Query, &r.Nodes, &r.PodHealthChecks)...)
 	return r, diags
 }

@@ -21,11 +21,9 @@ import (
 
 func TestAccTerminatingEndpointsPolicies(t *testing.T) {
 	c := accCluster(t)
-	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, httpPort))
-	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.7.1"}, ready: true})
-	c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.7.2"}, ready: true})
-	c.runPod(t, ns, podSpec{name: "web-3", labels: webLabels, ips: []string{"10.244.7.3"}, ready: false})
+	ns := c.webNamespace(t, webServiceSpec("", httpPort),
+		webPod("web-1", true, "10.244.7.1"), webPod("web-2", true, "10.244.7.2"),
+		webPod("web-3", false, "10.244.7.3"))
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 3))
 	c.deletePod(t, ns, "web-2", 300) // draining: not ready, serving, terminating
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 1, 3))
@@ -59,12 +57,9 @@ func TestAccTerminatingEndpointsPolicies(t *testing.T) {
 
 func TestAccAddressFamilyAndZoneFilters(t *testing.T) {
 	c := accCluster(t)
-	ns := c.namespace(t)
-	c.createService(t, dualStackWebServiceSpec(ns, corev1.IPv4Protocol, corev1.IPv6Protocol))
-	c.runPod(t, ns, podSpec{name: "web-a", labels: webLabels, ips: []string{"10.244.8.1", "fd00:10:244::8:1"}, ready: true})
+	ns := c.webNamespace(t, dualStackWebServiceSpec("", corev1.IPv4Protocol, corev1.IPv6Protocol), webPod("web-a", true, "10.244.8.1", "fd00:10:244::8:1"))
 	c.runPod(t, ns, podSpec{name: "web-b", labels: webLabels, ips: []string{"10.244.8.2", "fd00:10:244::8:2"}, ready: true, node: accNodeB})
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
-	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv6, 2, 2))
+	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2), endpointCount(discoveryv1.AddressTypeIPv6, 2, 2))
 
 	inZoneB := func(addr, family string) knownvalue.Check {
 		return endpointValue(addr, 8080, family, knownvalue.StringExact("web-b"), knownvalue.StringExact(accNodeB),
@@ -217,10 +212,8 @@ func TestAccExpiryAnnotationOnMirroredEndpoints(t *testing.T) {
 
 func TestAccLastChangeTriggerTime(t *testing.T) {
 	c := accCluster(t)
-	ns := c.namespace(t)
-	c.createService(t, webServiceSpec(ns, httpPort))
-	c.runPod(t, ns, podSpec{name: "web-1", labels: webLabels, ips: []string{"10.244.11.1"}, ready: true})
-	c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.11.2"}, ready: true})
+	ns := c.webNamespace(t, webServiceSpec("", httpPort),
+		webPod("web-1", true, "10.244.11.1"), webPod("web-2", true, "10.244.11.2"))
 	c.waitForSlices(t, ns, endpointCount(discoveryv1.AddressTypeIPv4, 2, 2))
 	list, err := c.client.DiscoveryV1().EndpointSlices(ns).List(c.ctx(t), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
 	if err != nil {

@@ -3,16 +3,13 @@ package provider
 import (
 	"context"
 
-	"github.com/hashicorp/terraform-plugin-framework-timeouts/datasource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/datasourcevalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -20,38 +17,26 @@ import (
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
 
-var (
-	_ datasource.DataSourceWithConfigure        = (*servicesDataSource)(nil)
-	_ datasource.DataSourceWithConfigValidators = (*servicesDataSource)(nil)
-)
-
-type servicesDataSource struct {
-	client *kube.Client
+// servicesKind is k8s_services.
+var servicesKind = &dataSourceKind[servicesModel, servicesState]{
+	typeName: "_services",
+	description: "Every Service of a namespace, of several, or of the cluster, that a label selector " +
+		"picks, with its pool, in ONE read: one LIST of Services and one LIST of EndpointSlices per namespace " +
+		"(one each with `all_namespaces`), whether it covers one Service or thousands. The result is a map " +
+		"for `for_each`, one pool per Service.",
+	readTimeout: "How long the read may wait for `min_ready` and `min_services`, as a duration " +
+		"such as `\"5m\"`. Without it the read does not wait.",
+	attributes: servicesAttributes,
+	read:       readServices,
+	validators: func() []datasource.ConfigValidator {
+		return []datasource.ConfigValidator{
+			datasourcevalidator.Conflicting(path.MatchRoot("namespace"), path.MatchRoot("namespaces"), path.MatchRoot("all_namespaces")),
+			nodeArgumentsNeedNodes{},
+		}
+	},
 }
 
-func newServicesDataSource() datasource.DataSource {
-	return &servicesDataSource{}
-}
-
-func (d *servicesDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_services"
-}
-
-func (d *servicesDataSource) Schema(ctx context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	resp.Schema = schema.Schema{
-		MarkdownDescription: "Every Service of a namespace, of several, or of the cluster, that a label selector " +
-			"picks, with its pool, in ONE read: one LIST of Services and one LIST of EndpointSlices per namespace " +
-			"(one each with `all_namespaces`), whether it covers one Service or thousands. The result is a map " +
-			"for `for_each`, one pool per Service.",
-		Blocks: map[string]schema.Block{
-			"timeouts": timeouts.BlockWithOpts(ctx, timeouts.Opts{
-				ReadDescription: "How long the read may wait for `min_ready` and `min_services`, as a duration " +
-					"such as `\"5m\"`. Without it the read does not wait.",
-			}),
-		},
-		Attributes: servicesAttributes.schema(),
-	}
-}
+func newServicesDataSource() datasource.DataSource { return servicesKind.new() }
 
 // servicesState is what a read of k8s_services writes: its arguments, with
 // the defaults it used, the namespaces it read and what it found.
@@ -104,24 +89,18 @@ var servicesAttributes = newObject([]attribute[servicesState]{
 			"DNS-1123 label, as Service names are, else `terraform validate` fails naming it.",
 		Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(dns1123Label())},
 	}},
-	{name: "min_ready", schema: schema.Int64Attribute{
-		Optional: true,
-		Computed: true,
-		MarkdownDescription: "The fewest ready endpoints (`ready` true; draining ones are not counted) each " +
+	{name: "min_ready", schema: guardAttribute(
+		"The fewest ready endpoints (`ready` true; draining ones are not counted) each " +
 			"Service's pool may have. With fewer in any of them, the read " +
 			"fails with an error that names every Service short of it, so that an apply stops before it empties " +
 			"or shrinks a pool. With a `timeouts { read = ... }` block, the read first waits up to that long, by " +
 			"watching the EndpointSlices (this needs `watch` on `endpointslices`). `0`, the default, means no guard.",
-		Validators: []validator.Int64{int64validator.AtLeast(0)},
-	}, write: func(w stateWriter, s *servicesState) { w.int(s.MinReady.ValueInt64()) }},
-	{name: "min_services", schema: schema.Int64Attribute{
-		Optional: true,
-		Computed: true,
-		MarkdownDescription: "The fewest Services `services` may hold. With fewer, the read fails, so that a " +
+	), write: func(w stateWriter, s *servicesState) { w.int(s.MinReady.ValueInt64()) }},
+	{name: "min_services", schema: guardAttribute(
+		"The fewest Services `services` may hold. With fewer, the read fails, so that a " +
 			"selector typo or a missing namespace does not empty every pool. Waits like `min_ready` under " +
 			"`timeouts`. `0`, the default, means no guard.",
-		Validators: []validator.Int64{int64validator.AtLeast(0)},
-	}, write: func(w stateWriter, s *servicesState) { w.int(s.MinServices.ValueInt64()) }},
+	), write: func(w stateWriter, s *servicesState) { w.int(s.MinServices.ValueInt64()) }},
 	{name: "services", schema: schema.MapNestedAttribute{
 		Computed: true,
 		MarkdownDescription: "The selected Services, keyed `\"<namespace>/<name>\"`, each with the facts of the " +
@@ -138,41 +117,13 @@ var servicesAttributes = newObject([]attribute[servicesState]{
 	}, write: func(w stateWriter, s *servicesState) { writeList(w, skippedObject, s.res.Skipped) }},
 }).with(poolArguments(func(s *servicesState) *poolArgumentsModel { return &s.poolArgumentsModel }))
 
-func (d *servicesDataSource) ConfigValidators(context.Context) []datasource.ConfigValidator {
-	return []datasource.ConfigValidator{
-		datasourcevalidator.Conflicting(path.MatchRoot("namespace"), path.MatchRoot("namespaces"), path.MatchRoot("all_namespaces")),
-		nodeArgumentsNeedNodes{},
-	}
-}
-
-func (d *servicesDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.client = configuredClient(req.ProviderData, &resp.Diagnostics)
-}
-
-func (d *servicesDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	readForFramework(ctx, d, req, resp)
-}
-
-// readState is the read, its state encoded (stateReader): through the one
-// read of every data source, with this one's attributes and reader.
-func (d *servicesDataSource) readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics) {
-	return readState(ctx, config, d.client, servicesAttributes, readServices)
-}
-
 // readServices reads the fleet that the arguments ask for.
 func readServices(ctx context.Context, client *kube.Client, m servicesModel) (servicesState, diag.Diagnostics) {
 	m = m.withDefaults()
 	request, diags := m.request(ctx)
-	if diags.HasError() {
-		return servicesState{}, diags
+	res, diags := readWaiting(ctx, client, request, request.wait, diags, readFleet)
+	if !diags.HasError() {
+		tflog.Debug(ctx, "read services", map[string]any{"services": len(res.Pools), "skipped": len(res.Skipped)})
 	}
-	ctx, cancel := withWait(ctx, request.wait)
-	defer cancel()
-	res, d := readFleet(ctx, client, request)
-	diags.Append(d...)
-	if diags.HasError() {
-		return servicesState{}, diags
-	}
-	tflog.Debug(ctx, "read services", map[string]any{"services": len(res.Pools), "skipped": len(res.Skipped)})
 	return servicesState{servicesModel: m, namespaces: request.Namespaces, res: res}, diags
 }

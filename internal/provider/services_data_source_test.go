@@ -95,6 +95,15 @@ func cut(key string) (string, string, bool) {
 func TestServicesReadThroughTheCLI(t *testing.T) {
 	isolateFromMachine(t)
 	api := fleetFixture(t)
+	// A read of both namespaces with one guard more, which it fails.
+	guarded := func(guard string, want *regexp.Regexp) resource.TestStep {
+		return resource.TestStep{Config: api.config(t, `
+data "k8s_services" "guarded" {
+  namespaces = ["shop", "blog"]
+  port_name  = "http"
+  `+guard+`
+}`), ExpectError: want}
+	}
 	unitSteps(t,
 		resource.TestStep{
 			Config: api.config(t, `
@@ -160,24 +169,8 @@ data "k8s_services" "none" {
 				statecheck.ExpectKnownValue("data.k8s_services.none", tfjsonpath.New("skipped"), knownvalue.ListExact([]knownvalue.Check{})),
 			},
 		},
-		resource.TestStep{
-			Config: api.config(t, `
-data "k8s_services" "guarded" {
-  namespaces   = ["shop", "blog"]
-  port_name    = "http"
-  min_services = 4
-}`),
-			ExpectError: phrase("Too Few Services", "3 Service(s) with a pool, fewer than min_services = 4", "does not wait"),
-		},
-		resource.TestStep{
-			Config: api.config(t, `
-data "k8s_services" "guarded" {
-  namespaces = ["shop", "blog"]
-  port_name  = "http"
-  min_ready  = 2
-}`),
-			ExpectError: phrase("Too Few Ready Endpoints", "2 Service(s) have fewer than min_ready = 2", "blog/web (1), shop/api (1)"),
-		},
+		guarded("min_services = 4", phrase("Too Few Services", "3 Service(s) with a pool, fewer than min_services = 4", "does not wait")),
+		guarded("min_ready = 2", phrase("Too Few Ready Endpoints", "2 Service(s) have fewer than min_ready = 2", "blog/web (1), shop/api (1)")),
 	)
 }
 

@@ -67,9 +67,7 @@ func (m servicesModel) request(ctx context.Context) (fleetRequest, diag.Diagnost
 		},
 		wait: wait,
 	}
-	r.Query, r.Nodes, d = m.query(ctx)
-	r.PodHealthChecks = m.PodHealthChecks.ValueBool()
-	diags.Append(d...)
+	diags.Append(m.fill(ctx, &r.Query, &r.Nodes, &r.PodHealthChecks)...)
 	return r, diags
 }
 

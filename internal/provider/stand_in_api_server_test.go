@@ -102,15 +102,15 @@ func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewBadRequest(err.Error()))
 		return
 	}
+	ns := namespaceOf(parts)
 	switch {
 	// /api/v1/namespaces/NS/services/NAME
 	case len(parts) == 6 && parts[0] == "api" && parts[4] == "services":
 		gr := schema.GroupResource{Resource: "services"}
-		if s.forbidden == "services" {
-			writeStatus(w, apierrors.NewForbidden(gr, parts[5], errTesterMayNot))
+		if s.refused(w, gr, parts[5]) {
 			return
 		}
-		svc, ok := s.services[parts[3]+"/"+parts[5]]
+		svc, ok := s.services[ns+"/"+parts[5]]
 		if !ok {
 			writeStatus(w, apierrors.NewNotFound(gr, parts[5]))
 			return
@@ -119,50 +119,36 @@ func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, svc)
 	// /api/v1/namespaces/NS/services or /api/v1/services
 	case parts[0] == "api" && (len(parts) == 5 && parts[4] == "services" || len(parts) == 3 && parts[2] == "services"):
-		if s.forbidden == "services" {
-			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "", errTesterMayNot))
+		if s.refused(w, schema.GroupResource{Resource: "services"}, "") {
 			return
 		}
 		list := corev1.ServiceList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceList"}}
 		for _, key := range slices.Sorted(maps.Keys(s.services)) {
 			svc := s.services[key]
-			if (len(parts) == 3 || svc.Namespace == parts[3]) && selector.Matches(labels.Set(svc.Labels)) {
+			if (ns == "" || svc.Namespace == ns) && selector.Matches(labels.Set(svc.Labels)) {
 				list.Items = append(list.Items, svc)
 			}
 		}
 		writeJSON(w, list)
 	// /apis/discovery.k8s.io/v1/namespaces/NS/endpointslices or /apis/discovery.k8s.io/v1/endpointslices
 	case parts[0] == "apis" && parts[1] == "discovery.k8s.io" && (len(parts) == 6 && parts[5] == "endpointslices" || len(parts) == 4 && parts[3] == "endpointslices"):
-		if s.forbidden == "endpointslices" {
-			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", errTesterMayNot))
-			return
+		if !s.refused(w, schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "") {
+			writeJSON(w, discoveryv1.EndpointSliceList{
+				TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
+				Items:    selected(s.slices, ns, selector, func(sl discoveryv1.EndpointSlice) metav1.ObjectMeta { return sl.ObjectMeta }),
+			})
 		}
-		ns := ""
-		if len(parts) == 6 {
-			ns = parts[4]
-		}
-		writeJSON(w, discoveryv1.EndpointSliceList{
-			TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
-			Items:    selected(s.slices, ns, selector, func(sl discoveryv1.EndpointSlice) metav1.ObjectMeta { return sl.ObjectMeta }),
-		})
 	// /api/v1/namespaces/NS/pods or /api/v1/pods
 	case parts[0] == "api" && (len(parts) == 5 && parts[4] == "pods" || len(parts) == 3 && parts[2] == "pods"):
-		if s.forbidden == "pods" {
-			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errTesterMayNot))
-			return
+		if !s.refused(w, schema.GroupResource{Resource: "pods"}, "") {
+			writeJSON(w, corev1.PodList{
+				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},
+				Items:    selected(s.pods, ns, selector, func(p corev1.Pod) metav1.ObjectMeta { return p.ObjectMeta }),
+			})
 		}
-		ns := ""
-		if len(parts) == 5 {
-			ns = parts[3]
-		}
-		writeJSON(w, corev1.PodList{
-			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},
-			Items:    selected(s.pods, ns, selector, func(p corev1.Pod) metav1.ObjectMeta { return p.ObjectMeta }),
-		})
 	// /api/v1/nodes
 	case len(parts) == 3 && parts[0] == "api" && parts[2] == "nodes":
-		if s.forbidden == "nodes" {
-			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errTesterMayNot))
+		if s.refused(w, schema.GroupResource{Resource: "nodes"}, "") {
 			return
 		}
 		list := corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}
@@ -175,6 +161,25 @@ func (s *standInAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// namespaceOf is the namespace a path names (.../namespaces/NS/...), ""
+// for the whole cluster.
+func namespaceOf(parts []string) string {
+	if i := slices.Index(parts, "namespaces"); i >= 0 && i+1 < len(parts) {
+		return parts[i+1]
+	}
+	return ""
+}
+
+// refused answers as the API server does when the tester may not touch gr
+// (forbidden), and says whether it did.
+func (s *standInAPIServer) refused(w http.ResponseWriter, gr schema.GroupResource, name string) bool {
+	if s.forbidden != gr.Resource {
+		return false
+	}
+	writeStatus(w, apierrors.NewForbidden(gr, name, errTesterMayNot))
+	return true
 }
 
 // watchNothing answers a WATCH as an API server does while nothing changes:

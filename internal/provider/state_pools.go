@@ -126,39 +126,47 @@ func DecodeStatePoolFrom(ctx context.Context, typeName string, dec *json.Decoder
 		return nil, fmt.Errorf("%s: state does not match the schema of this provider version: %w", typeName, err)
 	}
 	config := tfsdk.Config{Raw: value, Schema: resp.Schema}
+	// The request the arguments make, and the one small found attribute
+	// (the other, services, was digested as it came).
+	var small string
 	switch typeName {
 	case ReadyEndpointsType:
-		if diags := getConfig(ctx, config, &p.ready); diags.HasError() {
-			return nil, fmt.Errorf("%s: %s", typeName, diagnosticsText(diags))
-		}
-		p.ready = p.ready.withDefaults()
-		r, diags := p.ready.request(ctx)
-		if diags.HasError() {
-			return nil, fmt.Errorf("%s: %s", typeName, diagnosticsText(diags))
-		}
-		p.Pool = &r.Request
-		d, err := digestOfJSON(found["endpoints"], typ.AttributeTypes["endpoints"])
-		if err != nil {
-			return nil, fmt.Errorf("%s: endpoints: %w", typeName, err)
-		}
-		p.pools[""] = d
+		var r poolRequest
+		r, err = requestOfConfig(ctx, config, &p.ready, readyEndpointsModel.withDefaults, readyEndpointsModel.request)
+		p.Pool, small = &r.Request, "endpoints"
 	case ServicesType:
-		if diags := getConfig(ctx, config, &p.services); diags.HasError() {
-			return nil, fmt.Errorf("%s: %s", typeName, diagnosticsText(diags))
-		}
-		p.services = p.services.withDefaults()
-		r, diags := p.services.request(ctx)
-		if diags.HasError() {
-			return nil, fmt.Errorf("%s: %s", typeName, diagnosticsText(diags))
-		}
-		p.Fleet = &r.FleetRequest
-		d, err := digestOfJSON(found["skipped"], typ.AttributeTypes["skipped"])
-		if err != nil {
-			return nil, fmt.Errorf("%s: skipped: %w", typeName, err)
-		}
+		var r fleetRequest
+		r, err = requestOfConfig(ctx, config, &p.services, servicesModel.withDefaults, servicesModel.request)
+		p.Fleet, small = &r.FleetRequest, "skipped"
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", typeName, err)
+	}
+	d, err := digestOfJSON(found[small], typ.AttributeTypes[small])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", typeName, small, err)
+	}
+	if typeName == ServicesType {
 		p.skipped = d.Sum
+	} else {
+		p.pools[""] = d
 	}
 	return p, nil
+}
+
+// requestOfConfig reads the arguments of a state (config) into m, with the
+// defaults the read used, and the request they make.
+func requestOfConfig[M, R any](ctx context.Context, config tfsdk.Config, m *M, withDefaults func(M) M, request func(M, context.Context) (R, diag.Diagnostics)) (R, error) {
+	var r R
+	if diags := getConfig(ctx, config, m); diags.HasError() {
+		return r, errors.New(diagnosticsText(diags))
+	}
+	*m = withDefaults(*m)
+	r, diags := request(*m, ctx)
+	if diags.HasError() {
+		return r, errors.New(diagnosticsText(diags))
+	}
+	return r, nil
 }
 
 // readAttributes reads an instance's attributes object from dec: the

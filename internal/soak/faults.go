@@ -380,10 +380,7 @@ const notRecomputed = "pool not recomputed: its dependents are left out of runs 
 
 func (s *soak) faultServiceDeleted(ctx context.Context, f *fault) error {
 	p := pool{namespace: nsSingles, service: "svc-01"}
-	f.address = p.resource()
-	s.model.setOff(p, true)
-	defer s.model.setOff(p, false)
-	sleep(ctx, s.o.SettleMax)
+	defer s.holdOff(ctx, f, p)()
 	s.idle(ctx)
 	lines := s.countAll(notRecomputed, p.resource())
 	if err := s.client.CoreV1().Services(p.namespace).Delete(ctx, p.service, metav1.DeleteOptions{}); err != nil {
@@ -401,6 +398,16 @@ func (s *soak) faultServiceDeleted(ctx context.Context, f *fault) error {
 	return nil
 }
 
+// holdOff makes p the pool of fault f, which the driver leaves alone until
+// the function it returns is called, and returns once what the driver did
+// before has had its settle window.
+func (s *soak) holdOff(ctx context.Context, f *fault, p pool) (release func()) {
+	f.address = p.resource()
+	s.model.setOff(p, true)
+	sleep(ctx, s.o.SettleMax)
+	return func() { s.model.setOff(p, false) }
+}
+
 // countAll counts lines of msg naming data source address, over the replicas.
 func (s *soak) countAll(msg, address string) int {
 	n := 0
@@ -416,10 +423,7 @@ func (s *soak) countAll(msg, address string) int {
 
 func (s *soak) faultNamespaceDeleted(ctx context.Context, f *fault) error {
 	p := pool{namespace: nsDoomed, service: "doomed"}
-	f.address = p.resource()
-	s.model.setOff(p, true)
-	defer s.model.setOff(p, false)
-	sleep(ctx, s.o.SettleMax)
+	defer s.holdOff(ctx, f, p)()
 	if err := testcluster.DeleteNamespace(ctx, s.client, nsDoomed); err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package testcluster
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -184,29 +183,16 @@ func TestNetworkLeavesNothingWhenTheTestProcessDies(t *testing.T) {
 	if reason := NetworkUnavailable(); reason != "" {
 		t.Skip(reason)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNetworkChildProcess$", "-test.v")
-	cmd.Env = append(os.Environ(), "K8STC_NETWORK_CHILD=1")
-	out, err := cmd.StdoutPipe()
+	cmd, line, err := ChildTestLine(t.Cleanup, 3*time.Minute, "TestNetworkChildProcess", "NETWORK ", "K8STC_NETWORK_CHILD=1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	var child childNetwork
-	lines := bufio.NewScanner(out)
-	deadline := time.AfterFunc(3*time.Minute, func() { _ = cmd.Process.Kill() })
-	for lines.Scan() {
-		if rest, ok := strings.CutPrefix(lines.Text(), "NETWORK "); ok {
-			if err := json.Unmarshal([]byte(rest), &child); err != nil {
-				t.Fatal(err)
-			}
-			break
+	if line != "" {
+		if err := json.Unmarshal([]byte(line), &child); err != nil {
+			t.Fatal(err)
 		}
 	}
-	deadline.Stop()
 	if child.Bridge == "" {
 		t.Fatal("the child process never reported its network")
 	}

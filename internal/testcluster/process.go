@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -159,4 +161,34 @@ func (p *process) died() error {
 		return errors.Join(errPortTaken, err)
 	}
 	return err
+}
+
+// ChildTestLine runs the test binary again for the one test run (with
+// -test.v), env added to this process's environment (what turns that
+// test's part on in the child), and reads the child's standard output until
+// a line that starts with prefix: it returns the child and the rest of that
+// line, "" when the child ended, or was killed after bound, without one.
+// The child's standard error is this process's; cleanup (a test's
+// t.Cleanup) kills and reaps it.
+func ChildTestLine(cleanup func(func()), bound time.Duration, run, prefix string, env ...string) (*exec.Cmd, string, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.AfterFunc(bound, func() { _ = cmd.Process.Kill() })
+	defer deadline.Stop()
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), prefix); ok {
+			return cmd, rest, nil
+		}
+	}
+	return cmd, "", nil
 }

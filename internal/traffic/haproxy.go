@@ -53,9 +53,8 @@ type HAProxyOptions struct {
 // connections they have, so a reload drops nothing.
 type HAProxy struct {
 	*lbProcess
-	opts        HAProxyOptions
-	socket      string
-	backendName string
+	opts   HAProxyOptions
+	socket string
 }
 
 // StartHAProxy writes DIR/haproxy.cfg (global settings, defaults and a
@@ -78,12 +77,9 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 		}
 	}
 	log := filepath.Join(opts.Dir, "haproxy.log")
-	h := &HAProxy{
-		opts: opts, backendName: name,
-		socket: filepath.Join(cmp.Or(socketDir, opts.Dir), "master.sock"),
-	}
+	h := &HAProxy{opts: opts, socket: filepath.Join(cmp.Or(socketDir, opts.Dir), "master.sock")}
 	h.lbProcess = &lbProcess{
-		name: "haproxy", bin: bin, dir: opts.Dir, port: opts.Port, bound: opts.Bound,
+		name: "haproxy", bin: bin, dir: opts.Dir, port: opts.Port, bound: opts.Bound, pool: name,
 		config: filepath.Join(opts.Dir, "haproxy.cfg"), logs: []string{log}, kind: h,
 	}
 	removeSocketDir := func() {
@@ -134,16 +130,13 @@ frontend traffic
     bind 127.0.0.1:%[2]d
     bind [::1]:%[2]d
     default_backend %[3]s
-`, h.opts.Backend, h.opts.Port, h.backendName, extra.String())
+`, h.opts.Backend, h.opts.Port, h.pool, extra.String())
 }
 
 var backendLine = regexp.MustCompile(`(?m)^backend[ \t]+(\S+)`)
 
 // PID is the master's pid.
 func (h *HAProxy) PID() int { return h.cmd.Process.Pid }
-
-// PIDFile is the file that holds the master's pid.
-func (h *HAProxy) PIDFile() string { return filepath.Join(h.dir, "haproxy.pid") }
 
 // ReloadCommand is a shell command that reloads this HAProxy (what a
 // companion or a local-exec provisioner runs after rewriting the backend):

@@ -1,7 +1,6 @@
 package traffic
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -240,32 +239,18 @@ func TestLoadBalancerDiesWithTheTestProcess(t *testing.T) {
 // and returns the child's pid, then those it reported.
 func startChild(t *testing.T, name string) []int {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadBalancerChildProcess$", "-test.v")
-	cmd.Env = append(os.Environ(), "TRAFFIC_LB_CHILD="+name, "TRAFFIC_LB_CHILD_DIR="+t.TempDir())
-	out, err := cmd.StdoutPipe()
+	cmd, line, err := testcluster.ChildTestLine(t.Cleanup, 2*time.Minute, "TestLoadBalancerChildProcess", "PIDS ",
+		"TRAFFIC_LB_CHILD="+name, "TRAFFIC_LB_CHILD_DIR="+t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
-	defer deadline.Stop()
 	pids := []int{cmd.Process.Pid}
-	lines := bufio.NewScanner(out)
-	for lines.Scan() {
-		if rest, ok := strings.CutPrefix(lines.Text(), "PIDS "); ok {
-			for _, field := range strings.Fields(rest) {
-				pid, err := strconv.Atoi(field)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pids = append(pids, pid)
-			}
-			break
+	for _, field := range strings.Fields(line) {
+		pid, err := strconv.Atoi(field)
+		if err != nil {
+			t.Fatal(err)
 		}
+		pids = append(pids, pid)
 	}
 	return pids
 }

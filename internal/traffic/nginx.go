@@ -44,9 +44,8 @@ type NginxOptions struct {
 // finish the connections it has, so a reload drops nothing.
 type Nginx struct {
 	*lbProcess
-	opts         NginxOptions
-	upstreamName string
-	master       int
+	opts   NginxOptions
+	master int
 }
 
 // StartNginx writes DIR/nginx.conf (a master in the foreground with one
@@ -61,7 +60,7 @@ func StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, error) {
 		return nil, err
 	}
 	n := newNginx(bin, opts)
-	n.upstreamName = name
+	n.pool = name
 	// A pid file of an nginx gone: the wait for the master must not take
 	// it for the master of this one.
 	_ = os.Remove(n.PIDFile())
@@ -140,7 +139,7 @@ http {
         }
     }
 }
-`, n.opts.Dir, n.opts.Upstream, n.opts.Port, n.upstreamName, user)
+`, n.opts.Dir, n.opts.Upstream, n.opts.Port, n.pool, user)
 }
 
 var upstreamLine = regexp.MustCompile(`(?m)^\s*upstream[ \t]+([^\s{]+)`)
@@ -161,9 +160,6 @@ func (n *Nginx) readMaster() int {
 
 // PID is the master's pid.
 func (n *Nginx) PID() int { return n.master }
-
-// PIDFile is the file the master writes its pid to, which nginx -s reads.
-func (n *Nginx) PIDFile() string { return filepath.Join(n.opts.Dir, "nginx.pid") }
 
 // ReloadCommand is a shell command that reloads this nginx (what a
 // companion or a local-exec provisioner runs after rewriting the upstream):

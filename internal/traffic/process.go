@@ -32,6 +32,9 @@ type lbProcess struct {
 	// config is the main configuration file that the load balancer is
 	// started with; checkArgs are the flags of its check.
 	config string
+	// pool is the name of the pool file's first section (HAProxy's
+	// backend, nginx's upstream).
+	pool string
 	// logs are the files whose end LogTail shows, in this order.
 	logs []string
 	kind lbKind
@@ -268,6 +271,11 @@ func (p *lbProcess) Stop() {
 		<-p.done
 	}
 }
+
+// PIDFile is the file that holds the master's pid, DIR/NAME.pid: HAProxy's
+// is written for a reload command run by someone else; nginx's master
+// writes its own, which nginx -s reads.
+func (p *lbProcess) PIDFile() string { return filepath.Join(p.dir, p.name+".pid") }
 
 // Port is the port it listens on, on 127.0.0.1 and [::1].
 func (p *lbProcess) Port() int { return p.port }
