@@ -79,34 +79,27 @@ func writeStateValue(w *msgpackWriter, v any, typ tftypes.Type) error {
 				return fmt.Errorf("[%d]: %w", i, err)
 			}
 		}
-	case typ.Is(tftypes.Map{}):
+	case typ.Is(tftypes.Map{}), typ.Is(tftypes.Object{}):
 		m, ok := v.(map[string]any)
 		if !ok {
-			return fmt.Errorf("%T where a map was expected", v)
+			return fmt.Errorf("%T where a map or an object was expected", v)
 		}
-		elem := typ.(tftypes.Map).ElementType //nolint:forcetypeassert // Is above
-		w.mapLen(len(m))
-		for _, k := range sortedKeys(m) {
+		// A map's entries are its keys, of one type; an object's its
+		// attributes, each of its own. Both in order of key.
+		keys, typeOf := sortedKeys(m), func(string) tftypes.Type { return typ.(tftypes.Map).ElementType } //nolint:forcetypeassert // Is above
+		object, isObject := typ.(tftypes.Object)
+		if isObject {
+			keys, typeOf = sortedKeys(object.AttributeTypes), func(k string) tftypes.Type { return object.AttributeTypes[k] }
+		}
+		w.mapLen(len(keys))
+		for _, k := range keys {
 			w.str(k)
-			if err := writeStateValue(w, m[k], elem); err != nil {
-				return fmt.Errorf("[%q]: %w", k, err)
-			}
-		}
-	case typ.Is(tftypes.Object{}):
-		m, ok := v.(map[string]any)
-		if !ok {
-			return fmt.Errorf("%T where an object was expected", v)
-		}
-		attrs := typ.(tftypes.Object).AttributeTypes //nolint:forcetypeassert // Is above
-		w.mapLen(len(attrs))
-		for _, name := range sortedKeys(attrs) {
-			w.str(name)
-			value := m[name]
-			if name == "last_change_trigger_time" {
+			value := m[k]
+			if isObject && k == "last_change_trigger_time" {
 				value = nil
 			}
-			if err := writeStateValue(w, value, attrs[name]); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
+			if err := writeStateValue(w, value, typeOf(k)); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
 			}
 		}
 	default:
