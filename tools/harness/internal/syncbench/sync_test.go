@@ -15,7 +15,7 @@ func TestSyncRowsGiveVerdicts(t *testing.T) {
 		detection:  []float64{0.1, 0.2, 0.3, 1.4},
 		idleSlices: []float64{0.1, 0.2},
 		idle:       60, idleCPU: 0.9, peakRSS: 160, syncWall: 12.5, syncCPU: 9, syncChildCPU: 1,
-		checks: []*checkVsPlan{{title: "500 `k8s_ready_endpoints`", checkWall: []float64{1, 1, 1}, checkCPU: []float64{1, 1, 1}, planWall: []float64{10, 10, 10}, planCPU: []float64{4, 4, 4},
+		checks: []*checkVsPlan{{title: "500 `k8s_ready_endpoints`", target: 0.2, checkWall: []float64{1, 1, 1}, checkCPU: []float64{1, 1, 1}, planWall: []float64{10, 10, 10}, planCPU: []float64{4, 4, 4},
 			pullWall: []float64{0.6, 0.7, 0.8}, pullCPU: []float64{0.5, 0.5, 0.5}}},
 	}
 	rows := syncTargetRows(r)
