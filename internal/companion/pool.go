@@ -11,7 +11,6 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
@@ -222,9 +221,8 @@ func (p *fleetPool) update(ctx context.Context, src pools.Reader, now time.Time,
 		for _, name := range slices.Sorted(maps.Keys(t.services)) {
 			namespace, service, _ := strings.Cut(name, "/")
 			res, err := p.request.ReadService(ctx, src, namespace, service, now)
-			var read *pools.ReadError
 			switch {
-			case errors.As(err, &read) && read.Object == pools.ServiceObject && apierrors.IsNotFound(read.Err):
+			case pools.ServiceGone(err) != nil:
 				p.set(name, nil)
 			case err != nil:
 				// What the whole read says of it (a rule refused, the
@@ -381,15 +379,14 @@ func watch(p *provider.StatePool) watchedPool {
 // unreadableText says why a plan's read would fail, as the companion logs
 // it: the reader's error with what it means for a plan.
 func unreadableText(err error) string {
-	var read *pools.ReadError
 	var notWatched *kube.NotWatchedError
 	var short *pools.ShortError
 	var fleetShort *pools.FleetShortError
-	switch {
+	switch gone := pools.ServiceGone(err); {
 	case errors.As(err, &notWatched):
 		return fmt.Sprintf("%v (the informers of that scope did not start): not recomputed", err)
-	case errors.As(err, &read) && read.Object == pools.ServiceObject && apierrors.IsNotFound(read.Err):
-		return fmt.Sprintf("service %s/%s not found: a plan would fail", read.Namespace, read.Name)
+	case gone != nil:
+		return fmt.Sprintf("service %s/%s not found: a plan would fail", gone.Namespace, gone.Name)
 	case errors.As(err, &short):
 		return fmt.Sprintf("service %s/%s has %d ready endpoint(s), fewer than min_ready = %d: a plan would fail",
 			short.Namespace, short.Service, short.Ready, short.MinReady)

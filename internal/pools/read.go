@@ -81,6 +81,16 @@ type ReadError struct {
 func (e *ReadError) Error() string { return e.Err.Error() }
 func (e *ReadError) Unwrap() error { return e.Err }
 
+// ServiceGone is the read error of err when it says that the Service read
+// does not exist (NotFound); nil otherwise.
+func ServiceGone(err error) *ReadError {
+	var read *ReadError
+	if errors.As(err, &read) && read.Object == ServiceObject && apierrors.IsNotFound(read.Err) {
+		return read
+	}
+	return nil
+}
+
 // RuleError is a pool the objects cannot give: the rules of package
 // endpoints refused them (a port that is not there, a Service without a
 // nodePort).
@@ -355,8 +365,7 @@ func (r FleetRequest) ReadEach(ctx context.Context, src Reader, now time.Time, e
 	readNodes := func() ([]corev1.Node, error) { return nodes, nil }
 	for _, n := range names {
 		res, err := r.readService(ctx, src, n.Namespace, n.Name, readNodes, now)
-		var read *ReadError
-		if errors.As(err, &read) && read.Object == ServiceObject && apierrors.IsNotFound(read.Err) {
+		if ServiceGone(err) != nil {
 			continue
 		}
 		if err != nil {
