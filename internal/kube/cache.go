@@ -643,9 +643,9 @@ func lookup(of map[string]cache.Indexer, resource, namespace string) ([]any, err
 	return objs, nil
 }
 
-// unpackMatching are the packed objects among objs that sel matches,
-// decoded, sorted by namespace and name as a LIST gives them.
-func unpackMatching[T any, P protoObject[T]](objs []any, sel labels.Selector) ([]T, error) {
+// matching are the packed objects among objs that sel matches, sorted by
+// namespace and name as a LIST gives them.
+func matching(objs []any, sel labels.Selector) []*packed {
 	var picked []*packed
 	for _, o := range objs {
 		if p, ok := o.(*packed); ok && sel.Matches(labels.Set(p.labels)) {
@@ -655,6 +655,11 @@ func unpackMatching[T any, P protoObject[T]](objs []any, sel labels.Selector) ([
 	slices.SortFunc(picked, func(a, b *packed) int {
 		return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name))
 	})
+	return picked
+}
+
+// unpackAll are picked, decoded, in their order.
+func unpackAll[T any, P protoObject[T]](picked []*packed) ([]T, error) {
 	out := make([]T, len(picked))
 	for i, p := range picked {
 		var err error
@@ -715,7 +720,7 @@ func (k *Cache) EndpointSlices(_ context.Context, namespace, service string) (po
 			objs = append(objs, o)
 		}
 	}
-	items, err := unpackMatching[discoveryv1.EndpointSlice](objs, labels.Everything())
+	items, err := unpackAll[discoveryv1.EndpointSlice](matching(objs, labels.Everything()))
 	return pools.Slices{Items: items}, err
 }
 
@@ -729,23 +734,14 @@ func (k *Cache) Services(_ context.Context, namespace, selector string) ([]corev
 // that the label selector matches, by name, sorted as the API lists them:
 // none is decoded (pools.ServiceNamer).
 func (k *Cache) ServiceNames(_ context.Context, namespace, selector string) ([]types.NamespacedName, error) {
-	sel, err := parseSelector(selector)
-	if err != nil {
-		return nil, err
-	}
-	found, err := lookup(k.services, "services", namespace)
+	picked, err := lookupPacked(k.services, "services", namespace, selector)
 	if err != nil {
 		return nil, err
 	}
 	var names []types.NamespacedName
-	for _, o := range found {
-		if p, ok := o.(*packed); ok && sel.Matches(labels.Set(p.labels)) {
-			names = append(names, types.NamespacedName{Namespace: p.namespace, Name: p.name})
-		}
+	for _, p := range picked {
+		names = append(names, types.NamespacedName{Namespace: p.namespace, Name: p.name})
 	}
-	slices.SortFunc(names, func(a, b types.NamespacedName) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
 	return names, nil
 }
 
@@ -782,6 +778,16 @@ func (k *Cache) Pods(_ context.Context, namespace, selector string) ([]corev1.Po
 }
 
 func lookupMatching[T any, P protoObject[T]](of map[string]cache.Indexer, resource, namespace, selector string) ([]T, error) {
+	picked, err := lookupPacked(of, resource, namespace, selector)
+	if err != nil {
+		return nil, err
+	}
+	return unpackAll[T, P](picked)
+}
+
+// lookupPacked are the packed objects of the namespace's indexer in of
+// that the label selector matches, sorted as matching sorts them.
+func lookupPacked(of map[string]cache.Indexer, resource, namespace, selector string) ([]*packed, error) {
 	sel, err := parseSelector(selector)
 	if err != nil {
 		return nil, err
@@ -790,7 +796,7 @@ func lookupMatching[T any, P protoObject[T]](of map[string]cache.Indexer, resour
 	if err != nil {
 		return nil, err
 	}
-	return unpackMatching[T, P](found, sel)
+	return matching(found, sel), nil
 }
 
 // ErrForbidden marks a probe refused by RBAC.
