@@ -47,18 +47,9 @@ func writeStateValue(w *msgpackWriter, v any, typ tftypes.Type) error {
 			return fmt.Errorf("%T where a string was expected", v)
 		}
 	case typ.Is(tftypes.Number):
-		var text string
-		switch n := v.(type) {
-		case json.Number:
-			text = string(n)
-		case string:
-			text = n
-		default:
-			return fmt.Errorf("%T where a number was expected", v)
-		}
-		f, _, err := big.ParseFloat(text, 10, 512, big.ToNearestEven)
+		f, err := stateNumber(v)
 		if err != nil {
-			return fmt.Errorf("number %q: %w", text, err)
+			return err
 		}
 		w.number(f)
 	case typ.Is(tftypes.Bool):
@@ -86,10 +77,14 @@ func writeStateValue(w *msgpackWriter, v any, typ tftypes.Type) error {
 		}
 		// A map's entries are its keys, of one type; an object's its
 		// attributes, each of its own. Both in order of key.
-		keys, typeOf := sortedKeys(m), func(string) tftypes.Type { return typ.(tftypes.Map).ElementType } //nolint:forcetypeassert // Is above
 		object, isObject := typ.(tftypes.Object)
+		var keys []string
+		var typeOf func(string) tftypes.Type
 		if isObject {
 			keys, typeOf = sortedKeys(object.AttributeTypes), func(k string) tftypes.Type { return object.AttributeTypes[k] }
+		} else {
+			elem := typ.(tftypes.Map).ElementType //nolint:forcetypeassert // Is above
+			keys, typeOf = sortedKeys(m), func(string) tftypes.Type { return elem }
 		}
 		w.mapLen(len(keys))
 		for _, k := range keys {
@@ -107,6 +102,25 @@ func writeStateValue(w *msgpackWriter, v any, typ tftypes.Type) error {
 		return fmt.Errorf("a value of type %s is not digested", typ)
 	}
 	return nil
+}
+
+// stateNumber is a number of state as ValueFromJSON takes it: a JSON
+// number or a string, at 512 bits.
+func stateNumber(v any) (*big.Float, error) {
+	var text string
+	switch n := v.(type) {
+	case json.Number:
+		text = string(n)
+	case string:
+		text = n
+	default:
+		return nil, fmt.Errorf("%T where a number was expected", v)
+	}
+	f, _, err := big.ParseFloat(text, 10, 512, big.ToNearestEven)
+	if err != nil {
+		return nil, fmt.Errorf("number %q: %w", text, err)
+	}
+	return f, nil
 }
 
 // stateBool is a bool of state as ValueFromJSON takes it.
@@ -183,16 +197,7 @@ func membersOfState(list any) []string {
 		if !ok {
 			continue
 		}
-		var text string
-		switch p := e["port"].(type) {
-		case json.Number:
-			text = string(p)
-		case string:
-			text = p
-		default:
-			continue
-		}
-		port, _, err := big.ParseFloat(text, 10, 512, big.ToNearestEven)
+		port, err := stateNumber(e["port"])
 		if err != nil {
 			continue
 		}
