@@ -141,6 +141,9 @@ type touched struct {
 
 // touch adds ch to t.
 func (t *touched) touch(ch kube.Change) {
+	if t.all {
+		return
+	}
 	if (ch.Kind != "Service" && ch.Kind != "EndpointSlice") || ch.Service == "" {
 		t.all = true
 		return

@@ -425,8 +425,11 @@ func describeNamespaces(namespaces []string) string {
 // instances that read the object and wakes the loop.
 func (s *syncer) changed(key string, ch kube.Change) {
 	s.mu.Lock()
+	// While every instance is to be recomputed (after a read of state,
+	// and so through the informers' first listing), a change adds nothing
+	// to mark: the recompute reads the cache, which has the change.
 	for i, in := range s.instances {
-		if in.cluster == key && in.watched.reads(ch) {
+		if !s.all && in.cluster == key && in.watched.reads(ch) {
 			t := s.dirty[i]
 			if t == nil {
 				t = &touched{}

@@ -2,16 +2,13 @@ package kube
 
 import (
 	"bytes"
-	"cmp"
 	"compress/flate"
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"unique"
@@ -36,7 +33,10 @@ import (
 // companion computes pools from, current with client-go's informers: their
 // reflectors list, then watch, relist when a watch's resourceVersion is too
 // old (410 Gone), and reconnect with backoff when the API server goes away,
-// so no loop of ours decides when the cache is right.
+// so no loop of ours decides when the cache is right. Services,
+// EndpointSlices and Pods go from the reflector's queue to a store of ours
+// (store.go) in place of an informer's indexer, which costs as much as the
+// objects themselves at 50,000 Services; Nodes, few, to an informer's.
 
 // CacheScope is what a Cache watches.
 type CacheScope struct {
@@ -66,16 +66,15 @@ type Change struct {
 // of LISTs gave). Services, EndpointSlices and Pods are kept packed (see
 // packed); its lookups decode them, so they give objects of their own.
 type Cache struct {
-	services, slices map[string]cache.Indexer // by namespace; "" for all
-	pods             map[string]cache.Indexer // by namespace; "" for all
-	nodes            cache.Indexer
-	// informers keep the indexers current; none for a snapshot.
-	informers []cache.SharedIndexInformer
+	services, slices map[string]*store // by namespace; "" for all
+	pods             map[string]*store // by namespace; "" for all
+	// nodes, few, are kept by a SharedIndexInformer's indexer, trimmed.
+	nodes cache.Indexer
+	// informers keep the stores current; none for a snapshot.
+	informers []informer
 	scope     CacheScope
 	client    *Client
 }
-
-const byService = "service"
 
 // NewCache makes the informers of scope; onChange is called, from the
 // informers' goroutines, for every change they see after Run. It contacts
@@ -98,34 +97,29 @@ func (c *Client) NewCache(scope CacheScope, onChange func(Change)) (*Cache, erro
 		return nil, fmt.Errorf("build discovery.k8s.io/v1 watch client: %w", err)
 	}
 	k := newCacheOf(scope, c)
-	add := func(of map[string]cache.Indexer, ns string, inf cache.SharedIndexInformer) {
-		of[ns] = inf.GetIndexer()
-		k.informers = append(k.informers, inf)
+	add := func(of map[string]*store, ns string, list *rest.RESTClient, watchClient *rest.RESTClient, resource, labelSelector string, example runtime.Object) {
+		s := newStore()
+		of[ns] = s
+		k.informers = append(k.informers, newStoreInformer(listWatch(list, watchClient, resource, ns, labelSelector), example, s, onChange))
 	}
 	for _, ns := range k.namespaces() {
-		add(k.services, ns, newInformer(c.core, coreWatch, "services", ns, "", &corev1.Service{}, namespaceIndexers, onChange))
-		add(k.slices, ns, newInformer(c.discovery, discoveryWatch, "endpointslices", ns, discoveryv1.LabelServiceName,
-			&discoveryv1.EndpointSlice{}, sliceIndexers, onChange))
+		add(k.services, ns, c.core, coreWatch, "services", "", &corev1.Service{})
+		add(k.slices, ns, c.discovery, discoveryWatch, "endpointslices", discoveryv1.LabelServiceName, &discoveryv1.EndpointSlice{})
 	}
 	for _, ns := range k.podNamespaces() {
-		add(k.pods, ns, newInformer(c.core, coreWatch, "pods", ns, "", &corev1.Pod{}, namespaceIndexers, onChange))
+		add(k.pods, ns, c.core, coreWatch, "pods", "", &corev1.Pod{})
 	}
 	if scope.Nodes {
-		inf := newInformer(c.core, coreWatch, "nodes", "", "", &corev1.Node{}, cache.Indexers{}, onChange)
+		inf := newNodeInformer(listWatch(c.core, coreWatch, "nodes", "", ""), onChange)
 		k.nodes = inf.GetIndexer()
 		k.informers = append(k.informers, inf)
 	}
 	return k, nil
 }
 
-var (
-	namespaceIndexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	sliceIndexers     = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byService: sliceServiceIndex}
-)
-
 func newCacheOf(scope CacheScope, c *Client) *Cache {
-	return &Cache{services: map[string]cache.Indexer{}, slices: map[string]cache.Indexer{},
-		pods: map[string]cache.Indexer{}, scope: scope, client: c}
+	return &Cache{services: map[string]*store{}, slices: map[string]*store{},
+		pods: map[string]*store{}, scope: scope, client: c}
 }
 
 // namespaces are those of the scope's Services and slices, one informer
@@ -216,7 +210,7 @@ func CacheOf(scope CacheScope, objects ...any) (*Cache, error) {
 // a Pod what TrimPod keeps.
 func keepForRead(obj any) (any, error) {
 	keep := func(kind packedKind, meta metav1.Object, service string, labels map[string]string, trimmed any) *packed {
-		return &packed{kind: kind, namespace: unique.Make(meta.GetNamespace()).Value(), name: meta.GetName(), service: service,
+		return &packed{kind: kind, namespace: unique.Make(meta.GetNamespace()), name: meta.GetName(), service: service,
 			labels: labels, obj: trimmed}
 	}
 	switch o := obj.(type) {
@@ -242,39 +236,51 @@ func keepForRead(obj any) (any, error) {
 
 func cacheOf(scope CacheScope, keep func(any) (any, error), objects []any) (*Cache, error) {
 	k := newCacheOf(scope, nil)
-	empty := func(of map[string]cache.Indexer, namespaces []string, indexers cache.Indexers) {
+	empty := func(of map[string]*store, namespaces []string) {
 		for _, ns := range namespaces {
-			of[ns] = cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
+			of[ns] = newStore()
 		}
 	}
-	empty(k.services, k.namespaces(), namespaceIndexers)
-	empty(k.slices, k.namespaces(), sliceIndexers)
-	empty(k.pods, k.podNamespaces(), namespaceIndexers)
+	empty(k.services, k.namespaces())
+	empty(k.slices, k.namespaces())
+	empty(k.pods, k.podNamespaces())
 	if scope.Nodes {
 		k.nodes = cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
 	}
 	for _, o := range objects {
-		var idx cache.Indexer
+		var s *store
 		switch t := o.(type) {
 		case *corev1.Service:
-			idx = k.indexerFor(k.services, t.Namespace)
+			s = storeFor(k.services, t.Namespace)
 		case *discoveryv1.EndpointSlice:
-			idx = k.indexerFor(k.slices, t.Namespace)
+			s = storeFor(k.slices, t.Namespace)
 		case *corev1.Pod:
-			idx = k.indexerFor(k.pods, t.Namespace)
+			s = storeFor(k.pods, t.Namespace)
 		case *corev1.Node:
-			idx = k.nodes
+			if k.nodes == nil {
+				break
+			}
+			kept, err := keep(o)
+			if err != nil {
+				return nil, err
+			}
+			if err := k.nodes.Add(kept); err != nil {
+				return nil, err
+			}
+			continue
 		}
-		if idx == nil {
+		if s == nil {
 			return nil, fmt.Errorf("a %T is outside the cache's scope", o)
 		}
 		kept, err := keep(o)
 		if err != nil {
 			return nil, err
 		}
-		if err := idx.Add(kept); err != nil {
-			return nil, err
+		p, ok := kept.(*packed)
+		if !ok {
+			return nil, fmt.Errorf("a %T is kept as a %T, not packed", o, kept)
 		}
+		s.put(p)
 	}
 	return k, nil
 }
@@ -288,10 +294,10 @@ func pointers[T any](items []T) []any {
 	return out
 }
 
-func newInformer(list, watchClient *rest.RESTClient, resource, namespace, labelSelector string, example runtime.Object,
-	indexers cache.Indexers, onChange func(Change),
-) cache.SharedIndexInformer {
-	lw := &cache.ListWatch{
+// listWatch lists (in pages, by the reflector) and watches resource in
+// namespace ("" for all), with the label selector.
+func listWatch(list, watchClient *rest.RESTClient, resource, namespace, labelSelector string) *cache.ListWatch {
+	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 			options.LabelSelector = labelSelector
 			return list.Get().Namespace(namespace).Resource(resource).VersionedParams(&options, metav1.ParameterCodec).Do(ctx).Get()
@@ -302,9 +308,11 @@ func newInformer(list, watchClient *rest.RESTClient, resource, namespace, labelS
 			return watchClient.Get().Namespace(namespace).Resource(resource).VersionedParams(&options, metav1.ParameterCodec).Watch(ctx)
 		},
 	}
-	informer := cache.NewSharedIndexInformer(lw, example, 0, indexers)
-	// Keep only what the rules read: managedFields and kubectl's copy of
-	// the whole object would double what a large fleet holds.
+}
+
+// newNodeInformer is a SharedIndexInformer of the Nodes, kept trimmed.
+func newNodeInformer(lw *cache.ListWatch, onChange func(Change)) cache.SharedIndexInformer {
+	informer := cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{})
 	_ = informer.SetTransform(trimForCache)
 	if onChange != nil {
 		notify := func(obj any) {
@@ -316,19 +324,8 @@ func newInformer(list, watchClient *rest.RESTClient, resource, namespace, labelS
 			}
 		}
 		_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: notify,
-			UpdateFunc: func(old, obj any) {
-				if samePacked(old, obj) {
-					return
-				}
-				// A slice relabelled for another Service changes both, as
-				// the endpointslice controller sees it: the old one loses
-				// its endpoints.
-				if was, ok := relabelled(old, obj); ok {
-					onChange(was)
-				}
-				notify(obj)
-			},
+			AddFunc:    notify,
+			UpdateFunc: func(_, obj any) { notify(obj) },
 			DeleteFunc: notify,
 		})
 	}
@@ -344,8 +341,10 @@ type packed struct {
 	kind packedKind
 	// deflated says that data is compressed (a slice of many endpoints
 	// repeats its node, zone and pod names).
-	deflated        bool
-	namespace, name string
+	deflated bool
+	// namespace is interned: a namespace's objects share its name.
+	namespace unique.Handle[string]
+	name      string
 	// service is the Service an EndpointSlice is labelled for.
 	service string
 	// labels are a Service's or a Pod's, for selectors.
@@ -366,7 +365,7 @@ const (
 // GetObjectMeta gives the store's key and namespace index what they read:
 // packed is a metav1.ObjectMetaAccessor for meta.Accessor.
 func (p *packed) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: p.namespace, Name: p.name, Labels: p.labels}
+	return &metav1.ObjectMeta{Namespace: p.namespace.Value(), Name: p.name, Labels: p.labels}
 }
 
 // protoObject is a pointer to a Kubernetes type with its protobuf codec.
@@ -382,11 +381,11 @@ type protoObject[T any] interface {
 func (p *packed) encode() error {
 	o, ok := p.obj.(interface{ Marshal() ([]byte, error) })
 	if !ok {
-		return fmt.Errorf("pack %s/%s: a %T has no protobuf encoding", p.namespace, p.name, p.obj)
+		return fmt.Errorf("pack %s/%s: a %T has no protobuf encoding", p.namespace.Value(), p.name, p.obj)
 	}
 	data, err := o.Marshal()
 	if err != nil {
-		return fmt.Errorf("pack %s/%s: %w", p.namespace, p.name, err)
+		return fmt.Errorf("pack %s/%s: %w", p.namespace.Value(), p.name, err)
 	}
 	p.obj, p.data = nil, data
 	if len(data) >= deflateFrom {
@@ -411,12 +410,12 @@ func unpack[T any, P protoObject[T]](p *packed) (T, error) {
 		defer inflaters.Put(buf)
 		var err error
 		if data, err = buf.inflate(p.data); err != nil {
-			return out, fmt.Errorf("unpack %s/%s from the cache: %w", p.namespace, p.name, err)
+			return out, fmt.Errorf("unpack %s/%s from the cache: %w", p.namespace.Value(), p.name, err)
 		}
 	}
 	// Unmarshal copies what it keeps: buf's bytes are free to reuse.
 	if err := P(&out).Unmarshal(data); err != nil {
-		return out, fmt.Errorf("unpack %s/%s from the cache: %w", p.namespace, p.name, err)
+		return out, fmt.Errorf("unpack %s/%s from the cache: %w", p.namespace.Value(), p.name, err)
 	}
 	return out, nil
 }
@@ -549,38 +548,16 @@ func changeOf(obj any) (Change, bool) {
 	case *packed:
 		switch o.kind {
 		case packedService:
-			return Change{Kind: "Service", Namespace: o.namespace, Service: o.name, Name: o.name}, true
+			return Change{Kind: "Service", Namespace: o.namespace.Value(), Service: o.name, Name: o.name}, true
 		case packedSlice:
-			return Change{Kind: "EndpointSlice", Namespace: o.namespace, Service: o.service, Name: o.name}, true
+			return Change{Kind: "EndpointSlice", Namespace: o.namespace.Value(), Service: o.service, Name: o.name}, true
 		case packedPod:
-			return Change{Kind: "Pod", Namespace: o.namespace, Name: o.name}, true
+			return Change{Kind: "Pod", Namespace: o.namespace.Value(), Name: o.name}, true
 		}
 	case *corev1.Node:
 		return Change{Kind: "Node", Name: o.Name}, true
 	}
 	return Change{}, false
-}
-
-func sliceServiceIndex(obj any) ([]string, error) {
-	s, ok := obj.(*packed)
-	if !ok || s.kind != packedSlice {
-		return nil, nil
-	}
-	return []string{serviceBucket(s.namespace, s.service)}, nil
-}
-
-// serviceBuckets is how many groups the slices index falls into. The index
-// keeps a set per value: one per Service would cost more than many
-// Services' slices themselves, so slices are grouped by a hash of their
-// Service, and a lookup keeps those of its Service among its group's.
-const serviceBuckets = 4096
-
-func serviceBucket(namespace, service string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(namespace))
-	_, _ = h.Write([]byte{'/'})
-	_, _ = h.Write([]byte(service))
-	return strconv.Itoa(int(h.Sum32() % serviceBuckets))
 }
 
 // Run runs the informers until ctx ends.
@@ -593,18 +570,18 @@ func (k *Cache) Run(ctx context.Context) {
 // WaitForSync waits until every informer has listed once; false when ctx
 // ended first.
 func (k *Cache) WaitForSync(ctx context.Context) bool {
-	var synced []cache.InformerSynced
+	synced := make([]cache.InformerSynced, 0, len(k.informers))
 	for _, inf := range k.informers {
 		synced = append(synced, inf.HasSynced)
 	}
 	return cache.WaitForCacheSync(ctx.Done(), synced...)
 }
 
-// indexerFor is the indexer of a namespace's objects, nil when the
-// namespace is not watched.
-func (k *Cache) indexerFor(of map[string]cache.Indexer, namespace string) cache.Indexer {
-	if idx, ok := of[""]; ok {
-		return idx
+// storeFor is the store of a namespace's objects, nil when the namespace
+// is not watched.
+func storeFor(of map[string]*store, namespace string) *store {
+	if s, ok := of[""]; ok {
+		return s
 	}
 	return of[namespace]
 }
@@ -619,42 +596,40 @@ func (e *NotWatchedError) Error() string {
 	return fmt.Sprintf("%s in %s are not watched", e.Resource, Scope(e.Namespace))
 }
 
-// lookup is the objects of the namespace's indexer in of ("" for every
-// watched namespace), by the namespace index.
-func lookup(of map[string]cache.Indexer, resource, namespace string) ([]any, error) {
-	var objs []any
-	switch idx, all := of[""]; {
-	case all:
-		objs = idx.List()
-		if namespace != "" {
-			objs, _ = idx.ByIndex(cache.NamespaceIndex, namespace)
-		}
-	case namespace == "":
-		for _, ns := range slices.Sorted(maps.Keys(of)) {
-			objs = append(objs, of[ns].List()...)
-		}
-	default:
-		idx, ok := of[namespace]
-		if !ok {
-			return nil, &NotWatchedError{Resource: resource, Namespace: namespace}
-		}
-		objs = idx.List()
+// lookup is the objects of namespace ("" for every watched one) in the
+// stores of of.
+func lookup(of map[string]*store, resource, namespace string) ([]*packed, error) {
+	if s, all := of[""]; all {
+		return s.list(namespace), nil
 	}
-	return objs, nil
+	if namespace == "" {
+		var objs []*packed
+		for _, s := range of {
+			objs = append(objs, s.list("")...)
+		}
+		return objs, nil
+	}
+	s, ok := of[namespace]
+	if !ok {
+		return nil, &NotWatchedError{Resource: resource, Namespace: namespace}
+	}
+	return s.list(namespace), nil
 }
 
-// matching are the packed objects among objs that sel matches, sorted by
+// matching are the objects among objs that sel matches, sorted by
 // namespace and name as a LIST gives them.
-func matching(objs []any, sel labels.Selector) []*packed {
-	var picked []*packed
-	for _, o := range objs {
-		if p, ok := o.(*packed); ok && sel.Matches(labels.Set(p.labels)) {
-			picked = append(picked, p)
+func matching(objs []*packed, sel labels.Selector) []*packed {
+	picked := objs[:0]
+	if !sel.Empty() {
+		for _, p := range objs {
+			if sel.Matches(labels.Set(p.labels)) {
+				picked = append(picked, p)
+			}
 		}
+	} else {
+		picked = objs
 	}
-	slices.SortFunc(picked, func(a, b *packed) int {
-		return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.name, b.name))
-	})
+	sortByName(picked)
 	return picked
 }
 
@@ -688,16 +663,12 @@ func parseSelector(selector string) (labels.Selector, error) {
 
 // Service is the Service namespace/name; a NotFound error when there is none.
 func (k *Cache) Service(_ context.Context, namespace, name string) (*corev1.Service, error) {
-	idx := k.indexerFor(k.services, namespace)
-	if idx == nil {
+	s := storeFor(k.services, namespace)
+	if s == nil {
 		return nil, &NotWatchedError{Resource: "services", Namespace: namespace}
 	}
-	obj, ok, err := idx.GetByKey(namespace + "/" + name)
-	if err != nil {
-		return nil, err
-	}
-	p, isPacked := obj.(*packed)
-	if !ok || !isPacked {
+	p := s.get(namespace, name)
+	if p == nil {
 		return nil, fmt.Errorf("service %s/%s: %w", namespace, name, apierrors.NewNotFound(corev1.Resource("services"), name))
 	}
 	svc, err := unpack[corev1.Service](p)
@@ -706,21 +677,11 @@ func (k *Cache) Service(_ context.Context, namespace, name string) (*corev1.Serv
 
 // EndpointSlices are the slices labelled for the Service namespace/service.
 func (k *Cache) EndpointSlices(_ context.Context, namespace, service string) (pools.Slices, error) {
-	idx := k.indexerFor(k.slices, namespace)
-	if idx == nil {
+	s := storeFor(k.slices, namespace)
+	if s == nil {
 		return pools.Slices{}, &NotWatchedError{Resource: "endpointslices", Namespace: namespace}
 	}
-	group, err := idx.ByIndex(byService, serviceBucket(namespace, service))
-	if err != nil {
-		return pools.Slices{}, err
-	}
-	var objs []any
-	for _, o := range group {
-		if p, ok := o.(*packed); ok && p.namespace == namespace && p.service == service {
-			objs = append(objs, o)
-		}
-	}
-	items, err := unpackAll[discoveryv1.EndpointSlice](matching(objs, labels.Everything()))
+	items, err := unpackAll[discoveryv1.EndpointSlice](matching(s.slicesOf(namespace, service), labels.Everything()))
 	return pools.Slices{Items: items}, err
 }
 
@@ -740,7 +701,7 @@ func (k *Cache) ServiceNames(_ context.Context, namespace, selector string) ([]t
 	}
 	var names []types.NamespacedName
 	for _, p := range picked {
-		names = append(names, types.NamespacedName{Namespace: p.namespace, Name: p.name})
+		names = append(names, types.NamespacedName{Namespace: p.namespace.Value(), Name: p.name})
 	}
 	return names, nil
 }
@@ -777,7 +738,7 @@ func (k *Cache) Pods(_ context.Context, namespace, selector string) ([]corev1.Po
 	return lookupMatching[corev1.Pod](k.pods, "pods", namespace, selector)
 }
 
-func lookupMatching[T any, P protoObject[T]](of map[string]cache.Indexer, resource, namespace, selector string) ([]T, error) {
+func lookupMatching[T any, P protoObject[T]](of map[string]*store, resource, namespace, selector string) ([]T, error) {
 	picked, err := lookupPacked(of, resource, namespace, selector)
 	if err != nil {
 		return nil, err
@@ -785,9 +746,9 @@ func lookupMatching[T any, P protoObject[T]](of map[string]cache.Indexer, resour
 	return unpackAll[T, P](picked)
 }
 
-// lookupPacked are the packed objects of the namespace's indexer in of
+// lookupPacked are the packed objects of namespace in the stores of of
 // that the label selector matches, sorted as matching sorts them.
-func lookupPacked(of map[string]cache.Indexer, resource, namespace, selector string) ([]*packed, error) {
+func lookupPacked(of map[string]*store, resource, namespace, selector string) ([]*packed, error) {
 	sel, err := parseSelector(selector)
 	if err != nil {
 		return nil, err

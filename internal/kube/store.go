@@ -1,0 +1,268 @@
+package kube
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+)
+
+// store is what one informer of Services, EndpointSlices or Pods (or one
+// of a snapshot's LISTs) gives the cache: its packed objects by namespace
+// and name, and an EndpointSlice by its Service too. It stands where an
+// informer's indexer would: the informer's queue (client-go's RealFIFO)
+// knows its keys through it (ListKeys, GetByKey), and its reflector lists,
+// watches and relists as in any informer. The indexer kept each object's
+// key as a string of its own, and an index set per namespace and per group
+// of Services over those keys: at 50,000 Services, 28 MB beside 30 MB of
+// packed objects (bench/README.md). Here an object's key is its own name,
+// in a map of its namespace.
+type store struct {
+	mu sync.RWMutex
+	// of are the objects of each namespace.
+	of map[string]*namespaceStore
+}
+
+type namespaceStore struct {
+	byName map[string]*packed
+	// byService are the slices of each Service, by the Service's name.
+	byService map[string][]*packed
+}
+
+func newStore() *store { return &store{of: map[string]*namespaceStore{}} }
+
+// put keeps p in place of the object of its namespace and name, which it
+// gives (nil when there was none).
+func (s *store) put(p *packed) *packed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns := s.of[p.namespace.Value()]
+	if ns == nil {
+		ns = &namespaceStore{byName: map[string]*packed{}}
+		if p.kind == packedSlice {
+			ns.byService = map[string][]*packed{}
+		}
+		s.of[p.namespace.Value()] = ns
+	}
+	old := ns.byName[p.name]
+	ns.byName[p.name] = p
+	ns.unlinkSlice(old)
+	if p.kind == packedSlice && p.service != "" {
+		ns.byService[p.service] = append(ns.byService[p.service], p)
+	}
+	return old
+}
+
+// remove drops the object namespace/name, which it gives (nil when there
+// was none).
+func (s *store) remove(namespace, name string) *packed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns := s.of[namespace]
+	if ns == nil {
+		return nil
+	}
+	old := ns.byName[name]
+	if old == nil {
+		return nil
+	}
+	delete(ns.byName, name)
+	ns.unlinkSlice(old)
+	if len(ns.byName) == 0 {
+		delete(s.of, namespace)
+	}
+	return old
+}
+
+// unlinkSlice takes old, a slice, out of its Service's.
+func (ns *namespaceStore) unlinkSlice(old *packed) {
+	if old == nil || old.kind != packedSlice || old.service == "" {
+		return
+	}
+	kept := slices.DeleteFunc(ns.byService[old.service], func(p *packed) bool { return p == old })
+	if len(kept) == 0 {
+		delete(ns.byService, old.service)
+		return
+	}
+	ns.byService[old.service] = kept
+}
+
+// get is the object namespace/name, nil when there is none.
+func (s *store) get(namespace, name string) *packed {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if ns := s.of[namespace]; ns != nil {
+		return ns.byName[name]
+	}
+	return nil
+}
+
+// list are the objects of namespace, "" for all of them, in no order.
+func (s *store) list(namespace string) []*packed {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if namespace != "" {
+		if ns := s.of[namespace]; ns != nil {
+			return slices.Collect(maps.Values(ns.byName))
+		}
+		return nil
+	}
+	var out []*packed
+	for _, ns := range s.of {
+		out = slices.AppendSeq(out, maps.Values(ns.byName))
+	}
+	return out
+}
+
+// slicesOf are the slices labelled for the Service namespace/service, in
+// no order.
+func (s *store) slicesOf(namespace, service string) []*packed {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if ns := s.of[namespace]; ns != nil {
+		return slices.Clone(ns.byService[service])
+	}
+	return nil
+}
+
+// ListKeys are the keys ("namespace/name") of the objects: what the
+// informer's queue compares a relist with, to find what went while its
+// watch was down.
+func (s *store) ListKeys() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var keys []string
+	for namespace, ns := range s.of {
+		for name := range ns.byName {
+			keys = append(keys, namespace+"/"+name)
+		}
+	}
+	return keys
+}
+
+// GetByKey is the object of a key ListKeys gives.
+func (s *store) GetByKey(key string) (any, bool, error) {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, false, err
+	}
+	if p := s.get(namespace, name); p != nil {
+		return p, true, nil
+	}
+	return nil, false, nil
+}
+
+// apply applies what the informer's queue popped (deltas, from oldest to
+// newest), as client-go's informers apply them to their indexer, and
+// calls changed for each object that changed in what the cache keeps.
+func (s *store) apply(popped any, changed func(old, obj *packed)) error {
+	deltas, ok := popped.(cache.Deltas)
+	if !ok {
+		return fmt.Errorf("the informer's queue gave a %T, not Deltas", popped)
+	}
+	for _, d := range deltas {
+		switch d.Type {
+		case cache.Sync, cache.Replaced, cache.Added, cache.Updated:
+			p, ok := d.Object.(*packed)
+			if !ok {
+				return fmt.Errorf("the informer's queue gave a %T, not a packed object", d.Object)
+			}
+			old := s.put(p)
+			changed(old, p)
+		case cache.Deleted:
+			var key string
+			obj := d.Object
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				key, obj = tomb.Key, tomb.Obj
+			} else if p, ok := obj.(*packed); ok {
+				key = p.namespace.Value() + "/" + p.name
+			}
+			namespace, name, err := cache.SplitMetaNamespaceKey(key)
+			if err != nil {
+				return fmt.Errorf("delete %v from the cache: %w", key, err)
+			}
+			old := s.remove(namespace, name)
+			if p, ok := obj.(*packed); old == nil && ok {
+				old = p
+			}
+			if old != nil {
+				changed(nil, old)
+			}
+		}
+	}
+	return nil
+}
+
+// informer keeps a store current: client-go's reflector lists and watches
+// into a RealFIFO, whose deltas the controller's loop applies to the store
+// (store.apply), calling onChange for each change after the store has it.
+// It is what a SharedIndexInformer is without its indexer and its
+// listeners: one handler, called in the loop that applies the changes.
+type informer interface {
+	RunWithContext(ctx context.Context)
+	HasSynced() bool
+}
+
+func newStoreInformer(lw cache.ListerWatcher, example runtime.Object, s *store, onChange func(Change)) informer {
+	fifo := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+		Name:         fmt.Sprintf("RealFIFO %T", example),
+		KeyFunction:  cache.MetaNamespaceKeyFunc,
+		KnownObjects: s,
+		// Keep only what the rules read: managedFields and kubectl's
+		// copy of the whole object would double what a large fleet holds.
+		Transformer: trimForCache,
+	})
+	changed := notifier(onChange)
+	return cache.New(&cache.Config{
+		Queue:         fifo,
+		ListerWatcher: lw,
+		ObjectType:    example,
+		Process:       func(popped any, _ bool) error { return s.apply(popped, changed) },
+	})
+}
+
+// notifier is what store.apply calls with each object it keeps (old, obj)
+// or drops (old, nil): it calls onChange with the change of what the cache
+// keeps, if any.
+func notifier(onChange func(Change)) func(old, obj *packed) {
+	return func(old, obj *packed) {
+		if onChange == nil {
+			return
+		}
+		if old != nil && obj != nil {
+			if samePacked(old, obj) {
+				return
+			}
+			// A slice relabelled for another Service changes both, as
+			// the endpointslice controller sees it: the old one loses its
+			// endpoints.
+			if was, ok := relabelled(old, obj); ok {
+				onChange(was)
+			}
+		}
+		if obj == nil {
+			obj = old
+		}
+		if ch, ok := changeOf(obj); ok {
+			onChange(ch)
+		}
+	}
+}
+
+// sortByName sorts packed objects by namespace and name, as a LIST gives
+// them.
+func sortByName(picked []*packed) {
+	slices.SortFunc(picked, func(a, b *packed) int {
+		return cmp.Or(strings.Compare(a.namespace.Value(), b.namespace.Value()), strings.Compare(a.name, b.name))
+	})
+}
+
+// The informer's queue reads a packed object's key through its meta.
+var _ metav1.ObjectMetaAccessor = (*packed)(nil)
