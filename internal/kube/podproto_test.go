@@ -2,6 +2,8 @@ package kube
 
 import (
 	"bytes"
+	"context"
+	"net/http"
 	"reflect"
 	"testing"
 
@@ -95,4 +97,52 @@ func protobufSerializer(t *testing.T) runtime.Encoder {
 		t.Fatal("no protobuf serializer")
 	}
 	return info.Serializer
+}
+
+// ListPods reads the pages of Pods into one buffer that the pages share:
+// an API server that answers in protobuf and one that answers in JSON give
+// the same Pods, trimmed, a page's bytes never showing in another's.
+func TestPagesOfPodsInProtobufOrJSONGiveTheSamePods(t *testing.T) {
+	sidecar := corev1.Container{Name: "proxy", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(15000)}}}}
+	pages := []corev1.PodList{
+		{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "next"}, Items: []corev1.Pod{
+			fullPod("a-long-name-of-a-first-pod-that-fills-the-buffer", map[string]string{"app": "web", "tier": "front"}, sidecar),
+			fullPod("b", map[string]string{"app": "web"}, sidecar)}},
+		{ListMeta: metav1.ListMeta{ResourceVersion: "42"}, Items: []corev1.Pod{fullPod("c", nil, sidecar)}},
+	}
+	var want []corev1.Pod
+	for _, p := range pages {
+		for i := range p.Items {
+			want = append(want, TrimPod(&p.Items[i]))
+		}
+	}
+	for _, answer := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
+		t.Run(answer, func(t *testing.T) {
+			c, _ := newTestClient(t, func(w http.ResponseWriter, r *http.Request, _ int32) {
+				page := pages[0]
+				if r.URL.Query().Get("continue") == "next" {
+					page = pages[1]
+				}
+				page.APIVersion, page.Kind = "v1", "PodList"
+				if answer == runtime.ContentTypeJSON {
+					writeJSON(w, http.StatusOK, page)
+					return
+				}
+				var body bytes.Buffer
+				if err := codecs.EncoderForVersion(protobufSerializer(t), corev1.SchemeGroupVersion).Encode(&page, &body); err != nil {
+					t.Error(err)
+				}
+				w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+				_, _ = w.Write(body.Bytes())
+			})
+			got, err := c.ListPods(context.Background(), "shop", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ResourceVersion != "42" || !reflect.DeepEqual(got.Items, want) {
+				t.Errorf("pods (rv %q):\n%+v\nwant:\n%+v", got.ResourceVersion, got.Items, want)
+			}
+		})
+	}
 }
