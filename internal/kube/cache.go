@@ -181,7 +181,7 @@ func (c *Client) Snapshot(ctx context.Context, scope CacheScope) (*Cache, error)
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	snapshot, err := cacheOf(scope, keepForRead, slices.Concat(found...))
+	snapshot, err := cacheOf(scope, trimForCache, slices.Concat(found...))
 	if err != nil {
 		return nil, err
 	}
@@ -197,41 +197,6 @@ const snapshotLists = 4
 // with none to run: a snapshot, and what tests of its readers read.
 func CacheOf(scope CacheScope, objects ...any) (*Cache, error) {
 	return cacheOf(scope, trimForCache, objects)
-}
-
-// keepForRead is what the cache keeps of obj, trimmed to what the rules
-// and the state writers read (Nodes, few, are kept trimmed; a Service, a
-// slice or a Pod as a packed object holding its trimmed form). A snapshot,
-// read once, keeps it so; the informers' transform encodes it
-// (trimForCache). Of a Service it keeps its name, labels, annotations (but
-// kubectl's copy of the whole object), spec and status; of a slice its
-// name, Service label, annotations, address type, ports and, of each
-// endpoint, what package endpoints reads (a targetRef's kind and name); of
-// a Pod what TrimPod keeps.
-func keepForRead(obj any) (any, error) {
-	keep := func(kind packedKind, meta metav1.Object, service string, labels map[string]string, trimmed any) *packed {
-		return &packed{kind: kind, namespace: unique.Make(meta.GetNamespace()), name: meta.GetName(), service: service,
-			labels: labels, obj: trimmed}
-	}
-	switch o := obj.(type) {
-	case *corev1.Service:
-		trimmed := trimService(o)
-		return keep(packedService, o, "", o.Labels, &trimmed), nil
-	case *discoveryv1.EndpointSlice:
-		trimmed := trimSlice(o)
-		return keep(packedSlice, o, o.Labels[discoveryv1.LabelServiceName], nil, &trimmed), nil
-	case *corev1.Pod:
-		trimmed := TrimPod(o)
-		// What changes with every status update: the cache compares
-		// what it keeps of a Pod to say whether it changed (samePacked).
-		trimmed.ResourceVersion = ""
-		return keep(packedPod, o, "", trimmed.Labels, &trimmed), nil
-	case *corev1.Node:
-		trimmed := trimNode(o)
-		trimmed.ResourceVersion = o.ResourceVersion
-		return &trimmed, nil
-	}
-	return obj, nil
 }
 
 func cacheOf(scope CacheScope, keep func(any) (any, error), objects []any) (*Cache, error) {
@@ -345,13 +310,27 @@ type packed struct {
 	// namespace is interned: a namespace's objects share its name.
 	namespace unique.Handle[string]
 	name      string
-	// service is the Service an EndpointSlice is labelled for.
-	service string
-	// labels are a Service's or a Pod's, for selectors.
-	labels map[string]string
-	data   []byte
-	// obj, in a snapshot, is the trimmed object itself, not encoded.
-	obj any
+	// key is, of an EndpointSlice, the Service it is labelled for; of a
+	// Service or a Pod, its labels for selectors (packedLabels): one
+	// string rather than a map of strings.
+	key  string
+	data []byte
+}
+
+// service is the Service an EndpointSlice is labelled for.
+func (p *packed) service() string {
+	if p.kind != packedSlice {
+		return ""
+	}
+	return p.key
+}
+
+// labels are a Service's or a Pod's labels, for selectors.
+func (p *packed) labels() labels.Labels {
+	if p.kind == packedSlice {
+		return packedLabels("")
+	}
+	return packedLabels(p.key)
 }
 
 type packedKind uint8
@@ -365,7 +344,7 @@ const (
 // GetObjectMeta gives the store's key and namespace index what they read:
 // packed is a metav1.ObjectMetaAccessor for meta.Accessor.
 func (p *packed) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: p.namespace.Value(), Name: p.name, Labels: p.labels}
+	return &metav1.ObjectMeta{Namespace: p.namespace.Value(), Name: p.name}
 }
 
 // protoObject is a pointer to a Kubernetes type with its protobuf codec.
@@ -376,31 +355,29 @@ type protoObject[T any] interface {
 	Unmarshal([]byte) error
 }
 
-// encode replaces p's trimmed object by its protobuf encoding, deflated
-// when that pays.
-func (p *packed) encode() error {
-	o, ok := p.obj.(interface{ Marshal() ([]byte, error) })
-	if !ok {
-		return fmt.Errorf("pack %s/%s: a %T has no protobuf encoding", p.namespace.Value(), p.name, p.obj)
-	}
-	data, err := o.Marshal()
+// pack is trimmed, an object as the cache keeps it, packed: its protobuf
+// encoding, deflated when that pays.
+func pack(kind packedKind, trimmed interface {
+	metav1.Object
+	Marshal() ([]byte, error)
+}, key string,
+) (*packed, error) {
+	p := &packed{kind: kind, namespace: unique.Make(trimmed.GetNamespace()), name: trimmed.GetName(), key: key}
+	data, err := trimmed.Marshal()
 	if err != nil {
-		return fmt.Errorf("pack %s/%s: %w", p.namespace.Value(), p.name, err)
+		return nil, fmt.Errorf("pack %s/%s: %w", p.namespace.Value(), p.name, err)
 	}
-	p.obj, p.data = nil, data
+	p.data = data
 	if len(data) >= deflateFrom {
 		if small := deflate(data); len(small) < len(data)*3/4 {
 			p.data, p.deflated = small, true
 		}
 	}
-	return nil
+	return p, nil
 }
 
 func unpack[T any, P protoObject[T]](p *packed) (T, error) {
 	var out T
-	if o, ok := p.obj.(P); ok {
-		return *o, nil
-	}
 	data := p.data
 	if p.deflated {
 		buf, ok := inflaters.Get().(*inflater)
@@ -466,22 +443,37 @@ func (f *inflater) inflate(data []byte) ([]byte, error) {
 	return f.out.Bytes(), nil
 }
 
-// trimForCache is the informers' transform: what keepForRead keeps,
-// encoded. It is idempotent, as an informer's transform must be: a packed
-// object is given back as it is.
+// trimForCache is what the cache keeps of obj, trimmed to what the rules
+// and the state writers read: a Service, a slice or a Pod packed, a Node
+// (few) trimmed. Of a Service it keeps its name, labels, annotations (but
+// kubectl's copy of the whole object), spec and status; of a slice its
+// name, Service label, annotations, address type, ports and, of each
+// endpoint, what package endpoints reads (a targetRef's kind and name); of
+// a Pod what TrimPod keeps. It is the informers' transform, and so
+// idempotent, as a transform must be: a packed object is given back as it
+// is; a snapshot keeps the same.
 func trimForCache(obj any) (any, error) {
-	if p, ok := obj.(*packed); ok {
-		return p, nil
+	switch o := obj.(type) {
+	case *packed:
+		return o, nil
+	case *corev1.Service:
+		trimmed := trimService(o)
+		return pack(packedService, &trimmed, packLabels(o.Labels))
+	case *discoveryv1.EndpointSlice:
+		trimmed := trimSlice(o)
+		return pack(packedSlice, &trimmed, o.Labels[discoveryv1.LabelServiceName])
+	case *corev1.Pod:
+		trimmed := TrimPod(o)
+		// What changes with every status update: the cache compares
+		// what it keeps of a Pod to say whether it changed (samePacked).
+		trimmed.ResourceVersion = ""
+		return pack(packedPod, &trimmed, packLabels(trimmed.Labels))
+	case *corev1.Node:
+		trimmed := trimNode(o)
+		trimmed.ResourceVersion = o.ResourceVersion
+		return &trimmed, nil
 	}
-	kept, err := keepForRead(obj)
-	p, ok := kept.(*packed)
-	if err != nil || !ok {
-		return kept, err
-	}
-	if err := p.encode(); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return obj, nil
 }
 
 // trimService keeps of a Service what the rules and its state read.
@@ -534,7 +526,7 @@ func samePacked(old, obj any) bool {
 func relabelled(old, obj any) (Change, bool) {
 	a, ok := old.(*packed)
 	b, ok2 := obj.(*packed)
-	if !ok || !ok2 || a.kind != packedSlice || a.service == b.service {
+	if !ok || !ok2 || a.kind != packedSlice || a.service() == b.service() {
 		return Change{}, false
 	}
 	return changeOf(a)
@@ -550,7 +542,7 @@ func changeOf(obj any) (Change, bool) {
 		case packedService:
 			return Change{Kind: "Service", Namespace: o.namespace.Value(), Service: o.name, Name: o.name}, true
 		case packedSlice:
-			return Change{Kind: "EndpointSlice", Namespace: o.namespace.Value(), Service: o.service, Name: o.name}, true
+			return Change{Kind: "EndpointSlice", Namespace: o.namespace.Value(), Service: o.service(), Name: o.name}, true
 		case packedPod:
 			return Change{Kind: "Pod", Namespace: o.namespace.Value(), Name: o.name}, true
 		}
@@ -622,7 +614,7 @@ func matching(objs []*packed, sel labels.Selector) []*packed {
 	picked := objs[:0]
 	if !sel.Empty() {
 		for _, p := range objs {
-			if sel.Matches(labels.Set(p.labels)) {
+			if sel.Matches(p.labels()) {
 				picked = append(picked, p)
 			}
 		}

@@ -55,12 +55,13 @@ func heapAfterGC() uint64 {
 }
 
 // BenchmarkCacheHeldBytesPerService: what the cache holds for one Service
-// and its slice of 10 endpoints, with its keys and indexes (packed), and
-// the typed objects alone, managedFields dropped (what an informer held
-// before, without its keys and indexes).
+// and its slice of 10 endpoints, with its keys and indexes (packed; the
+// same with three labels on the Service, as a fleet selected by labels
+// has them), and the typed objects alone, managedFields dropped (what an
+// informer held before, without its keys and indexes).
 func BenchmarkCacheHeldBytesPerService(b *testing.B) {
 	const n = 5000
-	for _, kind := range []string{"packed", "typed"} {
+	for _, kind := range []string{"packed", "packed-labelled", "typed"} {
 		b.Run(kind, func(b *testing.B) {
 			for range b.N {
 				before := heapAfterGC()
@@ -69,6 +70,9 @@ func BenchmarkCacheHeldBytesPerService(b *testing.B) {
 				for i := range n {
 					svc, slice := benchService(i)
 					svc.ManagedFields, slice.ManagedFields = nil, nil
+					if kind == "packed-labelled" {
+						svc.Labels = map[string]string{"app.kubernetes.io/name": svc.Name, "team": "payments", "lb": "haproxy"}
+					}
 					objs = append(objs, svc, slice)
 				}
 				if kind == "typed" {

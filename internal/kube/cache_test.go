@@ -95,14 +95,10 @@ func cacheWith(t *testing.T, keep func(any) (any, error), svc corev1.Service, sl
 // What the cache keeps of each object gives the rules what the objects
 // themselves give: the pool of a data source, with health checks, and the
 // fleet's, read through the cache as the companion reads them, equal the
-// pools computed from the objects as the API gave them.
+// pools computed from the objects as the API gave them. (The informers and
+// check's snapshot keep them alike.)
 func TestWhatTheCacheKeepsGivesThePoolsTheObjectsGive(t *testing.T) {
-	for name, keep := range map[string]func(any) (any, error){"the informers' cache": trimForCache, "check's snapshot": keepForRead} {
-		t.Run(name, func(t *testing.T) { cacheGivesThePoolsTheObjectsGive(t, keep) })
-	}
-}
-
-func cacheGivesThePoolsTheObjectsGive(t *testing.T, keep func(any) (any, error)) {
+	keep := trimForCache
 	ctx := context.Background()
 	now := time.Unix(2e9, 0)
 	svc, slices, pods := apiObjects()

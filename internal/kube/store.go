@@ -54,8 +54,8 @@ func (s *store) put(p *packed) *packed {
 	old := ns.byName[p.name]
 	ns.byName[p.name] = p
 	ns.unlinkSlice(old)
-	if p.kind == packedSlice && p.service != "" {
-		ns.byService[p.service] = append(ns.byService[p.service], p)
+	if service := p.service(); service != "" {
+		ns.byService[service] = append(ns.byService[service], p)
 	}
 	return old
 }
@@ -83,15 +83,16 @@ func (s *store) remove(namespace, name string) *packed {
 
 // unlinkSlice takes old, a slice, out of its Service's.
 func (ns *namespaceStore) unlinkSlice(old *packed) {
-	if old == nil || old.kind != packedSlice || old.service == "" {
+	if old == nil || old.service() == "" {
 		return
 	}
-	kept := slices.DeleteFunc(ns.byService[old.service], func(p *packed) bool { return p == old })
+	service := old.service()
+	kept := slices.DeleteFunc(ns.byService[service], func(p *packed) bool { return p == old })
 	if len(kept) == 0 {
-		delete(ns.byService, old.service)
+		delete(ns.byService, service)
 		return
 	}
-	ns.byService[old.service] = kept
+	ns.byService[service] = kept
 }
 
 // get is the object namespace/name, nil when there is none.
@@ -266,3 +267,47 @@ func sortByName(picked []*packed) {
 
 // The informer's queue reads a packed object's key through its meta.
 var _ metav1.ObjectMetaAccessor = (*packed)(nil)
+
+// packedLabels are labels as the cache keeps them: "key\x00value\x00..."
+// in key order, in one string (neither a label's key nor its value can
+// hold a NUL). A map of three labels and its strings take about 300 bytes;
+// this, their length and a header.
+type packedLabels string
+
+// packLabels packs labels (none: "").
+func packLabels(labels map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(labels[k])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// Lookup is the value of the label key, and whether there is one.
+func (l packedLabels) Lookup(key string) (string, bool) {
+	rest := string(l)
+	for rest != "" {
+		k, after, _ := strings.Cut(rest, "\x00")
+		v, after, _ := strings.Cut(after, "\x00")
+		if k == key {
+			return v, true
+		}
+		rest = after
+	}
+	return "", false
+}
+
+// Has says whether there is a label key.
+func (l packedLabels) Has(key string) bool {
+	_, ok := l.Lookup(key)
+	return ok
+}
+
+// Get is the value of the label key, "" when there is none.
+func (l packedLabels) Get(key string) string {
+	v, _ := l.Lookup(key)
+	return v
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -107,5 +108,29 @@ func TestASliceRelabelledMovesToItsNewService(t *testing.T) {
 	drain(t, s, fifo, 1)
 	if got, keys := sliceNames(s, "other"), s.ListKeys(); got != nil || keys != nil {
 		t.Errorf("after the delete: other's slices %v, keys %v", got, keys)
+	}
+}
+
+// Labels packed into one string match a selector as the map they came from
+// does.
+func TestPackedLabelsMatchSelectorsAsTheirMapDoes(t *testing.T) {
+	sets := []map[string]string{
+		nil,
+		{"app": "web"},
+		{"app": "web", "tier": "front", "example.com/lb": "haproxy"},
+		{"app": "", "team": "a"},
+		{"ap": "p", "app": "webby"},
+	}
+	for _, selector := range []string{"", "app=web", "app!=web", "app", "!app", "app in (web,api)", "app notin (web)",
+		"tier=front,app=web", "example.com/lb=haproxy", "app=", "team"} {
+		sel, err := parseSelector(selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, set := range sets {
+			if got, want := sel.Matches(packedLabels(packLabels(set))), sel.Matches(labels.Set(set)); got != want {
+				t.Errorf("selector %q on %v: packed labels match %v, the map %v", selector, set, got, want)
+			}
+		}
 	}
 }
