@@ -209,3 +209,48 @@ func TestAPodWhoseStatusAloneChangedIsNoChange(t *testing.T) {
 		t.Error("a Pod whose labels changed is no change")
 	}
 }
+
+// Objects deflated against the dictionary of their kind (the first object
+// of that kind packed) unpack to what was trimmed, whichever came first:
+// two Services, a slice of 10 endpoints and one of none.
+func TestPackedObjectsUnpackToWhatWasTrimmedWhateverCameFirst(t *testing.T) {
+	svc, slice := benchService(1)
+	other, bigger := benchService(2)
+	other.Labels = map[string]string{"app": "other"}
+	other.Spec.Ports = append(other.Spec.Ports, corev1.ServicePort{Name: "admin", Port: 9090})
+	empty := bigger.DeepCopy()
+	empty.Endpoints = nil
+	for _, svc := range []*corev1.Service{svc, other} {
+		p, err := trimForCache(svc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := unpack[corev1.Service](asPacked(t, p))
+		if want := trimService(svc); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("service %s: %v\n%+v\nwant\n%+v", svc.Name, err, got, want)
+		}
+	}
+	for _, s := range []*discoveryv1.EndpointSlice{slice, bigger, empty} {
+		p, err := trimForCache(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := unpack[discoveryv1.EndpointSlice](asPacked(t, p))
+		want := trimSlice(s)
+		if len(want.Endpoints) == 0 {
+			want.Endpoints = nil // protobuf does not tell none from empty
+		}
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("slice %s: %v\n%+v\nwant\n%+v", s.Name, err, got, want)
+		}
+	}
+}
+
+func asPacked(t *testing.T, obj any) *packed {
+	t.Helper()
+	p, ok := obj.(*packed)
+	if !ok {
+		t.Fatalf("a %T, not packed", obj)
+	}
+	return p
+}
