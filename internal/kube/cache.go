@@ -314,8 +314,10 @@ type packed struct {
 	// key is, of an EndpointSlice, the Service it is labelled for; of a
 	// Service or a Pod, its labels for selectors (packedLabels): one
 	// string rather than a map of strings.
-	key  string
-	data []byte
+	key string
+	// data is the encoding, in a string: its header is 8 bytes shorter
+	// than a slice's, which makes a packed object 64 bytes.
+	data string
 }
 
 // service is the Service an EndpointSlice is labelled for.
@@ -368,28 +370,26 @@ func pack(kind packedKind, trimmed interface {
 	if err != nil {
 		return nil, fmt.Errorf("pack %s/%s: %w", p.namespace.Value(), p.name, err)
 	}
-	p.data = data
 	if len(data) >= deflateFrom {
 		if small := dictionaries[kind].deflate(data); len(small) < len(data)*3/4 {
 			p.data, p.deflated = small, true
+			return p, nil
 		}
 	}
+	p.data = string(data)
 	return p, nil
 }
 
 func unpack[T any, P protoObject[T]](p *packed) (T, error) {
 	var out T
-	data := p.data
-	if p.deflated {
-		buf, ok := inflaters.Get().(*inflater)
-		if !ok {
-			buf = &inflater{}
-		}
-		defer inflaters.Put(buf)
-		var err error
-		if data, err = buf.inflate(p.data, dictionaries[p.kind].get()); err != nil {
-			return out, fmt.Errorf("unpack %s/%s from the cache: %w", p.namespace.Value(), p.name, err)
-		}
+	buf, ok := inflaters.Get().(*inflater)
+	if !ok {
+		buf = &inflater{}
+	}
+	defer inflaters.Put(buf)
+	data, err := buf.bytesOf(p)
+	if err != nil {
+		return out, fmt.Errorf("unpack %s/%s from the cache: %w", p.namespace.Value(), p.name, err)
 	}
 	// Unmarshal copies what it keeps: buf's bytes are free to reuse.
 	if err := P(&out).Unmarshal(data); err != nil {
@@ -433,7 +433,7 @@ func (d *dictionary) get() []byte {
 
 // deflate is data compressed against the dictionary (made of data when it
 // is the first), with a pooled writer.
-func (d *dictionary) deflate(data []byte) []byte {
+func (d *dictionary) deflate(data []byte) string {
 	if d.dict.Load() == nil {
 		first := bytes.Clone(data[:min(len(data), maxDictionary)])
 		d.dict.CompareAndSwap(nil, &first)
@@ -448,20 +448,27 @@ func (d *dictionary) deflate(data []byte) []byte {
 	w.Reset(&out)
 	_, _ = w.Write(data)
 	_ = w.Close()
-	return bytes.Clone(out.Bytes())
+	return out.String()
 }
 
-// inflater decompresses packed data into a buffer of its own, reused.
+// inflater gives packed data as bytes, decompressed when it is deflated,
+// in a buffer of its own, reused.
 type inflater struct {
 	r   io.ReadCloser
-	src bytes.Reader
+	src strings.Reader
 	out bytes.Buffer
 }
 
 var inflaters sync.Pool
 
-func (f *inflater) inflate(data, dict []byte) ([]byte, error) {
-	f.src.Reset(data)
+func (f *inflater) bytesOf(p *packed) ([]byte, error) {
+	f.out.Reset()
+	if !p.deflated {
+		f.out.WriteString(p.data)
+		return f.out.Bytes(), nil
+	}
+	f.src.Reset(p.data)
+	dict := dictionaries[p.kind].get()
 	if resetter, ok := f.r.(flate.Resetter); ok {
 		if err := resetter.Reset(&f.src, dict); err != nil {
 			return nil, err
@@ -469,7 +476,6 @@ func (f *inflater) inflate(data, dict []byte) ([]byte, error) {
 	} else {
 		f.r = flate.NewReaderDict(&f.src, dict)
 	}
-	f.out.Reset()
 	if _, err := f.out.ReadFrom(f.r); err != nil {
 		return nil, err
 	}
@@ -551,7 +557,7 @@ func withoutLastApplied(annotations map[string]string) map[string]string {
 func samePacked(old, obj any) bool {
 	a, ok := old.(*packed)
 	b, ok2 := obj.(*packed)
-	return ok && ok2 && a.kind == packedPod && b.kind == packedPod && a.deflated == b.deflated && bytes.Equal(a.data, b.data)
+	return ok && ok2 && a.kind == packedPod && b.kind == packedPod && a.deflated == b.deflated && a.data == b.data
 }
 
 // relabelled is the change of old's Service when an update moved an
