@@ -6,15 +6,12 @@
 package kube
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -296,45 +293,26 @@ func (c *Client) PodPages(ctx context.Context, namespace, selector string, each 
 
 // podPage asks for one page of the Pods of namespace, each trimmed as it
 // comes: decoded straight into what TrimPod keeps when the answer is
-// protobuf (podproto.go), else decoded whole (JSON) and trimmed. The body
-// is read into a buffer that the pages share (pageBuffers) rather than
-// one grown by doubling for each page, as Result's io.ReadAll does: what
-// is decoded of it is copied out, so the buffer is free again once the
-// page is.
+// protobuf (podproto.go), else decoded whole and trimmed.
 func (c *Client) podPage(namespace string) func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
 	return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, []corev1.Pod, error) {
-		// Stream gives an answer other than 2xx as Do does: the API's
-		// Status when the body has one.
-		body, err := pageRequest(c.core.Get(), namespace, "pods", opts).Stream(ctx)
-		if err != nil {
+		result := pageRequest(c.core.Get(), namespace, "pods", opts).Do(ctx)
+		// Error, not Raw's error: it is the API's Status when the body has one.
+		if err := result.Error(); err != nil {
 			return &corev1.PodList{}, nil, err
 		}
-		defer func() { _ = body.Close() }()
-		buf, ok := pageBuffers.Get().(*bytes.Buffer)
-		if !ok {
-			buf = &bytes.Buffer{}
-		}
-		defer pageBuffers.Put(buf)
-		buf.Reset()
-		if _, err := buf.ReadFrom(body); err != nil {
-			return &corev1.PodList{}, nil, err
-		}
-		if list, pods, ok, err := decodeTrimmedPods(buf.Bytes()); ok {
+		body, _ := result.Raw()
+		if list, pods, ok, err := decodeTrimmedPods(body); ok {
 			return &corev1.PodList{ListMeta: list}, pods, err
 		}
 		page := &corev1.PodList{}
-		if err := json.Unmarshal(buf.Bytes(), page); err != nil {
-			return page, nil, fmt.Errorf("decode a page of pods: %w", err)
-		}
+		err := result.Into(page)
 		for i := range page.Items {
 			page.Items[i] = TrimPod(&page.Items[i])
 		}
-		return page, page.Items, nil
+		return page, page.Items, err
 	}
 }
-
-// pageBuffers hold the bodies of pages of Pods while they are decoded.
-var pageBuffers sync.Pool
 
 // TrimPod keeps of a Pod what a health check reads: its name, namespace and
 // labels, and each container's name, ports and readinessProbe. A pod's

@@ -99,9 +99,8 @@ func protobufSerializer(t *testing.T) runtime.Encoder {
 	return info.Serializer
 }
 
-// ListPods reads the pages of Pods into one buffer that the pages share:
-// an API server that answers in protobuf and one that answers in JSON give
-// the same Pods, trimmed, a page's bytes never showing in another's.
+// An API server that answers in protobuf and one that answers in JSON give
+// ListPods the same Pods, trimmed, over two pages.
 func TestPagesOfPodsInProtobufOrJSONGiveTheSamePods(t *testing.T) {
 	sidecar := corev1.Container{Name: "proxy", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(15000)}}}}
