@@ -32,8 +32,11 @@ type store struct {
 
 type namespaceStore struct {
 	byName map[string]*packed
-	// byService are the slices of each Service, by the Service's name.
-	byService map[string][]*packed
+	// byService is a slice of each Service, by the Service's name, and
+	// more the others of a Service that has several: most have one, and a
+	// map of slices costs 27 bytes an entry more than a map of pointers.
+	byService map[string]*packed
+	more      map[string][]*packed
 }
 
 func newStore() *store { return &store{of: map[string]*namespaceStore{}} }
@@ -47,7 +50,7 @@ func (s *store) put(p *packed) *packed {
 	if ns == nil {
 		ns = &namespaceStore{byName: map[string]*packed{}}
 		if p.kind == packedSlice {
-			ns.byService = map[string][]*packed{}
+			ns.byService, ns.more = map[string]*packed{}, map[string][]*packed{}
 		}
 		s.of[p.namespace.Value()] = ns
 	}
@@ -55,7 +58,11 @@ func (s *store) put(p *packed) *packed {
 	ns.byName[p.name] = p
 	ns.unlinkSlice(old)
 	if service := p.service(); service != "" {
-		ns.byService[service] = append(ns.byService[service], p)
+		if _, ok := ns.byService[service]; ok {
+			ns.more[service] = append(ns.more[service], p)
+		} else {
+			ns.byService[service] = p
+		}
 	}
 	return old
 }
@@ -87,12 +94,21 @@ func (ns *namespaceStore) unlinkSlice(old *packed) {
 		return
 	}
 	service := old.service()
-	kept := slices.DeleteFunc(ns.byService[service], func(p *packed) bool { return p == old })
-	if len(kept) == 0 {
-		delete(ns.byService, service)
+	more := ns.more[service]
+	if ns.byService[service] == old {
+		if len(more) == 0 {
+			delete(ns.byService, service)
+			return
+		}
+		ns.byService[service], more = more[0], more[1:]
+	} else {
+		more = slices.DeleteFunc(more, func(p *packed) bool { return p == old })
+	}
+	if len(more) == 0 {
+		delete(ns.more, service)
 		return
 	}
-	ns.byService[service] = kept
+	ns.more[service] = more
 }
 
 // get is the object namespace/name, nil when there is none.
@@ -128,7 +144,9 @@ func (s *store) slicesOf(namespace, service string) []*packed {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if ns := s.of[namespace]; ns != nil {
-		return slices.Clone(ns.byService[service])
+		if first, ok := ns.byService[service]; ok {
+			return append([]*packed{first}, ns.more[service]...)
+		}
 	}
 	return nil
 }

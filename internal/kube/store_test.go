@@ -134,3 +134,46 @@ func TestPackedLabelsMatchSelectorsAsTheirMapDoes(t *testing.T) {
 		}
 	}
 }
+
+// A Service's slices stay its slices whichever of them goes or comes first.
+func TestAServicesSlicesAreKeptWhicheverGoesFirst(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		remove []string
+		want   []string
+	}{
+		{"none removed", nil, []string{"web-a", "web-b", "web-c"}},
+		{"the first put", []string{"web-a"}, []string{"web-b", "web-c"}},
+		{"one put later", []string{"web-b"}, []string{"web-a", "web-c"}},
+		{"the last put", []string{"web-c"}, []string{"web-a", "web-b"}},
+		{"the first two", []string{"web-a", "web-b"}, []string{"web-c"}},
+		{"all", []string{"web-b", "web-a", "web-c"}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStore()
+			for _, name := range []string{"web-a", "web-b", "web-c"} {
+				s.put(asPacked(t, kept(t, sliceNamed(name, "web"))))
+			}
+			for _, name := range tt.remove {
+				if s.remove("shop", name) == nil {
+					t.Fatalf("%s was not there to remove", name)
+				}
+			}
+			if got := sliceNames(s, "web"); !slices.Equal(got, tt.want) {
+				t.Errorf("web's slices %v, want %v", got, tt.want)
+			}
+			// The one left first is relabelled away, and a new one comes.
+			if len(tt.want) > 0 {
+				s.put(asPacked(t, kept(t, sliceNamed(tt.want[0], "other"))))
+				s.put(asPacked(t, kept(t, sliceNamed("web-d", "web"))))
+				want := append(slices.Clone(tt.want[1:]), "web-d")
+				if got := sliceNames(s, "web"); !slices.Equal(got, want) {
+					t.Errorf("after a relabel and a put: web's slices %v, want %v", got, want)
+				}
+				if got := sliceNames(s, "other"); !slices.Equal(got, tt.want[:1]) {
+					t.Errorf("other's slices %v, want %v", got, tt.want[:1])
+				}
+			}
+		})
+	}
+}
