@@ -275,13 +275,22 @@ func (s *soak) verdict() *Result {
 }
 
 // driverShrank says whether, at t, some pool's state would lose more than
-// half its members to reach what the driver made.
+// half its members to reach what the driver made. The state is any the
+// judge saw within one -state-interval before t, the one it held then
+// among them: the companion learns of an apply not its own (a human's)
+// only by reading state, at most that interval later, and its guard
+// judges the state it last read.
 func (j *judge) driverShrank(t time.Time) bool {
+	since := t.Add(-j.s.o.StateInterval)
 	for key, hist := range j.history {
-		var inState []string
+		var states [][]string
 		for _, o := range hist {
-			if !o.at.After(t) {
-				inState = o.members
+			switch {
+			case o.at.After(t):
+			case o.at.After(since):
+				states = append(states, o.members)
+			default:
+				states = [][]string{o.members} // the state held at since
 			}
 		}
 		var want []string
@@ -291,26 +300,27 @@ func (j *judge) driverShrank(t time.Time) bool {
 				want, found = c.want, true
 			}
 		}
-		if !found || len(inState) == 0 {
+		if !found {
 			continue
 		}
-		removed := 0
-		for _, m := range inState {
-			if !slices.Contains(want, m) {
-				removed++
+		for _, inState := range states {
+			if len(inState) == 0 {
+				continue
 			}
-		}
-		if float64(removed) > 0.5*float64(len(inState)) {
-			return true
+			removed := 0
+			for _, m := range inState {
+				if !slices.Contains(want, m) {
+					removed++
+				}
+			}
+			if float64(removed) > 0.5*float64(len(inState)) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// shrinkContext says, for a refusal at t whose reason names a pool, what
-// the judge and the replica saw of that pool before it: the members in
-// state and those the driver last made, as the judge read them, and the
-// replica's own notes of how the pool differed, in the 30 s before.
 func (j *judge) shrinkContext(rep *replica, t time.Time, reason string) string {
 	var out []string
 	for key, hist := range j.history {
