@@ -2,6 +2,7 @@ package kube
 
 import (
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"context"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
@@ -182,7 +184,7 @@ func (c *Client) Snapshot(ctx context.Context, scope CacheScope) (*Cache, error)
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	snapshot, err := cacheOf(scope, trimForCache, slices.Concat(found...))
+	snapshot, err := cacheOf(scope, slices.Concat(found...))
 	if err != nil {
 		return nil, err
 	}
@@ -197,10 +199,10 @@ const snapshotLists = 4
 // Pods and Nodes) as the informers of scope would keep them once listed,
 // with none to run: a snapshot, and what tests of its readers read.
 func CacheOf(scope CacheScope, objects ...any) (*Cache, error) {
-	return cacheOf(scope, trimForCache, objects)
+	return cacheOf(scope, objects)
 }
 
-func cacheOf(scope CacheScope, keep func(any) (any, error), objects []any) (*Cache, error) {
+func cacheOf(scope CacheScope, objects []any) (*Cache, error) {
 	k := newCacheOf(scope, nil)
 	empty := func(of map[string]*store, namespaces []string) {
 		for _, ns := range namespaces {
@@ -226,11 +228,7 @@ func cacheOf(scope CacheScope, keep func(any) (any, error), objects []any) (*Cac
 			if k.nodes == nil {
 				break
 			}
-			kept, err := keep(o)
-			if err != nil {
-				return nil, err
-			}
-			if err := k.nodes.Add(kept); err != nil {
+			if err := k.nodes.Add(ptr.To(trimmedNode(t))); err != nil {
 				return nil, err
 			}
 			continue
@@ -238,7 +236,7 @@ func cacheOf(scope CacheScope, keep func(any) (any, error), objects []any) (*Cac
 		if s == nil {
 			return nil, fmt.Errorf("a %T is outside the cache's scope", o)
 		}
-		kept, err := keep(o)
+		kept, err := trimForCache(o)
 		if err != nil {
 			return nil, err
 		}
@@ -344,8 +342,8 @@ const (
 	packedPod
 )
 
-// GetObjectMeta gives the store's key and namespace index what they read:
-// packed is a metav1.ObjectMetaAccessor for meta.Accessor.
+// GetObjectMeta gives the informer's queue the key it reads: packed is a
+// metav1.ObjectMetaAccessor for meta.Accessor.
 func (p *packed) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Namespace: p.namespace.Value(), Name: p.name}
 }
@@ -508,11 +506,17 @@ func trimForCache(obj any) (any, error) {
 		trimmed.ResourceVersion = ""
 		return pack(packedPod, &trimmed, packLabels(trimmed.Labels))
 	case *corev1.Node:
-		trimmed := trimNode(o)
-		trimmed.ResourceVersion = o.ResourceVersion
-		return &trimmed, nil
+		return ptr.To(trimmedNode(o)), nil
 	}
 	return obj, nil
+}
+
+// trimmedNode is what the cache keeps of a Node: trimNode's, and its
+// resourceVersion.
+func trimmedNode(n *corev1.Node) corev1.Node {
+	trimmed := trimNode(n)
+	trimmed.ResourceVersion = n.ResourceVersion
+	return trimmed
 }
 
 // trimService keeps of a Service what the rules and its state read.
@@ -554,18 +558,14 @@ func withoutLastApplied(annotations map[string]string) map[string]string {
 // samePacked says whether old and obj are packed objects equal in what the
 // cache keeps: a Pod's status changes all its life; what the cache keeps
 // of it seldom does.
-func samePacked(old, obj any) bool {
-	a, ok := old.(*packed)
-	b, ok2 := obj.(*packed)
-	return ok && ok2 && a.kind == packedPod && b.kind == packedPod && a.deflated == b.deflated && a.data == b.data
+func samePacked(a, b *packed) bool {
+	return a.kind == packedPod && b.kind == packedPod && a.deflated == b.deflated && a.data == b.data
 }
 
 // relabelled is the change of old's Service when an update moved an
 // EndpointSlice from it to another.
-func relabelled(old, obj any) (Change, bool) {
-	a, ok := old.(*packed)
-	b, ok2 := obj.(*packed)
-	if !ok || !ok2 || a.kind != packedSlice || a.service() == b.service() {
+func relabelled(a, b *packed) (Change, bool) {
+	if a.kind != packedSlice || a.service() == b.service() {
 		return Change{}, false
 	}
 	return changeOf(a)
@@ -650,18 +650,13 @@ func lookup(of map[string]*store, resource, namespace string) ([]*packed, error)
 // matching are the objects among objs that sel matches, sorted by
 // namespace and name as a LIST gives them.
 func matching(objs []*packed, sel labels.Selector) []*packed {
-	picked := objs[:0]
 	if !sel.Empty() {
-		for _, p := range objs {
-			if sel.Matches(p.labels()) {
-				picked = append(picked, p)
-			}
-		}
-	} else {
-		picked = objs
+		objs = slices.DeleteFunc(objs, func(p *packed) bool { return !sel.Matches(p.labels()) })
 	}
-	sortByName(picked)
-	return picked
+	slices.SortFunc(objs, func(a, b *packed) int {
+		return cmp.Or(strings.Compare(a.namespace.Value(), b.namespace.Value()), strings.Compare(a.name, b.name))
+	})
+	return objs
 }
 
 // unpackAll are picked, decoded, in their order.

@@ -23,13 +23,14 @@ func labelledSlice(service string) *discoveryv1.EndpointSlice {
 		Labels: map[string]string{discoveryv1.LabelServiceName: service}}}
 }
 
-func kept(t *testing.T, obj any) any {
+// kept is obj packed as the cache keeps it.
+func kept(t *testing.T, obj any) *packed {
 	t.Helper()
 	out, err := trimForCache(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return asPacked(t, out)
 }
 
 // An update that moves a slice to another Service is a change of the old
@@ -82,10 +83,10 @@ func apiObjects() (corev1.Service, []discoveryv1.EndpointSlice, []corev1.Pod) {
 	return svc, []discoveryv1.EndpointSlice{slice}, pods
 }
 
-func cacheWith(t *testing.T, keep func(any) (any, error), svc corev1.Service, slices []discoveryv1.EndpointSlice, pods []corev1.Pod) *Cache {
+func cacheWith(t *testing.T, svc corev1.Service, slices []discoveryv1.EndpointSlice, pods []corev1.Pod) *Cache {
 	t.Helper()
 	objects := append(append([]any{&svc}, pointers(slices)...), pointers(pods)...)
-	k, err := cacheOf(CacheScope{Namespaces: []string{"shop"}, PodNamespaces: []string{"shop"}}, keep, objects)
+	k, err := cacheOf(CacheScope{Namespaces: []string{"shop"}, PodNamespaces: []string{"shop"}}, objects)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +99,10 @@ func cacheWith(t *testing.T, keep func(any) (any, error), svc corev1.Service, sl
 // pools computed from the objects as the API gave them. (The informers and
 // check's snapshot keep them alike.)
 func TestWhatTheCacheKeepsGivesThePoolsTheObjectsGive(t *testing.T) {
-	keep := trimForCache
 	ctx := context.Background()
 	now := time.Unix(2e9, 0)
 	svc, slices, pods := apiObjects()
-	k := cacheWith(t, keep, *svc.DeepCopy(), deepCopies(slices), deepCopies(pods))
+	k := cacheWith(t, *svc.DeepCopy(), deepCopies(slices), deepCopies(pods))
 
 	req := pools.Request{Namespace: "shop", Service: "web", Query: endpoints.Query{PortName: "http", Terminating: endpoints.TerminatingInclude}, PodHealthChecks: true}
 	want, err := req.Compute(pools.Objects{Service: &svc, EndpointSlices: slices, Pods: pods}, now)
@@ -159,7 +159,7 @@ func TestTheCacheNamesTheServicesASelectorMatches(t *testing.T) {
 	svc, slices, _ := apiObjects()
 	other := *svc.DeepCopy()
 	other.Name, other.Labels = "api", map[string]string{"lb": "f5"}
-	k, err := cacheOf(CacheScope{Namespaces: []string{"shop"}}, trimForCache, append([]any{&svc, &other}, pointers(slices)...))
+	k, err := cacheOf(CacheScope{Namespaces: []string{"shop"}}, append([]any{&svc, &other}, pointers(slices)...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -196,19 +195,19 @@ func (s *store) apply(popped any, changed func(old, obj *packed)) error {
 			old := s.put(p)
 			changed(old, p)
 		case cache.Deleted:
-			var key string
-			obj := d.Object
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				key, obj = tomb.Key, tomb.Obj
-			} else if p, ok := obj.(*packed); ok {
-				key = p.namespace.Value() + "/" + p.name
-			}
-			namespace, name, err := cache.SplitMetaNamespaceKey(key)
-			if err != nil {
-				return fmt.Errorf("delete %v from the cache: %w", key, err)
+			p, _ := d.Object.(*packed)
+			namespace, name := "", ""
+			if tomb, ok := d.Object.(cache.DeletedFinalStateUnknown); ok {
+				p, _ = tomb.Obj.(*packed)
+				var err error
+				if namespace, name, err = cache.SplitMetaNamespaceKey(tomb.Key); err != nil {
+					return fmt.Errorf("delete %v from the cache: %w", tomb.Key, err)
+				}
+			} else if p != nil {
+				namespace, name = p.namespace.Value(), p.name
 			}
 			old := s.remove(namespace, name)
-			if p, ok := obj.(*packed); old == nil && ok {
+			if old == nil {
 				old = p
 			}
 			if old != nil {
@@ -273,14 +272,6 @@ func notifier(onChange func(Change)) func(old, obj *packed) {
 			onChange(ch)
 		}
 	}
-}
-
-// sortByName sorts packed objects by namespace and name, as a LIST gives
-// them.
-func sortByName(picked []*packed) {
-	slices.SortFunc(picked, func(a, b *packed) int {
-		return cmp.Or(strings.Compare(a.namespace.Value(), b.namespace.Value()), strings.Compare(a.name, b.name))
-	})
 }
 
 // The informer's queue reads a packed object's key through its meta.

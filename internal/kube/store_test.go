@@ -152,7 +152,7 @@ func TestAServicesSlicesAreKeptWhicheverGoesFirst(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore()
 			for _, name := range []string{"web-a", "web-b", "web-c"} {
-				s.put(asPacked(t, kept(t, sliceNamed(name, "web"))))
+				s.put(kept(t, sliceNamed(name, "web")))
 			}
 			for _, name := range tt.remove {
 				if s.remove("shop", name) == nil {
@@ -164,8 +164,8 @@ func TestAServicesSlicesAreKeptWhicheverGoesFirst(t *testing.T) {
 			}
 			// The one left first is relabelled away, and a new one comes.
 			if len(tt.want) > 0 {
-				s.put(asPacked(t, kept(t, sliceNamed(tt.want[0], "other"))))
-				s.put(asPacked(t, kept(t, sliceNamed("web-d", "web"))))
+				s.put(kept(t, sliceNamed(tt.want[0], "other")))
+				s.put(kept(t, sliceNamed("web-d", "web")))
 				want := append(slices.Clone(tt.want[1:]), "web-d")
 				if got := sliceNames(s, "web"); !slices.Equal(got, want) {
 					t.Errorf("after a relabel and a put: web's slices %v, want %v", got, want)
