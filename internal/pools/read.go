@@ -272,7 +272,12 @@ func (r FleetRequest) Read(ctx context.Context, src Reader, o FleetReadOptions) 
 			return endpoints.FleetResult{}, &ReadError{Object: NodesObject, Err: err}
 		}
 	}
-	res, err := r.Compute(r.Objects(snapshot), now())
+	// The guards count ready endpoints, which health checks do not change:
+	// the rules run once, without the Pods, and the Pods' checks are given
+	// to that result after the guards hold.
+	plain := r
+	plain.PodHealthChecks = false
+	res, err := plain.Compute(r.Objects(snapshot), now())
 	if err != nil {
 		return endpoints.FleetResult{}, &RuleError{Err: err}
 	}
@@ -282,7 +287,7 @@ func (r FleetRequest) Read(ctx context.Context, src Reader, o FleetReadOptions) 
 	if !r.GuardsHold(res) && o.WaitForGuards != nil {
 		waited = true
 		waitErr = o.WaitForGuards(ctx, snapshot, func() FleetGuards {
-			if next, err := r.Compute(r.Objects(snapshot), now()); err == nil {
+			if next, err := plain.Compute(r.Objects(snapshot), now()); err == nil {
 				res = next
 			}
 			return FleetGuards{Hold: r.GuardsHold(res), TooFewServices: len(res.Pools) < r.MinServices}
@@ -292,29 +297,28 @@ func (r FleetRequest) Read(ctx context.Context, src Reader, o FleetReadOptions) 
 		return res, &FleetShortError{Services: len(res.Pools), MinServices: r.MinServices, Short: r.ShortPools(res),
 			MinReady: r.MinReady, Waited: waited, WaitErr: waitErr}
 	}
-	if pager, ok := src.(PodPager); ok && r.ReadsPods() {
-		return r.checkPodsByPage(ctx, pager, snapshot, now())
+	if !r.ReadsPods() {
+		return res, nil
 	}
-	if r.ReadsPods() {
-		for _, ns := range r.Namespaces {
-			pods, err := src.Pods(ctx, ns, "")
-			if err != nil {
-				return endpoints.FleetResult{}, &ReadError{Object: PodsObject, Namespace: ns, Err: err}
-			}
-			if snapshot.Pods == nil {
-				// One namespace (or all at once) is not copied; clipped, so
-				// that the next one's append cannot write into the
-				// reader's array.
-				snapshot.Pods = slices.Clip(pods)
-			} else {
-				snapshot.Pods = append(snapshot.Pods, pods...)
-			}
+	if pager, ok := src.(PodPager); ok {
+		return r.checkPodsByPage(ctx, pager, res)
+	}
+	var pods []corev1.Pod
+	for _, ns := range r.Namespaces {
+		got, err := src.Pods(ctx, ns, "")
+		if err != nil {
+			return endpoints.FleetResult{}, &ReadError{Object: PodsObject, Namespace: ns, Err: err}
 		}
-		if res, err = r.Compute(r.Objects(snapshot), now()); err != nil {
-			return endpoints.FleetResult{}, &RuleError{Err: err}
+		if pods == nil {
+			// One namespace (or all at once) is not copied; clipped, so
+			// that the next one's append cannot write into the reader's
+			// array.
+			pods = slices.Clip(got)
+		} else {
+			pods = append(pods, got...)
 		}
 	}
-	return res, nil
+	return endpoints.FleetWithPodHealthChecks(res, pods), nil
 }
 
 // ReadService is the part of the fleet of r that the Service
@@ -431,17 +435,12 @@ func (r FleetRequest) readService(ctx context.Context, src Reader, namespace, na
 	return res, nil
 }
 
-// checkPodsByPage is the end of Read for a PodPager: the fleet of snapshot
-// at now, each pool's endpoints given the health checks of their pods page
-// by page (endpoints.FleetPodChecks), which is what Compute gives with every
-// Pod of the snapshot's namespaces, without holding them all.
-func (r FleetRequest) checkPodsByPage(ctx context.Context, src PodPager, snapshot *FleetSnapshot, now time.Time) (endpoints.FleetResult, error) {
-	plain := r
-	plain.PodHealthChecks = false
-	res, err := plain.Compute(r.Objects(snapshot), now)
-	if err != nil {
-		return endpoints.FleetResult{}, &RuleError{Err: err}
-	}
+// checkPodsByPage is the end of Read for a PodPager: res, the fleet
+// without health checks, its endpoints given the health checks of their
+// pods page by page (endpoints.FleetPodChecks), which is what Compute
+// gives with every Pod of the request's namespaces, without holding them
+// all.
+func (r FleetRequest) checkPodsByPage(ctx context.Context, src PodPager, res endpoints.FleetResult) (endpoints.FleetResult, error) {
 	checks := endpoints.NewFleetPodChecks(res)
 	for _, ns := range r.Namespaces {
 		err := src.PodPages(ctx, ns, "", func(pods []corev1.Pod, restart bool) {

@@ -12,7 +12,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // BenchmarkReadDataSource is the provider's own cost of one read, as
@@ -119,24 +122,41 @@ func BenchmarkGetConfig(b *testing.B) {
 }
 
 // BenchmarkReadFleet is one read of k8s_services over 500 Services of 10
-// ready endpoints each, as make bench's fleet read, in process.
+// ready endpoints each, as make bench's fleet read, in process; checks is
+// the same with pod_health_checks, each pod with an HTTP readinessProbe.
 func BenchmarkReadFleet(b *testing.B) {
+	for _, checks := range []bool{false, true} {
+		b.Run(fmt.Sprintf("pod_health_checks=%t", checks), func(b *testing.B) { benchmarkReadFleet(b, checks) })
+	}
+}
+
+func benchmarkReadFleet(b *testing.B, checks bool) {
 	b.Setenv("HOME", b.TempDir())
 	api := newStandInAPIServer(b)
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: "/ready", Port: intstr.FromString("http")}}}
 	for i := range 500 {
 		name := fmt.Sprintf("svc-%d", i)
 		svc := webService("bench", httpPort)
 		svc.Name = name
+		svc.Spec.Selector = map[string]string{"app": name}
 		api.addService(svc)
 		slice := webSlice(name + "-a")
 		slice.Namespace, slice.Labels = "bench", map[string]string{discoveryv1.LabelServiceName: name}
 		for j := range 10 {
-			slice.Endpoints = append(slice.Endpoints, readyPod(fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j), fmt.Sprintf("%s-%d", name, j), "node-a", "zone-a"))
+			pod := fmt.Sprintf("%s-%d", name, j)
+			slice.Endpoints = append(slice.Endpoints, readyPod(fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j), pod, "node-a", "zone-a"))
+			api.addPods(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: pod, Labels: svc.Spec.Selector},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", ReadinessProbe: probe,
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}}})
 		}
 		api.addSlices(slice)
 	}
 	p := newProtocolProvider(b, writeKubeconfig(b, b.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
 	args := map[string]tftypes.Value{"namespace": tfString("bench"), "port_name": tfString("http")}
+	if checks {
+		args["pod_health_checks"] = tftypes.NewValue(tftypes.Bool, true)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		_, diags := p.read(b, "k8s_services", args)
