@@ -3,8 +3,11 @@ package kube
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"reflect"
+	"slices"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,6 +91,48 @@ func TestAProtobufBodyCutShortIsAnError(t *testing.T) {
 	if _, _, ok, err := decodeTrimmedPods(body.Bytes()[:body.Len()-7]); !ok || err == nil {
 		t.Errorf("ok %v, err %v; want an error", ok, err)
 	}
+}
+
+func TestAProtobufFieldLongerThanItsMessageIsAnError(t *testing.T) {
+	// runtime.Unknown whose raw PodList (6 bytes) holds an item that says
+	// it is 100 bytes long.
+	body := append(slices.Clone(protobufPrefix), 0x12, 0x06, 0x12, 0x64, 'a', 'b', 'c', 'd')
+	if _, _, ok, err := decodeTrimmedPods(body); !ok || !errors.Is(err, errBadProtobuf) {
+		t.Errorf("ok %v, err %v; want a malformed body", ok, err)
+	}
+}
+
+// A page of Pods whose connection drops in the middle of the body is asked
+// for again, as any other answer cut short.
+func TestAPageOfPodsCutShortIsRetried(t *testing.T) {
+	var body bytes.Buffer
+	list := corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},
+		Items: []corev1.Pod{fullPod("web-1", map[string]string{"app": "web"}), fullPod("web-2", map[string]string{"app": "web"})}}
+	if err := codecs.EncoderForVersion(protobufSerializer(t), corev1.SchemeGroupVersion).Encode(&list, &body); err != nil {
+		t.Fatal(err)
+	}
+	c, calls := newTestClient(t, func(w http.ResponseWriter, _ *http.Request, call int32) {
+		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+		if call == 1 {
+			w.Header().Set("Content-Length", strconv.Itoa(body.Len()))
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(body.Bytes()[:body.Len()/2])
+			panic(http.ErrAbortHandler)
+		}
+		_, _ = w.Write(body.Bytes())
+	})
+	var names []string
+	if err := c.PodPages(context.Background(), "shop", "", func(pods []corev1.Pod, _ bool) {
+		for _, p := range pods {
+			names = append(names, p.Name)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"web-1", "web-2"}; !slices.Equal(names, want) {
+		t.Errorf("pods %v, want %v", names, want)
+	}
+	wantRequests(t, calls, 2)
 }
 
 func protobufSerializer(t *testing.T) runtime.Encoder {
