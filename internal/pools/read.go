@@ -173,7 +173,12 @@ func (r Request) Read(ctx context.Context, src Reader, o ReadOptions) (endpoints
 			return endpoints.Result{}, &ReadError{Object: NodesObject, Err: err}
 		}
 	}
-	res, err := r.Compute(objects, o.now())
+	// The guard counts ready endpoints, which health checks do not change:
+	// the rules run once, without the Pods, and the Pods' checks are given
+	// to that result after the guard holds.
+	plain := r
+	plain.PodHealthChecks = false
+	res, err := plain.Compute(objects, o.now())
 	if err != nil {
 		return endpoints.Result{}, &RuleError{Err: err}
 	}
@@ -184,7 +189,7 @@ func (r Request) Read(ctx context.Context, src Reader, o ReadOptions) (endpoints
 		waited = true
 		waitErr = o.WaitForSlices(ctx, list, func(items []discoveryv1.EndpointSlice) bool {
 			objects.EndpointSlices = items
-			if next, err := r.Compute(objects, o.now()); err == nil {
+			if next, err := plain.Compute(objects, o.now()); err == nil {
 				res = next
 			}
 			return !r.Short(res)
@@ -195,18 +200,20 @@ func (r Request) Read(ctx context.Context, src Reader, o ReadOptions) (endpoints
 		return res, &ShortError{Namespace: r.Namespace, Service: r.Service, Ready: ready, Draining: len(res.Endpoints) - ready,
 			MinReady: r.MinReady, Waited: waited, WaitErr: waitErr}
 	}
-	if r.ReadsPods() && len(svc.Spec.Selector) > 0 {
-		// A Service without a selector selects no Pod: its endpoints,
-		// written by hand, name none the provider could trust to be its own.
+	if !r.ReadsPods() {
+		return res, nil
+	}
+	// A Service without a selector selects no Pod: its endpoints, written
+	// by hand, name none the provider could trust to be its own, and no
+	// Pod is read for them.
+	var pods []corev1.Pod
+	if len(svc.Spec.Selector) > 0 {
 		selector := labels.SelectorFromSet(svc.Spec.Selector).String()
-		if objects.Pods, err = src.Pods(ctx, r.Namespace, selector); err != nil {
+		if pods, err = src.Pods(ctx, r.Namespace, selector); err != nil {
 			return endpoints.Result{}, &ReadError{Object: PodsObject, Namespace: r.Namespace, Err: err}
 		}
-		if res, err = r.Compute(objects, o.now()); err != nil {
-			return endpoints.Result{}, &RuleError{Err: err}
-		}
 	}
-	return res, nil
+	return endpoints.WithPodHealthChecks(res, svc, pods), nil
 }
 
 // FleetSnapshot is what the read of a fleet found, by namespace in scope
@@ -216,7 +223,6 @@ type FleetSnapshot struct {
 	Services map[string][]corev1.Service
 	Slices   map[string]Slices
 	Nodes    []corev1.Node
-	Pods     []corev1.Pod
 }
 
 // FleetGuards is how a fleet's guards stand.
@@ -239,7 +245,7 @@ type FleetReadOptions struct {
 // Objects are the snapshot as Compute takes it, namespace by namespace in
 // the order of the request.
 func (r FleetRequest) Objects(s *FleetSnapshot) FleetObjects {
-	o := FleetObjects{Nodes: s.Nodes, Pods: s.Pods}
+	o := FleetObjects{Nodes: s.Nodes}
 	for _, ns := range r.Namespaces {
 		o.Services = append(o.Services, s.Services[ns]...)
 		o.EndpointSlices = append(o.EndpointSlices, s.Slices[ns].Items...)

@@ -123,7 +123,8 @@ func BenchmarkGetConfig(b *testing.B) {
 
 // BenchmarkReadFleet is one read of k8s_services over 500 Services of 10
 // ready endpoints each, as make bench's fleet read, in process; checks is
-// the same with pod_health_checks, each pod with an HTTP readinessProbe.
+// the same with pod_health_checks: each Service selects its 10 pods, each
+// with an HTTP readinessProbe.
 func BenchmarkReadFleet(b *testing.B) {
 	for _, checks := range []bool{false, true} {
 		b.Run(fmt.Sprintf("pod_health_checks=%t", checks), func(b *testing.B) { benchmarkReadFleet(b, checks) })
@@ -139,16 +140,20 @@ func benchmarkReadFleet(b *testing.B, checks bool) {
 		name := fmt.Sprintf("svc-%d", i)
 		svc := webService("bench", httpPort)
 		svc.Name = name
-		svc.Spec.Selector = map[string]string{"app": name}
+		if checks {
+			svc.Spec.Selector = map[string]string{"app": name}
+		}
 		api.addService(svc)
 		slice := webSlice(name + "-a")
 		slice.Namespace, slice.Labels = "bench", map[string]string{discoveryv1.LabelServiceName: name}
 		for j := range 10 {
 			pod := fmt.Sprintf("%s-%d", name, j)
 			slice.Endpoints = append(slice.Endpoints, readyPod(fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j), pod, "node-a", "zone-a"))
-			api.addPods(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: pod, Labels: svc.Spec.Selector},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", ReadinessProbe: probe,
-					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}}})
+			if checks {
+				api.addPods(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: pod, Labels: svc.Spec.Selector},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", ReadinessProbe: probe,
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}}})
+			}
 		}
 		api.addSlices(slice)
 	}
