@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,7 +77,13 @@ func cacheOfObjects(t *testing.T, objects map[string]any) *kube.Cache {
 
 func newFleetPool(t *testing.T, minReady int) *fleetPool {
 	t.Helper()
-	state := fmt.Sprintf(`{"namespaces": ["shop"], "label_selector": "lb=x", "port_name": "http", "min_ready": %d, "services": {}, "skipped": []}`, minReady)
+	return newFleetPoolOf(t, minReady, "{}")
+}
+
+// newFleetPoolOf is the fleet of newFleetPool with services (JSON) in state.
+func newFleetPoolOf(t *testing.T, minReady int, services string) *fleetPool {
+	t.Helper()
+	state := fmt.Sprintf(`{"namespaces": ["shop"], "label_selector": "lb=x", "port_name": "http", "min_ready": %d, "services": %s, "skipped": []}`, minReady, services)
 	pool, err := provider.DecodeStatePool(context.Background(), provider.ServicesType, []byte(state))
 	if err != nil {
 		t.Fatal(err)
@@ -91,14 +98,39 @@ func newFleetPool(t *testing.T, minReady int) *fleetPool {
 // A change of one Service of a fleet recomputes that Service's pool alone,
 // and the fleet's evaluation is then what a whole recomputation gives.
 func TestAChangeOfOneServiceOfAFleetRecomputesThatServiceAlone(t *testing.T) {
+	// Half of the Services in state (the other half new to it), and one
+	// that the cluster no longer has: a Service's record is kept by its
+	// pool of state, or apart when state has none.
+	var half []string
+	for i := range 50 {
+		half = append(half, fmt.Sprintf(`"shop/svc-%03d": {"namespace": "shop", "name": "svc-%03d", "endpoints": [{"address": "10.1.%d.1", "port": 8080, "ready": true}]}`, i, i, i))
+	}
+	half = append(half, `"shop/gone": {"namespace": "shop", "name": "gone", "endpoints": []}`)
+	for _, tt := range []struct {
+		name     string
+		services string
+		// changes at the first evaluation: the 100 pools, the skipped
+		// list, and gone's pool when state has it.
+		changes int
+	}{
+		{"state without the fleet", "{}", 101},
+		{"half of the fleet in state", "{" + strings.Join(half, ", ") + "}", 102},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			changesOfOneService(t, func() *fleetPool { return newFleetPoolOf(t, 0, tt.services) }, tt.changes)
+		})
+	}
+}
+
+func changesOfOneService(t *testing.T, newPool func() *fleetPool, changes int) {
 	ctx := context.Background()
 	now := time.Unix(2e9, 0)
 	objects := fleetObjects(100)
-	p := newFleetPool(t, 0)
+	p := newPool()
 	first := p.evaluate(ctx, cacheOfObjects(t, objects), now, everything)
-	if first.unreadable != "" || first.computed != 101 || len(first.changes) != 101 {
-		t.Fatalf("first evaluation: %d computed, %d changes, %q; want the 101 Services computed, 100 pools and the skipped list new to state",
-			first.computed, len(first.changes), first.unreadable)
+	if first.unreadable != "" || first.computed != 101 || len(first.changes) != changes {
+		t.Fatalf("first evaluation: %d computed, %d changes, %q; want the 101 Services computed, %d changes",
+			first.computed, len(first.changes), first.unreadable, changes)
 	}
 	for _, step := range []struct {
 		name     string
@@ -117,6 +149,10 @@ func TestAChangeOfOneServiceOfAFleetRecomputesThatServiceAlone(t *testing.T) {
 			delete(objects, "service svc-007")
 			delete(objects, "slice svc-007")
 		}, touched{services: map[string]bool{"shop/svc-007": true}}, 0},
+		{"one Service new to state is deleted, and its slice", func() {
+			delete(objects, "service svc-077")
+			delete(objects, "slice svc-077")
+		}, touched{services: map[string]bool{"shop/svc-077": true}}, 0},
 		{"a Service gets the port that it lacked", func() {
 			serviceOf(t, objects, "svc-100").Spec.Ports[0].Name = "http"
 			sliceOf(t, objects, "svc-100").Ports[0].Name = ptr.To("http")
@@ -125,13 +161,13 @@ func TestAChangeOfOneServiceOfAFleetRecomputesThatServiceAlone(t *testing.T) {
 			sliceOf(t, objects, "svc-001").Endpoints[0].Conditions.Ready = ptr.To(false)
 			sliceOf(t, objects, "svc-002").Endpoints[0].Addresses = []string{"10.9.9.9"}
 		}, touched{services: map[string]bool{"shop/svc-001": true, "shop/svc-002": true}}, 2},
-		{"a Node changes: the fleet is recomputed whole", func() {}, everything, 99},
+		{"a Node changes: the fleet is recomputed whole", func() {}, everything, 98},
 	} {
 		t.Run(step.name, func(t *testing.T) {
 			step.change()
 			k := cacheOfObjects(t, objects)
 			got := p.evaluate(ctx, k, now, step.touched)
-			want := newFleetPool(t, 0).evaluate(ctx, k, now, everything)
+			want := newPool().evaluate(ctx, k, now, everything)
 			if got.computed != step.computed {
 				t.Errorf("%d Service pools computed, want %d", got.computed, step.computed)
 			}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,9 +17,9 @@ import (
 // store is what one informer of Services, EndpointSlices or Pods (or one
 // of a snapshot's LISTs) gives the cache: its packed objects by namespace
 // and name, and an EndpointSlice by its Service too. It stands where an
-// informer's indexer would: the informer's queue (client-go's RealFIFO)
-// knows its keys through it (ListKeys, GetByKey), and its reflector lists,
-// watches and relists as in any informer. The indexer kept each object's
+// informer's indexer would: the informer's reflector lists, watches and
+// relists as in any informer, into client-go's RealFIFO, whose deltas
+// apply gives the store. The indexer kept each object's
 // key as a string of its own, and an index set per namespace and per group
 // of Services over those keys: at 50,000 Services, 28 MB beside 30 MB of
 // packed objects (bench/README.md). Here an object's key is its own name,
@@ -150,33 +151,6 @@ func (s *store) slicesOf(namespace, service string) []*packed {
 	return nil
 }
 
-// ListKeys are the keys ("namespace/name") of the objects: what the
-// informer's queue compares a relist with, to find what went while its
-// watch was down.
-func (s *store) ListKeys() []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var keys []string
-	for namespace, ns := range s.of {
-		for name := range ns.byName {
-			keys = append(keys, namespace+"/"+name)
-		}
-	}
-	return keys
-}
-
-// GetByKey is the object of a key ListKeys gives.
-func (s *store) GetByKey(key string) (any, bool, error) {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil, false, err
-	}
-	if p := s.get(namespace, name); p != nil {
-		return p, true, nil
-	}
-	return nil, false, nil
-}
-
 // apply applies what the informer's queue popped (deltas, from oldest to
 // newest), as client-go's informers apply them to their indexer, and
 // calls changed for each object that changed in what the cache keeps.
@@ -187,6 +161,14 @@ func (s *store) apply(popped any, changed func(old, obj *packed)) error {
 	}
 	for _, d := range deltas {
 		switch d.Type {
+		case cache.ReplacedAll:
+			info, ok := d.Object.(cache.ReplacedAllInfo)
+			if !ok {
+				return fmt.Errorf("the informer's queue gave a %T for a list, not ReplacedAllInfo", d.Object)
+			}
+			if err := s.replace(info.Objects, changed); err != nil {
+				return err
+			}
 		case cache.Sync, cache.Replaced, cache.Added, cache.Updated:
 			p, ok := d.Object.(*packed)
 			if !ok {
@@ -214,6 +196,45 @@ func (s *store) apply(popped any, changed func(old, obj *packed)) error {
 				changed(nil, old)
 			}
 		}
+		// SyncAll and Bookmark: no resync period is set, and bookmarks
+		// are not asked for.
+	}
+	return nil
+}
+
+// replace makes objects, a list or a relist, what the store holds: what
+// it held that the list has not is removed, then each object is put. As
+// client-go's informers call their handlers for a list, changed is called
+// for the removals first, then for the objects in the list's order.
+func (s *store) replace(objects []any, changed func(old, obj *packed)) error {
+	listed := make([]*packed, len(objects))
+	for i, o := range objects {
+		p, ok := o.(*packed)
+		if !ok {
+			return fmt.Errorf("the informer's queue gave a %T in a list, not a packed object", o)
+		}
+		listed[i] = p
+	}
+	// The first list finds the store empty: nothing to compare it with.
+	if held := s.list(""); len(held) > 0 {
+		type key struct {
+			namespace unique.Handle[string]
+			name      string
+		}
+		in := make(map[key]bool, len(listed))
+		for _, p := range listed {
+			in[key{p.namespace, p.name}] = true
+		}
+		for _, old := range held {
+			if !in[key{old.namespace, old.name}] {
+				if gone := s.remove(old.namespace.Value(), old.name); gone != nil {
+					changed(nil, gone)
+				}
+			}
+		}
+	}
+	for _, p := range listed {
+		changed(s.put(p), p)
 	}
 	return nil
 }
@@ -229,20 +250,31 @@ type informer interface {
 }
 
 func newStoreInformer(lw cache.ListerWatcher, example runtime.Object, s *store, onChange func(Change)) informer {
-	fifo := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
-		Name:         fmt.Sprintf("RealFIFO %T", example),
-		KeyFunction:  cache.MetaNamespaceKeyFunc,
-		KnownObjects: s,
-		// Keep only what the rules read: managedFields and kubectl's
-		// copy of the whole object would double what a large fleet holds.
-		Transformer: trimForCache,
-	})
 	changed := notifier(onChange)
 	return cache.New(&cache.Config{
-		Queue:         fifo,
+		Queue:         newQueue(fmt.Sprintf("RealFIFO %T", example)),
 		ListerWatcher: lw,
 		ObjectType:    example,
 		Process:       func(popped any, _ bool) error { return s.apply(popped, changed) },
+	})
+}
+
+// newQueue is the queue of an informer of a store: client-go's RealFIFO as
+// its own informers make it since 1.36 (AtomicFIFO, UnlockWhileProcessingFIFO).
+// A list or relist is one delta of all its objects, which store.replace
+// compares with what the store holds. (One delta an object, compared with
+// the store's keys by the queue, left the queue's array of a delta for
+// each object of the first list behind it once popped: 5.4 MB at 50,000
+// Services, bench/README.md.)
+func newQueue(name string) *cache.RealFIFO {
+	return cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+		Name:        name,
+		KeyFunction: cache.MetaNamespaceKeyFunc,
+		// Keep only what the rules read: managedFields and kubectl's
+		// copy of the whole object would double what a large fleet holds.
+		Transformer:           trimForCache,
+		AtomicEvents:          true,
+		UnlockWhileProcessing: true,
 	})
 }
 

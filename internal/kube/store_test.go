@@ -10,21 +10,27 @@ import (
 )
 
 // fifoOf is the queue an informer of s has, as newStoreInformer makes it.
-func fifoOf(s *store) *cache.RealFIFO {
-	return cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{KeyFunction: cache.MetaNamespaceKeyFunc, KnownObjects: s, Transformer: trimForCache})
+func fifoOf(*store) *cache.RealFIFO { return newQueue("test") }
+
+// keysOf are the "namespace/name" of what s holds, sorted.
+func keysOf(s *store) []string {
+	var keys []string
+	for _, p := range s.list("") {
+		keys = append(keys, p.namespace.Value()+"/"+p.name)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
-// drain applies what the queue holds to s, as the informer's loop does,
-// and gives the changes it notices.
-func drain(t *testing.T, s *store, fifo *cache.RealFIFO, n int) []Change {
+// drain applies what the queue holds next (a list is one delta) to s, as
+// the informer's loop does, and gives the changes it notices.
+func drain(t *testing.T, s *store, fifo *cache.RealFIFO) []Change {
 	t.Helper()
 	var changes []Change
-	for range n {
-		if _, err := fifo.Pop(func(popped any, _ bool) error {
-			return s.apply(popped, notifier(func(ch Change) { changes = append(changes, ch) }))
-		}); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := fifo.Pop(func(popped any, _ bool) error {
+		return s.apply(popped, notifier(func(ch Change) { changes = append(changes, ch) }))
+	}); err != nil {
+		t.Fatal(err)
 	}
 	return changes
 }
@@ -44,30 +50,30 @@ func sliceNames(s *store, service string) []string {
 	return names
 }
 
-// A relist that no longer has an object deletes it (the queue finds it
-// through the store's keys), and what is still there stays: the store
-// answers for a Service's slices as the API would.
+// A relist that no longer has an object deletes it (the list comes as one
+// delta, which the store compares with what it holds), and what is still
+// there stays: the store answers for a Service's slices as the API would.
 func TestARelistDeletesWhatWentWhileTheWatchWasDown(t *testing.T) {
 	s := newStore()
 	fifo := fifoOf(s)
 	if err := fifo.Replace([]any{sliceNamed("web-a", "web"), sliceNamed("web-b", "web"), sliceNamed("api-a", "api")}, "1"); err != nil {
 		t.Fatal(err)
 	}
-	drain(t, s, fifo, 3)
+	drain(t, s, fifo)
 	if got := sliceNames(s, "web"); !slices.Equal(got, []string{"web-a", "web-b"}) {
 		t.Fatalf("web's slices %v after the first list", got)
 	}
 	if err := fifo.Replace([]any{sliceNamed("web-a", "web")}, "2"); err != nil {
 		t.Fatal(err)
 	}
-	changes := drain(t, s, fifo, 3)
+	changes := drain(t, s, fifo)
 	if got := sliceNames(s, "web"); !slices.Equal(got, []string{"web-a"}) {
 		t.Errorf("web's slices %v after the relist, want web-a alone", got)
 	}
 	if got := sliceNames(s, "api"); got != nil {
 		t.Errorf("api's slices %v after the relist, want none", got)
 	}
-	if keys := s.ListKeys(); !slices.Equal(keys, []string{"shop/web-a"}) {
+	if keys := keysOf(s); !slices.Equal(keys, []string{"shop/web-a"}) {
 		t.Errorf("keys %v, want shop/web-a", keys)
 	}
 	var services []string
@@ -88,11 +94,11 @@ func TestASliceRelabelledMovesToItsNewService(t *testing.T) {
 	if err := fifo.Add(sliceNamed("web-a", "web")); err != nil {
 		t.Fatal(err)
 	}
-	drain(t, s, fifo, 1)
+	drain(t, s, fifo)
 	if err := fifo.Update(sliceNamed("web-a", "other")); err != nil {
 		t.Fatal(err)
 	}
-	changes := drain(t, s, fifo, 1)
+	changes := drain(t, s, fifo)
 	if got := sliceNames(s, "web"); got != nil {
 		t.Errorf("web keeps %v", got)
 	}
@@ -105,8 +111,8 @@ func TestASliceRelabelledMovesToItsNewService(t *testing.T) {
 	if err := fifo.Delete(sliceNamed("web-a", "other")); err != nil {
 		t.Fatal(err)
 	}
-	drain(t, s, fifo, 1)
-	if got, keys := sliceNames(s, "other"), s.ListKeys(); got != nil || keys != nil {
+	drain(t, s, fifo)
+	if got, keys := sliceNames(s, "other"), keysOf(s); got != nil || keys != nil {
 		t.Errorf("after the delete: other's slices %v, keys %v", got, keys)
 	}
 }

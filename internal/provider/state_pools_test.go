@@ -79,7 +79,8 @@ func TestAFleetOfStateComparesWithWhatAReadWouldWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a, b := again.pools["shop/web"], fleet.pools["shop/web"]; a.Sum != b.Sum {
+		a, _ := again.State("shop/web")
+		if b, _ := fleet.State("shop/web"); a.Sum != b.Sum {
 			t.Fatal("the same state read twice gave shop/web two digests")
 		}
 	}
@@ -125,5 +126,45 @@ func TestAFleetOfStateComparesWithWhatAReadWouldWrite(t *testing.T) {
 		if name == "shop/api" && (!slices.Equal(inState.Members(), []string{"10.0.1.1:8080"}) || len(Members(p.Endpoints)) != 0) {
 			t.Errorf("shop/api: members of state %v, now %v; want [10.0.1.1:8080], none", inState.Members(), Members(p.Endpoints))
 		}
+	}
+}
+
+// The pools of state are found by name whatever order state lists them in;
+// a name given twice keeps its last digest, as JSON's last key wins.
+func TestAStatesPoolsAreFoundByNameInAnyOrder(t *testing.T) {
+	digest := func(b byte) PoolDigest { return PoolDigest{Sum: [32]byte{b}} }
+	for _, tt := range []struct {
+		name  string
+		given []namedDigest
+		want  map[string]byte
+	}{
+		{"none", nil, map[string]byte{}},
+		{"in order", []namedDigest{{"a/x", digest(1)}, {"b/y", digest(2)}}, map[string]byte{"a/x": 1, "b/y": 2}},
+		{"out of order", []namedDigest{{"shop/web", digest(3)}, {"blog/web", digest(1)}, {"shop/api", digest(2)}},
+			map[string]byte{"blog/web": 1, "shop/api": 2, "shop/web": 3}},
+		{"a name twice", []namedDigest{{"shop/web", digest(1)}, {"blog/web", digest(2)}, {"shop/web", digest(3)}},
+			map[string]byte{"blog/web": 2, "shop/web": 3}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &StatePool{pools: sortedDigests(slices.Clone(tt.given))}
+			if p.StatePools() != len(tt.want) {
+				t.Errorf("%d pools, want %d", p.StatePools(), len(tt.want))
+			}
+			for name, b := range tt.want {
+				d, ok := p.State(name)
+				if !ok || d.Sum[0] != b {
+					t.Errorf("%s: digest %d (%v), want %d", name, d.Sum[0], ok, b)
+				}
+				if i, ok := p.StateIndex(name); !ok || p.StateName(i) != name {
+					t.Errorf("%s: index %d (%v) names %q", name, i, ok, p.StateName(i))
+				}
+			}
+			if !slices.IsSorted(p.StateNames()) {
+				t.Errorf("names %v, not sorted", p.StateNames())
+			}
+			if _, ok := p.State("shop/gone"); ok {
+				t.Error("a pool state has not is found")
+			}
+		})
 	}
 }
