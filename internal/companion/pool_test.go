@@ -217,25 +217,59 @@ func TestAPoolOfStateThatNoServiceGivesIsGone(t *testing.T) {
 // short of min_ready, recomputed alone, makes the fleet unreadable, and
 // the fleet is readable again once it is back.
 func TestAServiceRecomputedAloneStillAnswersToTheFleetsGuards(t *testing.T) {
-	ctx := context.Background()
-	now := time.Unix(2e9, 0)
-	objects := fleetObjects(10)
-	delete(objects, "service svc-010")
-	delete(objects, "slice svc-010")
-	p := newFleetPool(t, 2)
-	if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, everything); e.unreadable != "" {
-		t.Fatalf("first evaluation: %q", e.unreadable)
+	var all []string
+	for i := range 10 {
+		all = append(all, fmt.Sprintf(`"shop/svc-%03d": {"namespace": "shop", "name": "svc-%03d", "endpoints": [{"address": "10.1.%d.1", "port": 8080, "ready": true}]}`, i, i, i))
 	}
-	s := sliceOf(t, objects, "svc-003")
-	full := s.Endpoints
-	s.Endpoints = full[:1]
-	one := touched{services: map[string]bool{"shop/svc-003": true}}
-	if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, one); e.unreadable == "" {
-		t.Fatal("a Service short of min_ready left the fleet readable")
-	}
-	s.Endpoints = full
-	if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, one); e.unreadable != "" || len(e.changes) != 10 {
-		t.Fatalf("back to 3 endpoints: %q, %d changes; want readable and its 10 pools new to state", e.unreadable, len(e.changes))
+	// The fleet's records are kept apart for Services new to state, by
+	// their pool of state for the others: the guards count both alike.
+	for _, tt := range []struct{ name, services string }{
+		{"state without the fleet", "{}"},
+		{"the fleet in state", "{" + strings.Join(all, ", ") + "}"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Unix(2e9, 0)
+			objects := fleetObjects(10)
+			delete(objects, "service svc-010")
+			delete(objects, "slice svc-010")
+			p := newFleetPoolOf(t, 2, tt.services)
+			if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, everything); e.unreadable != "" {
+				t.Fatalf("first evaluation: %q", e.unreadable)
+			}
+			s := sliceOf(t, objects, "svc-003")
+			full := s.Endpoints
+			s.Endpoints = full[:1]
+			one := touched{services: map[string]bool{"shop/svc-003": true}}
+			if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, one); e.unreadable == "" {
+				t.Fatal("a Service short of min_ready left the fleet readable")
+			}
+			s.Endpoints = full
+			if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, one); e.unreadable != "" || len(e.changes) != 10 {
+				t.Fatalf("back to 3 endpoints: %q, %d changes; want readable and its 10 pools differing from state", e.unreadable, len(e.changes))
+			}
+			// Short again, then skipped (no port http): a skipped Service
+			// is not short; then a pool again.
+			s.Endpoints = full[:1]
+			if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, one); e.unreadable == "" {
+				t.Fatal("short again: the fleet is readable")
+			}
+			serviceOf(t, objects, "svc-003").Spec.Ports[0].Name = "grpc"
+			s.Ports[0].Name = ptr.To("grpc")
+			k := cacheOfObjects(t, objects)
+			e, want := p.evaluate(ctx, k, now, one), newFleetPoolOf(t, 2, tt.services).evaluate(ctx, k, now, everything)
+			if e.unreadable != "" || !reflect.DeepEqual(e.changes, want.changes) {
+				t.Fatalf("skipped: %q, changes %+v; want readable, %+v", e.unreadable, e.changes, want.changes)
+			}
+			serviceOf(t, objects, "svc-003").Spec.Ports[0].Name = "http"
+			s.Ports[0].Name = ptr.To("http")
+			s.Endpoints = full
+			k = cacheOfObjects(t, objects)
+			e, want = p.evaluate(ctx, k, now, one), newFleetPoolOf(t, 2, tt.services).evaluate(ctx, k, now, everything)
+			if e.unreadable != "" || !reflect.DeepEqual(e.changes, want.changes) {
+				t.Fatalf("a pool again: %q, changes %+v; want readable, %+v", e.unreadable, e.changes, want.changes)
+			}
+		})
 	}
 }
 
@@ -283,5 +317,48 @@ func TestTheCacheGivesTheDigestsThatTheObjectsGive(t *testing.T) {
 		if d.ServicePool(got.Pools[i]) != d.ServicePool(want.Pools[i]) {
 			t.Errorf("%s: the digest through the cache differs from the objects'", want.Pools[i].Service.Name)
 		}
+	}
+}
+
+// A fleet counts its pools for min_services alike whether state has the
+// Services' pools or not, through changes of one Service at a time.
+func TestAFleetCountsItsPoolsAlikeInStateOrNot(t *testing.T) {
+	var all []string
+	for i := range 10 {
+		all = append(all, fmt.Sprintf(`"shop/svc-%03d": {"namespace": "shop", "name": "svc-%03d", "endpoints": []}`, i, i))
+	}
+	for _, tt := range []struct{ name, services string }{
+		{"state without the fleet", "{}"},
+		{"the fleet in state", "{" + strings.Join(all, ", ") + "}"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Unix(2e9, 0)
+			state := `{"namespaces": ["shop"], "label_selector": "lb=x", "port_name": "http", "min_services": 10, "services": ` + tt.services + `, "skipped": []}`
+			pool, err := provider.DecodeStatePool(ctx, provider.ServicesType, []byte(state))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, ok := watch(pool).(*fleetPool)
+			if !ok {
+				t.Fatal("a k8s_services is not watched as a fleet")
+			}
+			objects := fleetObjects(10) // svc-010 has no port http: skipped
+			if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, everything); e.unreadable != "" {
+				t.Fatalf("10 pools: %q", e.unreadable)
+			}
+			for _, name := range []string{"svc-003", "svc-004", "svc-003"} {
+				s := sliceOf(t, objects, name)
+				s.Endpoints = s.Endpoints[:len(s.Endpoints)-1]
+				if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, touched{services: map[string]bool{"shop/" + name: true}}); e.unreadable != "" || e.computed != 1 {
+					t.Fatalf("an endpoint of %s gone: %q, %d computed; want readable, 1", name, e.unreadable, e.computed)
+				}
+			}
+			delete(objects, "service svc-005")
+			delete(objects, "slice svc-005")
+			if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, touched{services: map[string]bool{"shop/svc-005": true}}); e.unreadable == "" {
+				t.Fatal("9 pools left the fleet readable with min_services = 10")
+			}
+		})
 	}
 }
