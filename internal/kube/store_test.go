@@ -183,3 +183,41 @@ func TestAServicesSlicesAreKeptWhicheverGoesFirst(t *testing.T) {
 		})
 	}
 }
+
+// A first list is one delta: the queue has synced once the store holds all
+// of it, not before. Its objects may come packed already (the reflector's
+// watch-list transforms them as they arrive) and are kept as they come. An
+// object added before a relist is applied before it.
+func TestAListIsAppliedWholeBeforeTheQueueHasSynced(t *testing.T) {
+	s := newStore()
+	fifo := fifoOf(s)
+	a, b := kept(t, sliceNamed("web-a", "web")), kept(t, sliceNamed("web-b", "web"))
+	if err := fifo.Replace([]any{a, b}, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if fifo.HasSynced() {
+		t.Fatal("synced before the list was applied")
+	}
+	if changes := drain(t, s, fifo); !fifo.HasSynced() || len(changes) != 2 {
+		t.Fatalf("after the list: synced %v, %d changes; want synced, 2", fifo.HasSynced(), len(changes))
+	}
+	if s.get("shop", "web-a") != a || s.get("shop", "web-b") != b {
+		t.Error("packed objects of the list were not kept as they came")
+	}
+	if err := fifo.Add(sliceNamed("early", "web")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fifo.Replace([]any{a, sliceNamed("early", "web")}, "2"); err != nil {
+		t.Fatal(err)
+	}
+	if changes := drain(t, s, fifo); len(changes) != 1 || changes[0].Name != "early" {
+		t.Fatalf("the add: changes %+v, want early's", changes)
+	}
+	if got := sliceNames(s, "web"); !slices.Equal(got, []string{"early", "web-a", "web-b"}) {
+		t.Errorf("web's slices %v after the add, before the relist", got)
+	}
+	drain(t, s, fifo)
+	if got := sliceNames(s, "web"); !slices.Equal(got, []string{"early", "web-a"}) {
+		t.Errorf("web's slices %v after the relist, want early and web-a", got)
+	}
+}
