@@ -9,9 +9,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// fifoOf is the queue an informer of s has, as newStoreInformer makes it.
-func fifoOf(*store) *cache.RealFIFO { return newQueue("test") }
-
 // keysOf are the "namespace/name" of what s holds, sorted.
 func keysOf(s *store) []string {
 	var keys []string
@@ -55,7 +52,7 @@ func sliceNames(s *store, service string) []string {
 // there stays: the store answers for a Service's slices as the API would.
 func TestARelistDeletesWhatWentWhileTheWatchWasDown(t *testing.T) {
 	s := newStore()
-	fifo := fifoOf(s)
+	fifo := newQueue("test") // as newStoreInformer makes it
 	if err := fifo.Replace([]any{sliceNamed("web-a", "web"), sliceNamed("web-b", "web"), sliceNamed("api-a", "api")}, "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +87,7 @@ func TestARelistDeletesWhatWentWhileTheWatchWasDown(t *testing.T) {
 // and joins the new one's; its change names both.
 func TestASliceRelabelledMovesToItsNewService(t *testing.T) {
 	s := newStore()
-	fifo := fifoOf(s)
+	fifo := newQueue("test") // as newStoreInformer makes it
 	if err := fifo.Add(sliceNamed("web-a", "web")); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +187,7 @@ func TestAServicesSlicesAreKeptWhicheverGoesFirst(t *testing.T) {
 // object added before a relist is applied before it.
 func TestAListIsAppliedWholeBeforeTheQueueHasSynced(t *testing.T) {
 	s := newStore()
-	fifo := fifoOf(s)
+	fifo := newQueue("test") // as newStoreInformer makes it
 	a, b := kept(t, sliceNamed("web-a", "web")), kept(t, sliceNamed("web-b", "web"))
 	if err := fifo.Replace([]any{a, b}, "1"); err != nil {
 		t.Fatal(err)

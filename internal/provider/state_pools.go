@@ -337,15 +337,6 @@ func (p *StatePool) StatePools() int { return len(p.pools) }
 // StateName is the name of the pool i of state, in name order.
 func (p *StatePool) StateName(i int) string { return p.pools[i].name }
 
-// StateNames are the names of the pools of state, sorted.
-func (p *StatePool) StateNames() []string {
-	names := make([]string, len(p.pools))
-	for i, d := range p.pools {
-		names[i] = d.name
-	}
-	return names
-}
-
 // SkippedSum is the digest of a k8s_services' skipped list in state.
 func (p *StatePool) SkippedSum() [sha256.Size]byte { return p.skipped }
 
