@@ -83,7 +83,14 @@ func newFleetPool(t *testing.T, minReady int) *fleetPool {
 // newFleetPoolOf is the fleet of newFleetPool with services (JSON) in state.
 func newFleetPoolOf(t *testing.T, minReady int, services string) *fleetPool {
 	t.Helper()
-	state := fmt.Sprintf(`{"namespaces": ["shop"], "label_selector": "lb=x", "port_name": "http", "min_ready": %d, "services": %s, "skipped": []}`, minReady, services)
+	return newFleetPoolWith(t, fmt.Sprintf(`"min_ready": %d`, minReady), services)
+}
+
+// newFleetPoolWith is the fleet of the Services labelled lb=x in shop, port
+// http, with guards (JSON attributes) and services (JSON) in state.
+func newFleetPoolWith(t *testing.T, guards, services string) *fleetPool {
+	t.Helper()
+	state := fmt.Sprintf(`{"namespaces": ["shop"], "label_selector": "lb=x", "port_name": "http", %s, "services": %s, "skipped": []}`, guards, services)
 	pool, err := provider.DecodeStatePool(context.Background(), provider.ServicesType, []byte(state))
 	if err != nil {
 		t.Fatal(err)
@@ -95,17 +102,37 @@ func newFleetPoolOf(t *testing.T, minReady int, services string) *fleetPool {
 	return fp
 }
 
+// servicesInState are the pools of state of svc-000 to svc-(n-1) in shop,
+// as JSON entries of a k8s_services' services: each with the endpoint
+// 10.1.i.1:8080 ready, or with none.
+func servicesInState(n int, withEndpoint bool) []string {
+	var out []string
+	for i := range n {
+		endpoint := ""
+		if withEndpoint {
+			endpoint = fmt.Sprintf(`{"address": "10.1.%d.1", "port": 8080, "ready": true}`, i)
+		}
+		out = append(out, fmt.Sprintf(`"shop/svc-%03d": {"namespace": "shop", "name": "svc-%03d", "endpoints": [%s]}`, i, i, endpoint))
+	}
+	return out
+}
+
+// fleetStates are the two states a fleet's tests run against:
+// the fleet's first n Services in state (see servicesInState), and none.
+func fleetStates(n int, withEndpoint bool) []struct{ name, services string } {
+	return []struct{ name, services string }{
+		{"state without the fleet", "{}"},
+		{"the fleet in state", "{" + strings.Join(servicesInState(n, withEndpoint), ", ") + "}"},
+	}
+}
+
 // A change of one Service of a fleet recomputes that Service's pool alone,
 // and the fleet's evaluation is then what a whole recomputation gives.
 func TestAChangeOfOneServiceOfAFleetRecomputesThatServiceAlone(t *testing.T) {
 	// Half of the Services in state (the other half new to it), and one
 	// that the cluster no longer has: a Service's record is kept by its
 	// pool of state, or apart when state has none.
-	var half []string
-	for i := range 50 {
-		half = append(half, fmt.Sprintf(`"shop/svc-%03d": {"namespace": "shop", "name": "svc-%03d", "endpoints": [{"address": "10.1.%d.1", "port": 8080, "ready": true}]}`, i, i, i))
-	}
-	half = append(half, `"shop/gone": {"namespace": "shop", "name": "gone", "endpoints": []}`)
+	half := append(servicesInState(50, true), `"shop/gone": {"namespace": "shop", "name": "gone", "endpoints": []}`)
 	for _, tt := range []struct {
 		name     string
 		services string
@@ -217,16 +244,9 @@ func TestAPoolOfStateThatNoServiceGivesIsGone(t *testing.T) {
 // short of min_ready, recomputed alone, makes the fleet unreadable, and
 // the fleet is readable again once it is back.
 func TestAServiceRecomputedAloneStillAnswersToTheFleetsGuards(t *testing.T) {
-	var all []string
-	for i := range 10 {
-		all = append(all, fmt.Sprintf(`"shop/svc-%03d": {"namespace": "shop", "name": "svc-%03d", "endpoints": [{"address": "10.1.%d.1", "port": 8080, "ready": true}]}`, i, i, i))
-	}
 	// The fleet's records are kept apart for Services new to state, by
 	// their pool of state for the others: the guards count both alike.
-	for _, tt := range []struct{ name, services string }{
-		{"state without the fleet", "{}"},
-		{"the fleet in state", "{" + strings.Join(all, ", ") + "}"},
-	} {
+	for _, tt := range fleetStates(10, true) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			now := time.Unix(2e9, 0)
@@ -323,26 +343,11 @@ func TestTheCacheGivesTheDigestsThatTheObjectsGive(t *testing.T) {
 // A fleet counts its pools for min_services alike whether state has the
 // Services' pools or not, through changes of one Service at a time.
 func TestAFleetCountsItsPoolsAlikeInStateOrNot(t *testing.T) {
-	var all []string
-	for i := range 10 {
-		all = append(all, fmt.Sprintf(`"shop/svc-%03d": {"namespace": "shop", "name": "svc-%03d", "endpoints": []}`, i, i))
-	}
-	for _, tt := range []struct{ name, services string }{
-		{"state without the fleet", "{}"},
-		{"the fleet in state", "{" + strings.Join(all, ", ") + "}"},
-	} {
+	for _, tt := range fleetStates(10, false) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			now := time.Unix(2e9, 0)
-			state := `{"namespaces": ["shop"], "label_selector": "lb=x", "port_name": "http", "min_services": 10, "services": ` + tt.services + `, "skipped": []}`
-			pool, err := provider.DecodeStatePool(ctx, provider.ServicesType, []byte(state))
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, ok := watch(pool).(*fleetPool)
-			if !ok {
-				t.Fatal("a k8s_services is not watched as a fleet")
-			}
+			p := newFleetPoolWith(t, `"min_services": 10`, tt.services)
 			objects := fleetObjects(10) // svc-010 has no port http: skipped
 			if e := p.evaluate(ctx, cacheOfObjects(t, objects), now, everything); e.unreadable != "" {
 				t.Fatalf("10 pools: %q", e.unreadable)
