@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -275,7 +276,35 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	if terminating != "include" && duringRollout.Failed != 0 {
 		t.Errorf("%s: %d/%d requests failed during the rollout: %v", name, duringRollout.Failed, duringRollout.Total, duringRollout.Failures)
 	}
+	if duringRollout.Failed != 0 {
+		log, _ := os.ReadFile(filepath.Join(dir, "haproxy", "haproxy.log"))
+		t.Logf("%s: the failures beside the reloads: %s\nHAProxy's log:\n%s", name, failuresBesideReloads(duringRollout, string(reloads)), log)
+	}
 	if after.Failed != 0 || !slices.Equal(after.Pods(), slices.Sorted(slices.Values(next))) {
 		t.Errorf("%s, after the rollout: %v, want answers from %v only", name, after, next)
 	}
+}
+
+// failuresBesideReloads gives each failure kept by r with its time from the
+// start of the load, and how far it came from the nearest HAProxy reload
+// (reloads: the provisioner's file, one Unix time a line): what tells a
+// failure at a reload from one of a pod.
+func failuresBesideReloads(r traffic.Result, reloads string) string {
+	var at []time.Time
+	for _, line := range strings.Fields(reloads) {
+		if secs, err := strconv.ParseFloat(line, 64); err == nil {
+			at = append(at, time.Unix(0, int64(secs*float64(time.Second))))
+		}
+	}
+	var out []string
+	for _, f := range r.FailedAt {
+		nearest, best := "no reload", time.Duration(-1)
+		for i, reload := range at {
+			if d := f.At.Sub(reload); best < 0 || d.Abs() < best {
+				nearest, best = fmt.Sprintf("%+dms from reload %d", d.Milliseconds(), i+1), d.Abs()
+			}
+		}
+		out = append(out, fmt.Sprintf("%.3fs %s (%s)", f.At.Sub(r.Started).Seconds(), f.Reason, nearest))
+	}
+	return strings.Join(out, "; ")
 }

@@ -38,12 +38,22 @@ type Result struct {
 	// Failures counts the failed requests by reason (at most 20 reasons;
 	// the others are counted under "other").
 	Failures map[string]int
+	// FailedAt are when the first 20 failures came, with their reasons:
+	// what a test lines up with the reloads when a request failed.
+	FailedAt []Failure
 	// ByPod counts the answers by the pod that gave them (X-Pod header);
 	// FirstAnswer and LastAnswer are when each pod's first and last answer
 	// arrived.
 	ByPod                   map[string]int
 	FirstAnswer, LastAnswer map[string]time.Time
 	Started, Ended          time.Time
+}
+
+// Failure is one failed request: when its answer (or its error) came, and
+// why it failed.
+type Failure struct {
+	At     time.Time
+	Reason string
 }
 
 // Pods are the pods that answered, sorted.
@@ -128,12 +138,15 @@ func Run(ctx context.Context, l Load) (Result, error) {
 	var mu sync.Mutex
 	r := Result{Failures: map[string]int{}, ByPod: map[string]int{}, FirstAnswer: map[string]time.Time{}, LastAnswer: map[string]time.Time{}}
 	record := func(pod, failure string) {
-		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
+		now := time.Now() // under the lock: the times come in the order kept
 		r.Total++
 		if failure != "" {
 			r.Failed++
+			if len(r.FailedAt) < 20 {
+				r.FailedAt = append(r.FailedAt, Failure{At: now, Reason: failure})
+			}
 			if _, ok := r.Failures[failure]; !ok && len(r.Failures) >= 20 {
 				failure = "other"
 			}

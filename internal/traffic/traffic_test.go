@@ -52,6 +52,16 @@ func TestLoadCountsWhatLoopbackAnswers(t *testing.T) {
 	if r.Total != 20 || r.Failed != 20 || r.Failures["dial: connect: connection refused"] != 20 || len(r.ByPod) != 0 {
 		t.Errorf("against a closed port: %v, want 20/20 failed, all refused", r)
 	}
+	// Each failure is kept with its time, in the order they came, within
+	// the stream.
+	if len(r.FailedAt) != 20 {
+		t.Fatalf("%d failures kept with their times, want 20", len(r.FailedAt))
+	}
+	for i, f := range r.FailedAt {
+		if f.Reason != "dial: connect: connection refused" || f.At.Before(r.Started) || f.At.After(r.Ended) || (i > 0 && f.At.Before(r.FailedAt[i-1].At)) {
+			t.Errorf("failure %d: %v at %s, want refused, after the one before, within %s-%s", i, f.Reason, f.At, r.Started, r.Ended)
+		}
+	}
 }
 
 // network starts a network with the pods named, ready.
