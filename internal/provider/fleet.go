@@ -26,7 +26,7 @@ func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoi
 			return r.waitForGuards(ctx, client, snapshot, guards)
 		}
 	}
-	res, err := r.Read(ctx, client.Reader(), opts)
+	res, err := r.Read(ctx, podPagesUnder(&podPagesGC, client.Reader()), opts)
 	short, diags, ok := shortRead(err, func(s *pools.FleetShortError) error { return s.WaitErr }, fleetWatchDiagnostic)
 	if !ok {
 		return endpoints.FleetResult{}, diags

@@ -1,13 +1,19 @@
 package provider
 
 import (
+	"context"
 	"log"
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
+
+	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
 // Address is the provider's source address as tf6server prints it in debug
@@ -28,6 +34,7 @@ func Serve(version string, debugMode bool) error {
 	}
 	if percent, set := gcPercent(os.Getenv("GOGC")); set {
 		debug.SetGCPercent(percent)
+		podPagesGC.low = podPagesGCPercent
 	}
 	var opts []tf6server.ServeOpt
 	if debugMode {
@@ -56,6 +63,71 @@ func gcPercent(gogc string) (int, bool) {
 		return 0, false
 	}
 	return 200, true
+}
+
+// podPagesGCPercent is the collector's target while a fleet's Pods are
+// listed page by page for its health checks, when the provider set the
+// target (gcPercent): each page is garbage once its checks are taken, and
+// the heap's goal was set by what the Services and slices left live, so at
+// 200 the pages fill the heap up to three times that before a collection
+// (bench/README.md). A GOGC of the user's is left as it is here too.
+const podPagesGCPercent = 100
+
+// podPagesGC lowers the collector's target while any read lists Pods page
+// by page, and puts it back once none does. low is 0 (nothing changed)
+// unless Serve set the process's target.
+var podPagesGC scopedGC
+
+// scopedGC sets the collector's target to low while at least one caller is
+// between enter and leave, and back to what it was once the last leaves.
+type scopedGC struct {
+	mu    sync.Mutex
+	low   int
+	in    int
+	saved int
+}
+
+func (g *scopedGC) enter() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.low == 0 {
+		return
+	}
+	if g.in == 0 {
+		g.saved = debug.SetGCPercent(g.low)
+	}
+	g.in++
+}
+
+func (g *scopedGC) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.low == 0 || g.in == 0 {
+		return
+	}
+	if g.in--; g.in == 0 {
+		debug.SetGCPercent(g.saved)
+	}
+}
+
+// podPagesUnder is src whose PodPages (when it has them) run under g.
+func podPagesUnder(g *scopedGC, src pools.Reader) pools.Reader {
+	if pager, ok := src.(pools.PodPager); ok {
+		return scopedPodPages{Reader: src, pager: pager, gc: g}
+	}
+	return src
+}
+
+type scopedPodPages struct {
+	pools.Reader
+	pager pools.PodPager
+	gc    *scopedGC
+}
+
+func (r scopedPodPages) PodPages(ctx context.Context, namespace, selector string, each func(pods []corev1.Pod, restart bool)) error {
+	r.gc.enter()
+	defer r.gc.leave()
+	return r.pager.PodPages(ctx, namespace, selector, each)
 }
 
 // QuietLogs are the variables that turn the SDK's, the framework's and the

@@ -1,8 +1,15 @@
 package provider
 
 import (
+	"context"
 	"maps"
+	"runtime/debug"
+	"runtime/metrics"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
 
 func TestQuietLogsTurnLogsOffOnlyWhenNoneWasAskedFor(t *testing.T) {
@@ -39,4 +46,85 @@ func TestTheProviderCollectsGarbageHalfAsOftenUnlessTheUserSetGOGC(t *testing.T)
 			t.Errorf("GOGC=%s was overridden", gogc)
 		}
 	}
+}
+
+// gogc is the collector's target of the process now.
+func gogc(t *testing.T) int {
+	t.Helper()
+	sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(sample)
+	return int(sample[0].Value.Uint64())
+}
+
+func TestAFleetsPodPagesAreListedUnderTheLowerTargetAndItComesBackAfterTheLast(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(200))
+	g := &scopedGC{low: 100}
+	g.enter()
+	g.enter()
+	if got := gogc(t); got != 100 {
+		t.Fatalf("while two list Pods: target %d, want 100", got)
+	}
+	g.leave()
+	if got := gogc(t); got != 100 {
+		t.Errorf("while one still lists Pods: target %d, want 100", got)
+	}
+	g.leave()
+	if got := gogc(t); got != 200 {
+		t.Errorf("once none lists Pods: target %d, want the 200 from before", got)
+	}
+	g.leave() // one leave too many changes nothing
+	if got := gogc(t); got != 200 {
+		t.Errorf("after a leave with none in: target %d, want 200", got)
+	}
+
+	// Through a reader: the pager's PodPages run under it, and the rest of
+	// the reader is the same.
+	pager := &targetSeen{t: t}
+	src := podPagesUnder(g, pager)
+	if err := src.(pools.PodPager).PodPages(context.Background(), "ns", "", func([]corev1.Pod, bool) {}); err != nil {
+		t.Fatal(err)
+	}
+	if pager.during != 100 || gogc(t) != 200 {
+		t.Errorf("PodPages ran at target %d and left %d, want 100 and 200", pager.during, gogc(t))
+	}
+	if _, err := src.Pods(context.Background(), "ns", ""); err != nil || pager.pods != 1 {
+		t.Errorf("Pods through the wrapper: %v, %d calls; want the reader's own", err, pager.pods)
+	}
+	// A reader that cannot page (a cache) is given back as it is.
+	if plain := (noPager{}); podPagesUnder(g, plain) != pools.Reader(plain) {
+		t.Error("a reader without PodPages was wrapped")
+	}
+}
+
+func TestAUsersGOGCIsNotChangedWhileAFleetListsPods(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(150))
+	g := &scopedGC{} // Serve leaves low at 0 when the user set GOGC
+	g.enter()
+	if got := gogc(t); got != 150 {
+		t.Errorf("while Pods are listed: target %d, want the user's 150", got)
+	}
+	g.leave()
+	if got := gogc(t); got != 150 {
+		t.Errorf("after: target %d, want the user's 150", got)
+	}
+}
+
+type noPager struct{ pools.Reader }
+
+type targetSeen struct {
+	noPager
+	t      *testing.T
+	during int
+	pods   int
+}
+
+func (p *targetSeen) PodPages(_ context.Context, _, _ string, each func([]corev1.Pod, bool)) error {
+	p.during = gogc(p.t)
+	each(nil, false)
+	return nil
+}
+
+func (p *targetSeen) Pods(context.Context, string, string) ([]corev1.Pod, error) {
+	p.pods++
+	return nil, nil
 }
