@@ -48,6 +48,14 @@ type HAProxyOptions struct {
 	Defaults []string
 }
 
+// HAProxyLostSockets is what HAProxy's master logs when a reload could not
+// take over the old worker's listening sockets: it asks the worker for them
+// over their socketpair and gives up after a second (a worker stopped, or
+// not scheduled, for that long), and the new worker binds sockets of its own.
+// The connections waiting on the old worker's sockets are then reset as it
+// closes them: a reload that is not seamless, whatever the pool.
+const HAProxyLostSockets = "Failed to get the sockets from the old process"
+
 // HAProxy is a running HAProxy in master-worker mode: a reload starts new
 // workers on the sockets the master holds, and the old workers finish the
 // connections they have, so a reload drops nothing.

@@ -3,6 +3,8 @@ package traffic
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -286,4 +288,56 @@ func TestLoadBalancerChildProcess(t *testing.T) {
 	}
 	fmt.Println()
 	time.Sleep(2 * time.Minute) // killed long before
+}
+
+// TestAnHAProxyReloadThatCannotTakeOverTheOldSocketsResetsWhatWaitsOnThem
+// shows what the rollout test counts apart: the old worker is stopped while
+// the master reloads, so the master cannot get its sockets within its
+// second; it says so in its log (HAProxyLostSockets), the new worker binds
+// its own, and the connections queued on the old worker's are reset once it
+// goes on and closes them.
+func TestAnHAProxyReloadThatCannotTakeOverTheOldSocketsResetsWhatWaitsOnThem(t *testing.T) {
+	if _, err := HAProxyPath(); err != nil {
+		t.Skip(err)
+	}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Header().Set("X-Pod", "web-a") }))
+	defer backend.Close()
+	dir := t.TempDir()
+	pool := filepath.Join(dir, "backend.cfg")
+	if err := os.WriteFile(pool, []byte("backend demo_web\n    server web-a "+backend.Listener.Addr().String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := StartHAProxy(context.Background(), HAProxyOptions{Dir: filepath.Join(dir, "haproxy"), Backend: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	workers, err := h.Workers(context.Background())
+	if err != nil || len(workers) != 1 {
+		t.Fatalf("workers %v, %v; want one", workers, err)
+	}
+	done := make(chan Result, 1)
+	go func() {
+		r, _ := Run(context.Background(), Load{URL: h.URL(true), Rate: 100, Duration: 3 * time.Second})
+		done <- r
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if err := syscall.Kill(workers[0], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(h.PID(), syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := syscall.Kill(workers[0], syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	log, _ := os.ReadFile(filepath.Join(dir, "haproxy", "haproxy.log"))
+	if !strings.Contains(string(log), HAProxyLostSockets) {
+		t.Errorf("HAProxy's log does not say %q:\n%s", HAProxyLostSockets, log)
+	}
+	if r.Failures["read: read: connection reset by peer"] == 0 {
+		t.Errorf("no connection reset: %v", r)
+	}
 }
