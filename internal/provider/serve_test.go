@@ -81,7 +81,11 @@ func TestAFleetsPodPagesAreListedUnderTheLowerTargetAndItComesBackAfterTheLast(t
 	// the reader is the same.
 	pager := &targetSeen{t: t}
 	src := podPagesUnder(g, pager)
-	if err := src.(pools.PodPager).PodPages(context.Background(), "ns", "", func([]corev1.Pod, bool) {}); err != nil {
+	paged, ok := src.(pools.PodPager)
+	if !ok {
+		t.Fatal("the wrapper of a pager has no PodPages")
+	}
+	if err := paged.PodPages(context.Background(), "ns", "", func([]corev1.Pod, bool) {}); err != nil {
 		t.Fatal(err)
 	}
 	if pager.during != 100 || gogc(t) != 200 {
