@@ -270,22 +270,23 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	if noChanges != 0 {
 		t.Errorf("%s: %d runs had nothing to do, want none", name, noChanges)
 	}
-	// The documented settings for zero (docs/guides/rollout.md) are exclude
-	// and fallback; include is measured and reported (a pod kept in the pool
-	// until it is gone: a request may still reach it as its network goes).
 	if duringRollout.Failed != 0 {
 		log, _ := os.ReadFile(filepath.Join(dir, "haproxy", "haproxy.log"))
-		t.Logf("%s: the failures beside the reloads: %s\nHAProxy's log:\n%s", name, failuresBesideReloads(duringRollout, string(reloads)), log)
+		reloadsAt := reloadTimes(string(reloads))
+		t.Logf("%s: the failures beside the reloads: %s\nHAProxy's log:\n%s", name, failuresBesideReloads(duringRollout, reloadsAt), log)
 		// A reload whose master could not take over the old worker's
 		// sockets (HAProxy says so) resets what waits on them: HAProxy's
 		// loss, not the pool's. Only such resets, at a reload, are counted
 		// apart, and the line says how many.
-		if lost := resetsOfLostSockets(duringRollout, string(reloads), string(log)); lost > 0 {
+		if lost := resetsOfLostSockets(duringRollout, reloadsAt, string(log)); lost > 0 {
 			t.Logf("%s: %d of the %d failed requests are connections reset at a reload that HAProxy says could not take over the old worker's sockets (%q); they are HAProxy's, not the pool's",
 				name, lost, duringRollout.Failed, traffic.HAProxyLostSockets)
 			duringRollout.Failed -= lost
 		}
 	}
+	// The documented settings for zero (docs/guides/rollout.md) are exclude
+	// and fallback; include is measured and reported (a pod kept in the pool
+	// until it is gone: a request may still reach it as its network goes).
 	if terminating != "include" && duringRollout.Failed != 0 {
 		t.Errorf("%s: %d/%d requests failed during the rollout: %v", name, duringRollout.Failed, duringRollout.Total, duringRollout.Failures)
 	}
@@ -296,10 +297,8 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 
 // failuresBesideReloads gives each failure kept by r with its time from the
 // start of the load, and how far it came from the nearest HAProxy reload
-// (reloads: the provisioner's file, one Unix time a line): what tells a
-// failure at a reload from one of a pod.
-func failuresBesideReloads(r traffic.Result, reloads string) string {
-	at := reloadTimes(reloads)
+// (at: reloadTimes): what tells a failure at a reload from one of a pod.
+func failuresBesideReloads(r traffic.Result, at []time.Time) string {
 	var out []string
 	for _, f := range r.FailedAt {
 		nearest, best := "no reload", time.Duration(-1)
@@ -313,16 +312,15 @@ func failuresBesideReloads(r traffic.Result, reloads string) string {
 	return strings.Join(out, "; ")
 }
 
-// resetsOfLostSockets counts the failures of r that a reload which lost its
-// sockets explains: none unless HAProxy's log says a reload lost them, and
+// resetsOfLostSockets counts the failures of r that a reload (at:
+// reloadTimes) which lost its sockets explains: none unless HAProxy's log says a reload lost them, and
 // then only connections reset from half a second before a reload to two
 // seconds after it (the old worker closes its sockets once the new one is
 // up). The failures r did not keep (after the first 20) are never counted.
-func resetsOfLostSockets(r traffic.Result, reloads, haproxyLog string) int {
+func resetsOfLostSockets(r traffic.Result, at []time.Time, haproxyLog string) int {
 	if !strings.Contains(haproxyLog, traffic.HAProxyLostSockets) {
 		return 0
 	}
-	at := reloadTimes(reloads)
 	n := 0
 	for _, f := range r.FailedAt {
 		if !strings.HasSuffix(f.Reason, "connection reset by peer") {

@@ -35,7 +35,7 @@ func TestOnlyResetsAtAReloadThatHAProxySaysLostItsSocketsAreCountedApart(t *test
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := traffic.Result{Failed: len(tt.failures), FailedAt: tt.failures}
-			if got := resetsOfLostSockets(r, reloads, tt.log); got != tt.want {
+			if got := resetsOfLostSockets(r, reloadTimes(reloads), tt.log); got != tt.want {
 				t.Errorf("counted apart %d, want %d", got, tt.want)
 			}
 		})

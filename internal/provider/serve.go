@@ -102,7 +102,7 @@ func (g *scopedGC) enter() {
 func (g *scopedGC) leave() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.low == 0 || g.in == 0 {
+	if g.in == 0 { // none in: low is 0, or a leave too many
 		return
 	}
 	if g.in--; g.in == 0 {

@@ -56,26 +56,26 @@ func gogc(t *testing.T) int {
 	return int(sample[0].Value.Uint64())
 }
 
+// wantGOGC says when the collector's target is not want.
+func wantGOGC(t *testing.T, when string, want int) {
+	t.Helper()
+	if got := gogc(t); got != want {
+		t.Errorf("%s: target %d, want %d", when, got, want)
+	}
+}
+
 func TestAFleetsPodPagesAreListedUnderTheLowerTargetAndItComesBackAfterTheLast(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(200))
 	g := &scopedGC{low: 100}
 	g.enter()
 	g.enter()
-	if got := gogc(t); got != 100 {
-		t.Fatalf("while two list Pods: target %d, want 100", got)
-	}
+	wantGOGC(t, "while two list Pods", 100)
 	g.leave()
-	if got := gogc(t); got != 100 {
-		t.Errorf("while one still lists Pods: target %d, want 100", got)
-	}
+	wantGOGC(t, "while one still lists Pods", 100)
 	g.leave()
-	if got := gogc(t); got != 200 {
-		t.Errorf("once none lists Pods: target %d, want the 200 from before", got)
-	}
+	wantGOGC(t, "once none lists Pods (the 200 from before)", 200)
 	g.leave() // one leave too many changes nothing
-	if got := gogc(t); got != 200 {
-		t.Errorf("after a leave with none in: target %d, want 200", got)
-	}
+	wantGOGC(t, "after a leave with none in", 200)
 
 	// Through a reader: the pager's PodPages run under it, and the rest of
 	// the reader is the same.
@@ -104,13 +104,9 @@ func TestAUsersGOGCIsNotChangedWhileAFleetListsPods(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(150))
 	g := &scopedGC{} // Serve leaves low at 0 when the user set GOGC
 	g.enter()
-	if got := gogc(t); got != 150 {
-		t.Errorf("while Pods are listed: target %d, want the user's 150", got)
-	}
+	wantGOGC(t, "while Pods are listed (the user's 150)", 150)
 	g.leave()
-	if got := gogc(t); got != 150 {
-		t.Errorf("after: target %d, want the user's 150", got)
-	}
+	wantGOGC(t, "after (the user's 150)", 150)
 }
 
 type noPager struct{ pools.Reader }
