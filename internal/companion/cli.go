@@ -312,7 +312,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitError
 	}
 	defer s.stopCaches()
-	return report(stdout, log, s.instances, s.undecodable, s.view(ctx))
+	return report(stdout, log, s.instances, s.undecodable, s.recompute(ctx, true))
 }
 
 // startCPUProfile profiles the process's CPU into path until stop.

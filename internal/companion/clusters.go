@@ -307,9 +307,6 @@ func (c *cluster) stop() {
 	}
 }
 
-// unreachablePrefix starts the reason of a pool whose cluster does not answer.
-const unreachablePrefix = "cluster "
-
 // unreachable says why the pools of the cluster are not recomputed, or "".
 func (c *cluster) unreachable() string {
 	c.mu.Lock()
@@ -317,7 +314,7 @@ func (c *cluster) unreachable() string {
 	if c.down == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s%s does not answer (%s): not recomputed, left as they are", unreachablePrefix, c.name, c.down)
+	return fmt.Sprintf("cluster %s does not answer (%s): not recomputed, left as they are", c.name, c.down)
 }
 
 func (c *cluster) describe() string { return c.name + " (" + c.conn.source + ")" }

@@ -16,11 +16,11 @@ type shrinkGuard struct {
 
 // refusals are the data source instances whose changes the guard refuses,
 // each with why: a run leaves them out and keeps the others current.
-func (g shrinkGuard) refusals(changes map[string][]poolChange) map[string]string {
-	out := map[string]string{}
+func (g shrinkGuard) refusals(changes map[string][]poolChange) map[string]cause {
+	out := map[string]cause{}
 	for address, list := range changes {
 		if reason := g.refuses(address, list); reason != "" {
-			out[address] = reason
+			out[address] = cause{kind: causeShrink, text: reason}
 		}
 	}
 	return out

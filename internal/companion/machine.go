@@ -12,29 +12,166 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// The companion's decisions, apart from the loop that carries them out
-// (sync.go): a state machine fed events (what the pools look like now, the
-// end of a run, the time passing) that answers with a decision (start this
-// run) and notes (what to log and count), and says when it next needs the
-// time. It starts no goroutine and reads no clock: the loop passes the time
-// in, so its transitions are tested one by one as a table (machine_test.go).
+// The companion's decisions, in one owner: the machine. It takes events
+// (the companion starts, a read of state ended, the informers marked pools,
+// the pools were recomputed, the time it asked for came, a run ended,
+// SIGTERM) and answers each with decisions (read state, recompute the
+// pools, start a run, wait for the run in flight, log, exit), and says when
+// it next needs the time (next). It starts no goroutine, reads no clock and
+// does no I/O: the loop (loop.go) carries its decisions out and feeds what
+// they give back in as events.
 //
-// What it remembers:
+// The rule that answers an event is picked by the machine's phase and the
+// event's kind, from one table (rules, below). The guide's "What it
+// decides, and why" is that table, rendered (TestTheGuideSaysWhatTheTableDecides),
+// and the decision table test (machine_test.go) says the phase after every
+// step and reaches every rule of it.
+//
+// What it remembers besides its phase:
 //   - the settle window: opened by the first change, fired after Quiet
 //     without another or MaxWait after the first, like Consul-Terraform-
 //     Sync's buffer_period;
-//   - the run in flight, and whether the pools changed during it;
+//   - the run in flight, and when the pools first changed during it;
 //   - a failed run, retried with exponential backoff (client-go's per-item
 //     failure rate limiter, one item) until a run succeeds or a plan shows
 //     nothing to do, whatever the state's pools say: a failed apply may
 //     have written the pools into state and left a resource tainted;
+//   - a failed read of state, read again with a backoff of its own;
 //   - one held change set: changes a run (or the shrink guard) showed
-//     there is no point running for again until they change, by signature.
+//     there is no point running for again until they change, by signature,
+//     with its typed cause;
+//   - when state was last read (read again every StateInterval) and the
+//     earliest expiry annotation of the pools (recomputed when it passes).
 //
 // client-go's workqueue is not used for the queue itself: there is one
-// worker and one thing to do (a run of the whole configuration), and what
-// makes two events the same is the signature of the pools' differences,
-// not a key; its per-item rate limiter is what retries use.
+// worker and one thing to do (a run of the configuration), and what makes
+// two events the same is the signature of the pools' differences, not a
+// key; its per-item rate limiter is what retries use.
+
+// phase is what the companion is doing.
+type phase int
+
+const (
+	// phaseStarting: the first read of state has not succeeded yet.
+	phaseStarting phase = iota
+	// phaseReading: a read of state is in flight, or its pools are being
+	// recomputed against it.
+	phaseReading
+	// phaseIdle: every pool matches state, or nothing else is to be done.
+	phaseIdle
+	// phaseSettling: pools differ from state; the settle window is open.
+	phaseSettling
+	// phaseBackingOff: a run failed; its retry waits for the backoff.
+	phaseBackingOff
+	// phaseHeld: pools differ, and a run showed there is no point running
+	// for them again until they change (the hold's cause says why).
+	phaseHeld
+	// phaseRunning: a run (plan and apply, or the command) is in flight.
+	phaseRunning
+	// phaseStale: the last read of state failed; no run until one succeeds.
+	phaseStale
+	// phaseStopping: SIGTERM came during a run: waiting for it to end.
+	phaseStopping
+)
+
+var phaseNames = map[phase]string{
+	phaseStarting: "starting", phaseReading: "reading state", phaseIdle: "idle", phaseSettling: "settling",
+	phaseBackingOff: "backing off", phaseHeld: "held", phaseRunning: "running", phaseStale: "stale state",
+	phaseStopping: "stopping",
+}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// eventKind is what happened.
+type eventKind int
+
+const (
+	evStart eventKind = iota
+	evStateRead
+	evStateFailed
+	evChanged
+	evObserved
+	evTick
+	evRunApplied
+	evRunNoChanges
+	evRunRefused
+	evRunDelivered
+	evRunWaiting
+	evRunFailed
+	evRunStopped
+	evStop
+)
+
+var eventNames = map[eventKind]string{
+	evStart: "start", evStateRead: "state read", evStateFailed: "state read failed", evChanged: "informers marked pools",
+	evObserved: "pools recomputed", evTick: "time due", evRunApplied: "run applied", evRunNoChanges: "run: no changes",
+	evRunRefused: "run refused", evRunDelivered: "run: command succeeded", evRunWaiting: "run waiting",
+	evRunFailed: "run failed", evRunStopped: "run stopped", evStop: "SIGTERM",
+}
+
+func (k eventKind) String() string { return eventNames[k] }
+
+// event is what the loop feeds the machine.
+type event struct {
+	kind eventKind
+	// view is the pools recomputed (evObserved).
+	view view
+	// outcome is how the run ended (evRun*).
+	outcome runOutcome
+	// err is why the read of state failed (evStateFailed); permanent says
+	// that waiting cannot cure it.
+	err       error
+	permanent bool
+}
+
+func observed(v view) event { return event{kind: evObserved, view: v} }
+
+// stateReadEnded is the end of a read of state.
+func stateReadEnded(err error, permanent bool) event {
+	if err == nil {
+		return event{kind: evStateRead}
+	}
+	return event{kind: evStateFailed, err: err, permanent: permanent}
+}
+
+// runEnded is the end of the run in flight, by its result.
+func runEnded(o runOutcome) event {
+	kinds := map[string]eventKind{resultApplied: evRunApplied, resultStateUpdated: evRunApplied, resultNoChanges: evRunNoChanges,
+		resultRefused: evRunRefused, resultDelivered: evRunDelivered, resultWaiting: evRunWaiting, resultFailed: evRunFailed,
+		resultStopped: evRunStopped}
+	kind, ok := kinds[o.result]
+	if !ok {
+		kind = evRunFailed
+	}
+	return event{kind: kind, outcome: o}
+}
+
+// causeKind is the kind of reason a pool is left out of runs, or a change
+// set held: what the decisions test, where the text is what is logged.
+type causeKind int
+
+const (
+	// causeReadFails: a plan's read of the pool would fail (its Service
+	// deleted, min_ready not met, a namespace not watched).
+	causeReadFails causeKind = iota + 1
+	// causeClusterDown: the pool's cluster does not answer, or its
+	// informers did not start: its pools are left as they are.
+	causeClusterDown
+	// causeShrink: the shrink guard refused the pool's changes.
+	causeShrink
+)
+
+// cause is why a pool is left out of runs: its kind, and what the log says.
+type cause struct {
+	kind causeKind
+	text string
+}
+
+func (c cause) String() string { return c.text }
+
+// MarshalText gives the text: -command's $K8S_SYNC_UNREADABLE maps each
+// pool to why.
+func (c cause) MarshalText() ([]byte, error) { return []byte(c.text), nil }
 
 // view is what the pools look like at one moment, compared with state.
 type view struct {
@@ -42,13 +179,13 @@ type view struct {
 	changes map[string][]poolChange
 	// unreadable are the pools whose read would fail, by instance address:
 	// why. Runs leave their dependents out.
-	unreadable map[string]string
-	// stale says that state could not be read since the last run: the view
-	// compares with an older state, and no run starts on it.
-	stale bool
+	unreadable map[string]cause
 	// config identifies the configuration's files: a change set refused or
 	// held for a configuration is tried again once it is edited.
 	config string
+	// expiry is the earliest expiry annotation of the pools to pass; zero
+	// when none.
+	expiry time.Time
 }
 
 // signature identifies the view's change set: the pools that differ, each
@@ -77,10 +214,10 @@ func (v view) signature() string {
 // runRequest is a run the machine starts.
 type runRequest struct {
 	changes    map[string][]poolChange
-	unreadable map[string]string
+	unreadable map[string]cause
 	// refused are the pools the shrink guard refused, by instance address:
 	// why. Like unreadable ones, the run leaves their dependents out.
-	refused map[string]string
+	refused map[string]cause
 	// sig is the signature of the changes, "" for a retry of a failed run
 	// that state shows no difference for.
 	sig string
@@ -107,21 +244,31 @@ type runOutcome struct {
 	reason string
 }
 
-// holdReason is why a change set is held.
-type holdReason string
+// holdCause is why a change set is held.
+type holdCause int
 
 const (
-	heldNoChanges  holdReason = "a plan showed these changes change nothing that can be applied"
-	heldRefused    holdReason = "the plan changes more than pools"
-	heldShrink     holdReason = "the shrink guard refused them"
-	heldDelivered  holdReason = "the command ran for these changes; waiting for state to catch up"
-	heldUnreadable holdReason = "a run for them needs a pool whose read fails"
+	heldNoChanges holdCause = iota + 1
+	heldRefused
+	heldShrink
+	heldDelivered
+	heldUnreadable
 )
 
+var holdTexts = map[holdCause]string{
+	heldNoChanges:  "a plan showed these changes change nothing that can be applied",
+	heldRefused:    "the plan changes more than pools",
+	heldShrink:     "the shrink guard refused them",
+	heldDelivered:  "the command ran for these changes; waiting for state to catch up",
+	heldUnreadable: "a run for them needs a pool whose read fails",
+}
+
+func (c holdCause) String() string { return holdTexts[c] }
+
 type held struct {
-	sig    string
-	reason holdReason
-	at     time.Time
+	sig   string
+	cause holdCause
+	at    time.Time
 	// noted says the hold was logged for the current view.
 	noted bool
 }
@@ -132,6 +279,10 @@ type note struct {
 	level slog.Level
 	msg   string
 	attrs []any
+	// result is the run's result (noteRunEnded); settled the run's settle
+	// time (noteRunStarted).
+	result  string
+	settled time.Duration
 }
 
 type noteKind int
@@ -146,17 +297,76 @@ const (
 	noteHeld
 	noteRetry
 	noteRefused
+	noteRunStarted
+	noteRunEnded
+	noteStopping
 )
 
-// decision is what the machine answers an event with.
+// decisionKind is what the machine decides.
+type decisionKind int
+
+const (
+	// doReadState: read state (and start what it asks to watch); its end
+	// is an evStateRead or evStateFailed.
+	doReadState decisionKind = iota + 1
+	// doStartProbes: ask each cluster, from now on, whether it answers.
+	doStartProbes
+	// doRecompute: recompute the pools the informers marked (all: every
+	// pool); gives an evObserved.
+	doRecompute
+	// doStartRun: start the run; its end is an evRun* event.
+	doStartRun
+	// doAwaitRun: wait for the run in flight to end; gives its evRun*.
+	doAwaitRun
+	// doLog: log the note, and count it.
+	doLog
+	// doExit: stop, with err.
+	doExit
+)
+
+// decision is one thing the machine decides.
 type decision struct {
-	// start, when set, is a run to start now.
-	start *runRequest
-	notes []note
+	kind decisionKind
+	// all says that every pool is recomputed (doRecompute).
+	all bool
+	// run is the run to start (doStartRun).
+	run  *runRequest
+	note note
+	err  error
 }
 
-func (d *decision) note(kind noteKind, level slog.Level, msg string, attrs ...any) {
-	d.notes = append(d.notes, note{kind: kind, level: level, msg: msg, attrs: attrs})
+// decisions is what the machine answers one event with, in order.
+type decisions []decision
+
+func (d *decisions) add(kind decisionKind)     { *d = append(*d, decision{kind: kind}) }
+func (d *decisions) exit(err error)            { *d = append(*d, decision{kind: doExit, err: err}) }
+func (d *decisions) recompute(all bool)        { *d = append(*d, decision{kind: doRecompute, all: all}) }
+func (d *decisions) start(r runRequest)        { *d = append(*d, decision{kind: doStartRun, run: &r}) }
+func (d *decisions) log(n note)                { *d = append(*d, decision{kind: doLog, note: n}) }
+func (d decisions) started() *runRequest       { return d.find(doStartRun).run }
+func (d decisions) has(kind decisionKind) bool { return d.find(kind).kind == kind }
+func (d decisions) find(kind decisionKind) decision {
+	for _, x := range d {
+		if x.kind == kind {
+			return x
+		}
+	}
+	return decision{}
+}
+
+func (d *decisions) note(kind noteKind, level slog.Level, msg string, attrs ...any) {
+	d.log(note{kind: kind, level: level, msg: msg, attrs: attrs})
+}
+
+// notes are the notes among d.
+func (d decisions) notes() []note {
+	var out []note
+	for _, x := range d {
+		if x.kind == doLog {
+			out = append(out, x.note)
+		}
+	}
+	return out
 }
 
 type machineOptions struct {
@@ -166,176 +376,409 @@ type machineOptions struct {
 	// CommandRepeat is how long a change set delivered to -command waits
 	// for state to catch up before it is delivered again; 0: never.
 	CommandRepeat time.Duration
+	// StateInterval is how often state is read again without a run; 0:
+	// never.
+	StateInterval time.Duration
+	// StopTimeout is how long the command gets after SIGINT (for the log).
+	StopTimeout time.Duration
 }
 
 type machine struct {
-	opts    machineOptions
-	retries workqueue.TypedRateLimiter[string]
+	opts  machineOptions
+	phase phase
+	// retries is the backoff of runs, stateRetries that of reads of state.
+	retries, stateRetries workqueue.TypedRateLimiter[string]
 
 	view view
 	sig  string
 
-	// The settle window.
+	// The settle window: open in phaseSettling, and kept open through a
+	// read of state.
 	windowOpen              bool
 	windowStart, lastChange time.Time
 	windowSig               string
 
-	running bool
-	// run is the run in flight, or the last one.
-	run runRequest
+	// run is the run in flight, or the last one; runStarted when it
+	// started.
+	run        runRequest
+	runStarted time.Time
 	// changedDuringRun is when the pools were first seen to change during
 	// the run in flight; zero when they did not.
 	changedDuringRun time.Time
 
+	// retrying says a failed run waits for its retry, at retryAt.
 	retrying bool
 	retryAt  time.Time
+
+	// stale says the last read of state failed; it is read again at
+	// stateRetryAt. stateReadAt is when state is read again anyway.
+	stale                     bool
+	stateRetryAt, stateReadAt time.Time
+	// expiry is the pools' earliest expiry annotation to pass; zero: none.
+	expiry time.Time
 
 	held held
 	// refusedSig is the signature of the changes the shrink guard last
 	// refused, so that a refusal is noted once.
 	refusedSig string
-	// reported are the unreadable pools logged, with their reasons.
-	reported map[string]string
+	// reported are the unreadable pools logged, with their causes.
+	reported map[string]cause
 }
 
-// retryItem is the one item of the rate limiter: runs.
+// retryItem is the one item of the rate limiters.
 const retryItem = "run"
 
 func newMachine(opts machineOptions) *machine {
 	return &machine{
-		opts:     opts,
-		retries:  workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryInitial, opts.RetryMax),
-		reported: map[string]string{},
+		opts:         opts,
+		retries:      workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryInitial, opts.RetryMax),
+		stateRetries: workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryInitial, opts.RetryMax),
+		reported:     map[string]cause{},
 	}
 }
 
-// observe takes the pools as they are now.
-func (m *machine) observe(now time.Time, v view) decision {
-	var d decision
-	m.noteUnreadable(&d, v.unreadable)
-	if v.signature() != m.sig {
-		m.held.noted = false
-	}
-	m.view, m.sig = v, v.signature()
-	if m.running {
+// rule is how the machine answers one kind of event in one phase.
+type rule struct {
+	phase phase
+	event eventKind
+	// does is what the rule decides, in the guide's words.
+	does string
+	act  func(m *machine, now time.Time, ev event, d *decisions)
+}
+
+// rules are every decision of the companion: the guide renders them.
+var rules = []rule{
+	{phaseStarting, evStart, "Read state.", func(_ *machine, _ time.Time, _ event, d *decisions) { d.add(doReadState) }},
+	{phaseStarting, evStateRead, "Start asking each cluster whether it answers, and recompute every pool (reading state).",
+		func(m *machine, now time.Time, _ event, d *decisions) {
+			d.add(doStartProbes)
+			m.stateReadOK(now, d)
+		}},
+	{phaseStarting, evStateFailed, "Exit with the error when waiting cannot cure it (no state, no pool in it, a format this " +
+		"version does not read, a backend that refuses the credentials); else read state again after the state backoff.",
+		func(m *machine, now time.Time, ev event, d *decisions) {
+			if ev.permanent {
+				d.exit(ev.err)
+				return
+			}
+			m.stateRetryAt = now.Add(m.stateRetries.When(retryItem))
+		}},
+	{phaseStarting, evChanged, "Nothing: state is read first.", nothing},
+	{phaseStarting, evTick, "Read state again: its backoff is over.", func(m *machine, now time.Time, _ event, d *decisions) {
+		if !now.Before(m.stateRetryAt) {
+			d.add(doReadState)
+		}
+	}},
+	{phaseStarting, evStop, "Exit.", exit},
+
+	{phaseReading, evStateRead, "Recompute the pools against the state read.", func(m *machine, now time.Time, _ event, d *decisions) {
+		m.stateReadOK(now, d)
+	}},
+	{phaseReading, evStateFailed, "Recompute the pools (for `/healthz` and the metrics) and read state again after the state " +
+		"backoff; no run starts until a read succeeds.",
+		func(m *machine, now time.Time, _ event, d *decisions) {
+			m.stale, m.stateRetryAt = true, now.Add(m.stateRetries.When(retryItem))
+			d.recompute(false)
+		}},
+	{phaseReading, evChanged, "Nothing: the recompute that follows the read sees it.", nothing},
+	{phaseReading, evObserved, "Settle, as idle does (stale state when the read failed).", func(m *machine, now time.Time, ev event, d *decisions) {
+		m.take(now, ev.view, d)
+		m.rest(now, d)
+	}},
+	{phaseReading, evStop, "Exit.", exit},
+
+	{phaseIdle, evChanged, "Recompute the pools the informers marked.", recompute},
+	{phaseIdle, evObserved, "A pool differs: open the settle window (settling), or, for a change set held, note it once (held). " +
+		"A pool whose read fails is noted once, and once when it reads again.", settleOn},
+	{phaseIdle, evTick, "The earliest expiry passed: recompute every pool. `-state-interval` passed since state was read: read " +
+		"it (reading state).", tick},
+	{phaseIdle, evStop, "Exit.", exit},
+
+	{phaseSettling, evChanged, "Recompute the pools the informers marked.", recompute},
+	{phaseSettling, evObserved, "Other changes: the quiet time starts again, within the longest wait from the first change. " +
+		"Every pool matches state again: close the window, no run (idle).", settleOn},
+	{phaseSettling, evTick, "The window is due (`-settle-quiet` after the last change, at most `-settle-max` after the first, " +
+		"never before a retry is due): start a run of the changed pools (running), leaving out those the shrink guard refuses, " +
+		"noted once; when it refuses them all, hold them (held).", tick},
+	{phaseSettling, evStop, "Exit.", exit},
+
+	{phaseBackingOff, evChanged, "Recompute the pools the informers marked.", recompute},
+	{phaseBackingOff, evObserved, "A pool differs: open the settle window, which fires no earlier than the retry (settling).", settleOn},
+	{phaseBackingOff, evTick, "The retry is due: retry the failed run, even when state shows its pools (a failed apply may have " +
+		"written them and left a resource tainted) (running).", tick},
+	{phaseBackingOff, evStop, "Exit.", exit},
+
+	{phaseHeld, evChanged, "Recompute the pools the informers marked.", recompute},
+	{phaseHeld, evObserved, "The same changes: nothing, noted once. The changes changed (or the configuration was edited): " +
+		"open the settle window (settling).", settleOn},
+	{phaseHeld, evTick, "A change set given to `-command` waited `-command-repeat` without state showing it: open the settle " +
+		"window again (settling).", tick},
+	{phaseHeld, evStop, "Exit.", exit},
+
+	{phaseRunning, evChanged, "Recompute the pools the informers marked.", recompute},
+	{phaseRunning, evObserved, "Other changes than the run's: remember when they were first seen; they make exactly one more " +
+		"run after this one, whose window counts from then.", func(m *machine, now time.Time, ev event, d *decisions) {
+		m.take(now, ev.view, d)
 		if m.sig != "" && m.sig != m.run.sig && m.changedDuringRun.IsZero() {
 			m.changedDuringRun = now
 		}
-		return d
-	}
-	m.settle(now, &d)
-	return d
-}
-
-// tick is the time passing: the machine asked for it with next.
-func (m *machine) tick(now time.Time) decision {
-	var d decision
-	if m.running || m.view.stale {
-		return d
-	}
-	if !m.windowOpen && m.sig == "" && m.retrying && !now.Before(m.retryAt) {
-		// A failed run is retried even when state shows no difference: the
-		// apply may have written the pools into state and failed after.
-		d.note(noteRetry, slog.LevelInfo, "retrying the failed run", "data_sources", strings.Join(m.run.addresses(), ","))
-		m.start(&d, runRequest{changes: m.run.changes, unreadable: m.view.unreadable, retry: true})
-		return d
-	}
-	m.settle(now, &d)
-	return d
-}
-
-// runEnded takes the end of the run in flight. The loop reads state again
-// after it and observes the pools compared with that state.
-func (m *machine) runEnded(now time.Time, o runOutcome) decision {
-	var d decision
-	m.running = false
-	switch o.result {
-	case resultApplied, resultStateUpdated:
+	}},
+	{phaseRunning, evTick, "The earliest expiry passed: recompute every pool.", tick},
+	{phaseRunning, evRunApplied, "The backoff ends and any hold is dropped; read state (reading state).", func(m *machine, now time.Time, ev event, d *decisions) {
+		m.ended(now, ev, d)
 		m.succeeded()
-	case resultNoChanges:
+		m.readState(d)
+	}},
+	{phaseRunning, evRunNoChanges, "The backoff ends; the run's changes are held until they change (they change nothing that " +
+		"can be applied); read state.", func(m *machine, now time.Time, ev event, d *decisions) {
+		m.ended(now, ev, d)
 		m.succeeded()
 		if m.run.sig != "" {
 			m.hold(now, heldNoChanges)
 		}
-	case resultRefused:
-		m.succeeded()
-		m.hold(now, heldRefused)
-		d.note(noteRefused, slog.LevelWarn, "run refused: the plan changes more than pools; fix or apply it by hand",
-			"blocked", strings.Join(o.blocked, ","))
-	case resultDelivered:
+		m.readState(d)
+	}},
+	{phaseRunning, evRunRefused, "The plan changes more than pools: log the addresses that blocked it; the backoff ends; " +
+		"hold the changes until they change or the configuration is edited; read state.",
+		func(m *machine, now time.Time, ev event, d *decisions) {
+			m.ended(now, ev, d)
+			m.succeeded()
+			m.hold(now, heldRefused)
+			d.note(noteRefused, slog.LevelWarn, "run refused: the plan changes more than pools; fix or apply it by hand",
+				"blocked", strings.Join(ev.outcome.blocked, ","))
+			m.readState(d)
+		}},
+	{phaseRunning, evRunDelivered, "`-command` succeeded: the backoff ends; hold the changes until state shows them, they " +
+		"change, or `-command-repeat` passes; read state.", func(m *machine, now time.Time, ev event, d *decisions) {
+		m.ended(now, ev, d)
 		m.succeeded()
 		m.hold(now, heldDelivered)
-	case resultWaiting:
-		m.hold(now, heldUnreadable)
-	case resultFailed:
-		if len(m.run.unreadable)+len(m.run.refused) > 0 && !o.targeted {
-			// The plan could not leave the unreadable pools out: one
-			// attempt per change set, not a stream of failing plans.
+		m.readState(d)
+	}},
+	{phaseRunning, evRunWaiting, "Every resource the changes need also needs a pool whose read fails (or that the guard " +
+		"refused): hold the changes until they change; a retry keeps its backoff and waits for its next step; read state.",
+		func(m *machine, now time.Time, ev event, d *decisions) {
+			m.ended(now, ev, d)
+			m.hold(now, heldUnreadable)
+			if m.retrying {
+				m.backoff(now, d, "retry waiting: every resource it needs uses a pool whose read fails", ev.outcome)
+			}
+			m.readState(d)
+		}},
+	{phaseRunning, evRunFailed, "Retry with backoff (`-retry-initial`, doubling to `-retry-max`), naming the addresses the " +
+		"CLI's errors are about; when the plan could not leave an unreadable pool out (`-command`, `-allow`), hold the changes " +
+		"instead: one attempt per change set. Read state.", func(m *machine, now time.Time, ev event, d *decisions) {
+		m.ended(now, ev, d)
+		if len(m.run.unreadable)+len(m.run.refused) > 0 && !ev.outcome.targeted {
 			m.hold(now, heldUnreadable)
 			m.retrying = false
-			break
+		} else {
+			m.backoff(now, d, "run failed: retrying with backoff", ev.outcome)
 		}
-		wait := m.retries.When(retryItem)
-		m.retrying, m.retryAt = true, now.Add(wait)
-		d.note(noteRetry, slog.LevelWarn, "run failed: retrying with backoff", "retry_in", wait.String(),
-			"failing", strings.Join(o.failing, ","), "error", errText(o.err))
+		m.readState(d)
+	}},
+	{phaseRunning, evRunStopped, "Read state.", func(m *machine, now time.Time, ev event, d *decisions) {
+		m.ended(now, ev, d)
+		m.readState(d)
+	}},
+	{phaseRunning, evStop, "The command got SIGINT with the companion's: wait for it, up to `-stop-timeout` (stopping).",
+		func(m *machine, _ time.Time, _ event, d *decisions) {
+			m.phase = phaseStopping
+			d.note(noteStopping, slog.LevelInfo, "stopping: waiting for the running command, which got SIGINT", "bound", m.opts.StopTimeout.String())
+			d.add(doAwaitRun)
+		}},
+
+	{phaseStale, evChanged, "Recompute the pools the informers marked (for `/healthz`).", recompute},
+	{phaseStale, evObserved, "Nothing starts: the pools are compared with a state that may be old.", func(m *machine, now time.Time, ev event, d *decisions) {
+		m.take(now, ev.view, d)
+	}},
+	{phaseStale, evTick, "The state backoff is over: read state (reading state). The earliest expiry passed: recompute every pool.", tick},
+	{phaseStale, evStop, "Exit.", exit},
+
+	{phaseStopping, evRunApplied, "Exit.", stopped},
+	{phaseStopping, evRunNoChanges, "Exit.", stopped},
+	{phaseStopping, evRunRefused, "Exit.", stopped},
+	{phaseStopping, evRunDelivered, "Exit.", stopped},
+	{phaseStopping, evRunWaiting, "Exit.", stopped},
+	{phaseStopping, evRunFailed, "Exit.", stopped},
+	{phaseStopping, evRunStopped, "Exit.", stopped},
+}
+
+// ruleOf indexes rules by phase and event.
+var ruleOf = func() map[phase]map[eventKind]*rule {
+	out := map[phase]map[eventKind]*rule{}
+	for i := range rules {
+		r := &rules[i]
+		if out[r.phase] == nil {
+			out[r.phase] = map[eventKind]*rule{}
+		}
+		out[r.phase][r.event] = r
+	}
+	return out
+}()
+
+func nothing(*machine, time.Time, event, *decisions)      {}
+func exit(_ *machine, _ time.Time, _ event, d *decisions) { d.exit(nil) }
+func recompute(_ *machine, _ time.Time, _ event, d *decisions) {
+	d.recompute(false)
+}
+
+func settleOn(m *machine, now time.Time, ev event, d *decisions) {
+	m.take(now, ev.view, d)
+	m.rest(now, d)
+}
+
+func stopped(m *machine, now time.Time, ev event, d *decisions) {
+	m.ended(now, ev, d)
+	d.exit(nil)
+}
+
+// step answers one event at now. An event no rule of the phase takes
+// (none the loop gives) changes nothing.
+func (m *machine) step(now time.Time, ev event) decisions {
+	var d decisions
+	if r := ruleOf[m.phase][ev.kind]; r != nil {
+		r.act(m, now, ev, &d)
 	}
 	return d
 }
 
 // next is when the machine needs the time again; zero when it does not.
 func (m *machine) next() time.Time {
-	switch {
-	case m.running || m.view.stale:
-		return time.Time{}
-	case m.windowOpen:
-		return m.fireAt()
-	case m.retrying:
-		return m.retryAt
-	case m.held.reason == heldDelivered && m.held.sig == m.sig && m.opts.CommandRepeat > 0:
-		return m.held.at.Add(m.opts.CommandRepeat)
+	var at time.Time
+	if !m.expiry.IsZero() && m.phase != phaseStarting && m.phase != phaseReading && m.phase != phaseStopping {
+		// A millisecond more, so that the pools evaluated then are past it.
+		at = m.expiry.Add(time.Millisecond)
 	}
-	return time.Time{}
+	switch m.phase {
+	case phaseStarting, phaseStale:
+		at = earliest(at, m.stateRetryAt)
+	case phaseSettling:
+		at = earliest(at, m.fireAt())
+	case phaseBackingOff:
+		at = earliest(at, m.retryAt)
+	case phaseHeld:
+		if m.held.cause == heldDelivered && m.opts.CommandRepeat > 0 {
+			at = earliest(at, m.held.at.Add(m.opts.CommandRepeat))
+		}
+	}
+	switch m.phase {
+	case phaseIdle, phaseSettling, phaseBackingOff, phaseHeld:
+		at = earliest(at, m.stateReadAt)
+	}
+	return at
 }
 
-// settle decides what the pools call for while no run is going on.
-func (m *machine) settle(now time.Time, d *decision) {
-	if m.view.stale {
+// tick is the time passing in phase: what is due is done, the earliest
+// expiry first (its recompute settles again), then a read of state that
+// is due, then a retry, then the window.
+func tick(m *machine, now time.Time, _ event, d *decisions) {
+	if !m.expiry.IsZero() && !now.Before(m.expiry.Add(time.Millisecond)) {
+		m.expiry = time.Time{}
+		d.recompute(true)
+		return
+	}
+	switch m.phase {
+	case phaseRunning:
+		return
+	case phaseStale:
+		if !now.Before(m.stateRetryAt) {
+			m.readState(d)
+		}
+		return
+	}
+	if !m.stateReadAt.IsZero() && !now.Before(m.stateReadAt) {
+		m.readState(d)
+		return
+	}
+	if m.phase == phaseBackingOff && !now.Before(m.retryAt) {
+		// A failed run is retried even when state shows no difference: the
+		// apply may have written the pools into state and failed after.
+		d.note(noteRetry, slog.LevelInfo, "retrying the failed run", "data_sources", strings.Join(m.run.addresses(), ","))
+		m.start(now, d, runRequest{changes: m.run.changes, unreadable: m.view.unreadable, retry: true})
+		return
+	}
+	m.rest(now, d)
+}
+
+func (m *machine) readState(d *decisions) {
+	m.phase = phaseReading
+	d.add(doReadState)
+}
+
+// stateReadOK takes a successful read of state: the pools are recomputed
+// against it.
+func (m *machine) stateReadOK(now time.Time, d *decisions) {
+	m.stale, m.stateRetryAt = false, time.Time{}
+	m.stateRetries.Forget(retryItem)
+	if m.opts.StateInterval > 0 {
+		m.stateReadAt = now.Add(m.opts.StateInterval)
+	}
+	m.phase = phaseReading
+	d.recompute(false)
+}
+
+// take takes the pools as they are now.
+func (m *machine) take(now time.Time, v view, d *decisions) {
+	m.noteUnreadable(d, v.unreadable)
+	sig := v.signature()
+	if sig != m.sig {
+		m.held.noted = false
+	}
+	m.view, m.sig = v, sig
+	m.expiry = time.Time{}
+	if v.expiry.After(now) {
+		m.expiry = v.expiry
+	}
+}
+
+// rest decides what the pools call for while no run is in flight, and the
+// phase the machine rests in.
+func (m *machine) rest(now time.Time, d *decisions) {
+	if m.stale {
+		m.phase = phaseStale
 		return
 	}
 	during := m.changedDuringRun
 	m.changedDuringRun = time.Time{}
+	open := m.windowOpen
+	m.windowOpen = false
 	switch {
 	case m.sig == "":
-		if m.windowOpen {
+		if open {
 			d.note(noteMatch, slog.LevelInfo, "pools match state again: no run")
 		}
-		m.windowOpen = false
+		m.phase = phaseIdle
+		if m.retrying {
+			m.phase = phaseBackingOff
+		}
 		return
 	case m.isHeld(now):
-		m.windowOpen = false
+		m.phase = phaseHeld
 		if !m.held.noted {
 			m.held.noted = true
-			d.note(noteHeld, slog.LevelInfo, "no run for these changes until they change", "reason", string(m.held.reason),
+			d.note(noteHeld, slog.LevelInfo, "no run for these changes until they change", "reason", m.held.cause.String(),
 				"data_sources", strings.Join(slices.Sorted(maps.Keys(m.view.changes)), ","))
 		}
 		return
 	}
-	if !m.windowOpen {
+	if !open {
 		start := now
 		if !during.IsZero() {
 			start = during
 		}
-		m.windowOpen, m.windowStart, m.lastChange, m.windowSig = true, start, now, m.sig
+		m.phase, m.windowStart, m.lastChange, m.windowSig = phaseSettling, start, now, m.sig
 		d.note(noteWindowOpened, slog.LevelDebug, "settle window opened")
 		m.noteChanges(d)
 	} else if m.sig != m.windowSig {
 		m.lastChange, m.windowSig = now, m.sig
 		m.noteChanges(d)
 	}
+	m.phase, m.windowOpen = phaseSettling, true
 	if now.Before(m.fireAt()) {
 		return
 	}
+	m.windowOpen = false
 	changes, refused := m.view.changes, m.opts.Guard.refusals(m.view.changes)
 	if len(refused) > 0 {
 		// The refused pools are left out of the run, as unreadable ones
@@ -345,7 +788,7 @@ func (m *machine) settle(now time.Time, d *decision) {
 			m.refusedSig = key
 			reasons := make([]string, 0, len(refused))
 			for _, address := range slices.Sorted(maps.Keys(refused)) {
-				reasons = append(reasons, refused[address])
+				reasons = append(reasons, refused[address].text)
 			}
 			d.note(noteShrinkRefused, slog.LevelWarn, "run refused by the shrink guard", "reason", strings.Join(reasons, "; "),
 				"data_sources", strings.Join(slices.Sorted(maps.Keys(refused)), ","))
@@ -355,20 +798,20 @@ func (m *machine) settle(now time.Time, d *decision) {
 			delete(changes, address)
 		}
 		if len(changes) == 0 {
-			m.windowOpen = false
 			m.hold(now, heldShrink)
 			m.held.noted = true
+			m.phase = phaseHeld
 			return
 		}
 	} else {
 		m.refusedSig = ""
 	}
-	m.start(d, runRequest{changes: changes, unreadable: m.view.unreadable, refused: refused, sig: m.sig, retry: m.retrying,
+	m.start(now, d, runRequest{changes: changes, unreadable: m.view.unreadable, refused: refused, sig: m.sig, retry: m.retrying,
 		settled: now.Sub(m.windowStart)})
 }
 
 // refusedSignature identifies the refused pools' changes.
-func refusedSignature(changes map[string][]poolChange, refused map[string]string) string {
+func refusedSignature(changes map[string][]poolChange, refused map[string]cause) string {
 	return view{changes: maps.Collect(func(yield func(string, []poolChange) bool) {
 		for address := range refused {
 			if !yield(address, changes[address]) {
@@ -391,9 +834,31 @@ func (m *machine) fireAt() time.Time {
 	return at
 }
 
-func (m *machine) start(d *decision, r runRequest) {
-	m.running, m.windowOpen, m.run, m.changedDuringRun = true, false, r, time.Time{}
-	d.start = &r
+func (m *machine) start(now time.Time, d *decisions, r runRequest) {
+	m.phase, m.run, m.runStarted, m.changedDuringRun = phaseRunning, r, now, time.Time{}
+	d.log(note{kind: noteRunStarted, level: slog.LevelInfo, msg: "run started", settled: r.settled,
+		attrs: []any{"data_sources", strings.Join(r.addresses(), ","), "retry", r.retry, "settled", r.settled.Round(time.Millisecond).String()}})
+	d.start(r)
+}
+
+// ended notes the end of the run in flight.
+func (m *machine) ended(now time.Time, ev event, d *decisions) {
+	o := ev.outcome
+	attrs := []any{"result", o.result, "duration", now.Sub(m.runStarted).Round(time.Millisecond).String(), "error", errText(o.err)}
+	if o.reason != "" {
+		attrs = append(attrs, "reason", o.reason)
+	}
+	if len(o.failing) > 0 {
+		attrs = append(attrs, "failing", strings.Join(o.failing, ","))
+	}
+	d.log(note{kind: noteRunEnded, level: slog.LevelInfo, msg: "run ended", attrs: attrs, result: o.result})
+}
+
+// backoff schedules the retry of the failed run at the backoff's next step.
+func (m *machine) backoff(now time.Time, d *decisions, msg string, o runOutcome) {
+	wait := m.retries.When(retryItem)
+	m.retrying, m.retryAt = true, now.Add(wait)
+	d.note(noteRetry, slog.LevelWarn, msg, "retry_in", wait.String(), "failing", strings.Join(o.failing, ","), "error", errText(o.err))
 }
 
 // isHeld says whether the current changes are held; a delivery to the
@@ -402,18 +867,18 @@ func (m *machine) isHeld(now time.Time) bool {
 	if m.held.sig == "" || m.held.sig != m.sig {
 		return false
 	}
-	if m.held.reason == heldDelivered && m.opts.CommandRepeat > 0 && !now.Before(m.held.at.Add(m.opts.CommandRepeat)) {
+	if m.held.cause == heldDelivered && m.opts.CommandRepeat > 0 && !now.Before(m.held.at.Add(m.opts.CommandRepeat)) {
 		return false
 	}
 	return true
 }
 
-func (m *machine) hold(now time.Time, reason holdReason) {
+func (m *machine) hold(now time.Time, c holdCause) {
 	sig := m.run.sig
-	if reason == heldShrink {
+	if c == heldShrink {
 		sig = m.sig
 	}
-	m.held = held{sig: sig, reason: reason, at: now}
+	m.held = held{sig: sig, cause: c, at: now}
 }
 
 // succeeded ends the backoff: a run got through.
@@ -423,7 +888,7 @@ func (m *machine) succeeded() {
 	m.held = held{}
 }
 
-func (m *machine) noteChanges(d *decision) {
+func (m *machine) noteChanges(d *decisions) {
 	for _, address := range slices.Sorted(maps.Keys(m.view.changes)) {
 		for _, c := range m.view.changes[address] {
 			d.note(noteDiffers, slog.LevelInfo, "pool differs from state", "data_source", address, "pool", c.Name,
@@ -436,20 +901,20 @@ func (m *machine) noteChanges(d *decision) {
 // those that read again. The pools of a cluster that does not answer are
 // one note (the cluster's own line says why), not one per pool: an API
 // server's restart is not fifty warnings.
-func (m *machine) noteUnreadable(d *decision, unreadable map[string]string) {
+func (m *machine) noteUnreadable(d *decisions, unreadable map[string]cause) {
 	byCluster := map[string][]string{}
 	for _, address := range slices.Sorted(maps.Keys(unreadable)) {
-		reason := unreadable[address]
-		if m.reported[address] == reason {
+		c := unreadable[address]
+		if m.reported[address] == c {
 			continue
 		}
-		m.reported[address] = reason
-		if strings.HasPrefix(reason, unreachablePrefix) {
-			byCluster[reason] = append(byCluster[reason], address)
+		m.reported[address] = c
+		if c.kind == causeClusterDown {
+			byCluster[c.text] = append(byCluster[c.text], address)
 			continue
 		}
 		d.note(noteUnreadable, slog.LevelWarn, "pool not recomputed: its dependents are left out of runs until it reads again",
-			"data_source", address, "reason", reason)
+			"data_source", address, "reason", c.text)
 	}
 	for _, reason := range slices.Sorted(maps.Keys(byCluster)) {
 		d.note(noteUnreadable, slog.LevelWarn, "pools not recomputed: their cluster does not answer; their dependents are left out of runs until it does",
@@ -460,7 +925,7 @@ func (m *machine) noteUnreadable(d *decision, unreadable map[string]string) {
 		if _, ok := unreadable[address]; ok {
 			continue
 		}
-		if strings.HasPrefix(m.reported[address], unreachablePrefix) {
+		if m.reported[address].kind == causeClusterDown {
 			back = append(back, address)
 		} else {
 			d.note(noteReadable, slog.LevelInfo, "pool readable again", "data_source", address)

@@ -78,6 +78,10 @@ type evaluation struct {
 	// deleted, min_ready not met, a namespace not watched): its pools are
 	// not recomputed, and its dependents are left out of runs.
 	unreadable string
+	// clusterDown says the pool is unreadable because its cluster does not
+	// answer, or its informers did not start: it is evaluated whole when
+	// the cluster answers again.
+	clusterDown bool
 	// computed is how many Service pools the evaluation computed.
 	computed int
 }

@@ -111,21 +111,21 @@ func TestARun(t *testing.T) {
 			tf: fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web"}}},
 			req: func() runRequest {
 				r := webChanged()
-				r.unreadable = map[string]string{"data.k8s_ready_endpoints.api": "gone"}
+				r.unreadable = map[string]cause{"data.k8s_ready_endpoints.api": {kind: causeReadFails, text: "gone"}}
 				return r
 			}, result: resultApplied, applied: 1, targets: []string{"terraform_data.web"}},
 		{name: "with a pool the shrink guard refused, the plan targets what uses the others and not it",
 			tf: fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web"}}},
 			req: func() runRequest {
 				r := webChanged()
-				r.refused = map[string]string{"data.k8s_ready_endpoints.api": "would be emptied"}
+				r.refused = map[string]cause{"data.k8s_ready_endpoints.api": {kind: causeShrink, text: "would be emptied"}}
 				return r
 			}, result: resultApplied, applied: 1, targets: []string{"terraform_data.web"}},
 		{name: "an instance of a pool with keys targets what uses its block",
 			tf: fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.api"}}},
 			req: func() runRequest {
 				r := runRequest{changes: map[string][]poolChange{`data.k8s_ready_endpoints.api["x"]`: {change("a")}}}
-				r.unreadable = map[string]string{"data.k8s_ready_endpoints.web": "gone"}
+				r.unreadable = map[string]cause{"data.k8s_ready_endpoints.web": {kind: causeReadFails, text: "gone"}}
 				return r
 			}, result: resultApplied, applied: 1, targets: []string{"terraform_data.api"}},
 	} {
@@ -155,7 +155,7 @@ func TestARunThatWouldNeedAnUnreadablePoolPlansNothing(t *testing.T) {
 	config := strings.Replace(twoPools, "input = data.k8s_ready_endpoints.web.endpoints", `input = "web"`, 1)
 	r := &runner{tf: &tf, filter: filterOf(t, config), log: discard()}
 	req := webChanged()
-	req.unreadable = map[string]string{"data.k8s_ready_endpoints.api": "gone"}
+	req.unreadable = map[string]cause{"data.k8s_ready_endpoints.api": {kind: causeReadFails, text: "gone"}}
 	if o := r.run(context.Background(), req); o.result != resultWaiting {
 		t.Fatalf("result %s, want %s", o.result, resultWaiting)
 	}
@@ -170,7 +170,7 @@ func TestARunThatCannotLeaveARefusedPoolOutRunsNothing(t *testing.T) {
 	tf := fakeTerraform{}
 	r := &runner{tf: &tf, command: "true", log: discard()}
 	req := webChanged()
-	req.refused = map[string]string{"data.k8s_ready_endpoints.api": "would be emptied"}
+	req.refused = map[string]cause{"data.k8s_ready_endpoints.api": {kind: causeShrink, text: "would be emptied"}}
 	if o := r.run(context.Background(), req); o.result != resultWaiting || tf.env != nil {
 		t.Fatalf("result %s, command run with %v: want %s and no command", o.result, tf.env, resultWaiting)
 	}
@@ -202,7 +202,7 @@ func TestACommandGetsTheChangesAndIsDelivered(t *testing.T) {
 	tf := fakeTerraform{}
 	r := &runner{tf: &tf, command: "true", terraformPath: "/bin/tofu", log: discard()}
 	req := webChanged()
-	req.unreadable = map[string]string{"data.k8s_ready_endpoints.api": "gone"}
+	req.unreadable = map[string]cause{"data.k8s_ready_endpoints.api": {kind: causeReadFails, text: "gone"}}
 	if o := r.run(context.Background(), req); o.result != resultDelivered {
 		t.Fatalf("result %s, want %s", o.result, resultDelivered)
 	}

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
@@ -325,15 +324,22 @@ func refusedByBackend(err error) bool {
 	return false
 }
 
-// readState is loadState, its failure logged and counted.
-func (s *syncer) readState(ctx context.Context) error {
-	err := s.loadState(ctx)
+// readState is loadState, its failure logged and counted; permanent says
+// that waiting cannot cure it. The first read that succeeds marks the
+// companion started: later, a cache that cannot start leaves its pools
+// unreadable.
+func (s *syncer) readState(ctx context.Context) (permanent bool, err error) {
+	err = s.loadState(ctx)
 	s.stale = err != nil
 	if err != nil && ctx.Err() == nil {
 		s.metrics.stateReadFailures.WithLabelValues(s.backend).Inc()
 		s.log.Warn("reading state failed", "backend", s.backend, "error", err.Error())
 	}
-	return err
+	var perm *permanentError
+	if err == nil {
+		s.started = true
+	}
+	return errors.As(err, &perm), err
 }
 
 func aliasName(alias string) string {
@@ -445,11 +451,18 @@ func (s *syncer) changed(key string, ch kube.Change) {
 	}
 }
 
-// view recomputes the instances marked dirty (all after a state read) from
-// the cache, and gives the pools as they compare with state.
-func (s *syncer) view(ctx context.Context) view {
+// view recomputes the instances marked dirty (all after a state read, or
+// when every is set) from the cache, and gives the pools as they compare
+// with state; it reports them in /healthz and the gauges.
+func (s *syncer) view(ctx context.Context, every bool) view {
+	v := s.recompute(ctx, every)
+	s.report(v)
+	return v
+}
+
+func (s *syncer) recompute(ctx context.Context, every bool) view {
 	s.mu.Lock()
-	all, dirty := s.all, s.dirty
+	all, dirty := s.all || every, s.dirty
 	s.all, s.dirty = false, map[int]*touched{}
 	instances := s.instances
 	s.mu.Unlock()
@@ -461,24 +474,27 @@ func (s *syncer) view(ctx context.Context) view {
 	// The configuration as it is now: a run's plan is of the files as they
 	// are when it starts, and a change set held for one version of them is
 	// tried again for the next.
-	v := view{changes: map[string][]poolChange{}, unreadable: map[string]string{}, stale: s.stale, config: configVersion(s.opts.Dir)}
+	v := view{changes: map[string][]poolChange{}, unreadable: map[string]cause{}, config: configVersion(s.opts.Dir)}
 	for i, in := range instances {
 		cl := s.clusters[in.cluster]
 		if reason := cl.unreachable(); reason != "" {
-			s.evals[i] = evaluation{unreadable: reason}
+			s.evals[i] = evaluation{unreadable: reason, clusterDown: true}
 		} else if cl.cache == nil {
-			s.evals[i] = evaluation{unreadable: fmt.Sprintf("%s%s: its informers did not start (%v): not recomputed", unreachablePrefix, cl.name, cl.scopeErr)}
-		} else if t := touchedOf(all || strings.HasPrefix(s.evals[i].unreadable, unreachablePrefix), dirty[i]); t != nil {
+			s.evals[i] = evaluation{unreadable: fmt.Sprintf("cluster %s: its informers did not start (%v): not recomputed", cl.name, cl.scopeErr), clusterDown: true}
+		} else if t := touchedOf(all || s.evals[i].clusterDown, dirty[i]); t != nil {
 			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now, *t)
 			s.metrics.poolsComputed.Add(float64(s.evals[i].computed))
 		}
 		switch e := s.evals[i]; {
+		case e.clusterDown:
+			v.unreadable[in.address] = cause{kind: causeClusterDown, text: e.unreadable}
 		case e.unreadable != "":
-			v.unreadable[in.address] = e.unreadable
+			v.unreadable[in.address] = cause{kind: causeReadFails, text: e.unreadable}
 		case len(e.changes) > 0:
 			v.changes[in.address] = e.changes
 		}
 	}
+	v.expiry = s.nextExpiry(ctx)
 	return v
 }
 
@@ -508,166 +524,29 @@ func (s *syncer) nextExpiry(ctx context.Context) time.Time {
 	return next
 }
 
-// Run is the companion's loop, until ctx ends: see docs/guides/sync.md.
+// Run is the companion, until ctx ends: see docs/guides/sync.md. What it
+// does is decided by the machine (machine.go); the loop carries it out.
 func (s *syncer) Run(ctx context.Context) error {
-	stateRetries := workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.opts.RetryInitial, s.opts.RetryMax)
-	for {
-		err := s.readState(ctx)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		var permanent *permanentError
-		if errors.As(err, &permanent) {
-			return err
-		}
-		// The backend is out of reach: wait for it.
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.clock.After(stateRetries.When(retryItem)):
-		}
-	}
-	stateRetries.Forget(retryItem)
-	s.started = true
 	defer s.stopCaches()
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
-	s.probe(probeCtx)
-	m := newMachine(machineOptions{Quiet: s.opts.Quiet, MaxWait: s.opts.MaxWait, RetryInitial: s.opts.RetryInitial,
-		RetryMax: s.opts.RetryMax, Guard: shrinkGuard{MaxShrink: s.opts.MaxShrink, AllowEmpty: s.opts.AllowEmpty},
-		CommandRepeat: s.opts.CommandRepeat})
-	var (
-		running      bool
-		runDone      = make(chan runOutcome, 1)
-		runStarted   time.Time
-		timer        = s.clock.NewTimer(time.Hour)
-		statePoll    = s.clock.NewTicker(s.opts.StateInterval)
-		expiry       time.Time
-		stateRetryAt time.Time
-	)
-	defer statePoll.Stop()
-	observe := func() {
-		v := s.view(ctx)
-		s.carry(ctx, m.observe(s.clock.Now(), v), v, &running, &runStarted, runDone)
-		expiry = s.nextExpiry(ctx)
-	}
-	reread := func() {
-		if s.readState(ctx) != nil {
-			stateRetryAt = s.clock.Now().Add(stateRetries.When(retryItem))
-		} else {
-			stateRetries.Forget(retryItem)
-			stateRetryAt = time.Time{}
-		}
-		observe()
-	}
-	resetTimer := func() {
-		// The machine's deadlines are met when the timer fires (it never
-		// fires early); a pool's expiry gets a millisecond more, so that
-		// the pools evaluated then are past it.
-		wake := m.next()
-		if !expiry.IsZero() {
-			wake = earliest(wake, expiry.Add(time.Millisecond))
-		}
-		if s.stale {
-			wake = earliest(wake, stateRetryAt)
-		}
-		timer.Stop()
-		if !wake.IsZero() {
-			timer.Reset(max(wake.Sub(s.clock.Now()), 0))
-		}
-	}
-	observe()
-	resetTimer()
-
-	for {
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			if running {
-				s.log.Info("stopping: waiting for the running command, which got SIGINT", "bound", s.opts.StopTimeout.String())
-				o := <-runDone
-				s.logRunEnded(o, runStarted)
-			}
-			return nil
-		case <-s.kick:
-			observe()
-		case <-timer.C():
-			now := s.clock.Now()
-			switch {
-			case s.stale && !running && !stateRetryAt.IsZero() && !now.Before(stateRetryAt):
-				reread()
-			case !expiry.IsZero() && !now.Before(expiry):
-				s.mu.Lock()
-				s.all = true
-				s.mu.Unlock()
-				observe()
-			}
-			v := s.view(ctx)
-			s.carry(ctx, m.tick(now), v, &running, &runStarted, runDone)
-		case <-statePoll.C():
-			if !running {
-				reread()
-			}
-		case o := <-runDone:
-			running = false
-			s.logRunEnded(o, runStarted)
-			v := s.view(ctx)
-			s.carry(ctx, m.runEnded(s.clock.Now(), o), v, &running, &runStarted, runDone)
-			if ctx.Err() != nil {
-				return nil
-			}
-			reread()
-		}
-		resetTimer()
-	}
+	s.probeCtx = probeCtx
+	l := &loop{world: s, machine: newMachine(s.machineOptions()), clock: s.clock, kick: s.kick, runs: make(chan runOutcome, 1),
+		ranFor: func(d time.Duration) { s.metrics.runDuration.Observe(d.Seconds()) }}
+	return l.run(ctx)
 }
 
-// carry carries out a decision: its notes logged and counted, its run
-// started.
-func (s *syncer) carry(ctx context.Context, d decision, v view, running *bool, started *time.Time, done chan<- runOutcome) {
-	for _, n := range d.notes {
-		attrs := n.attrs
-		switch n.kind {
-		case noteWindowOpened:
-			s.metrics.drift.Inc()
-		case noteShrinkRefused:
-			s.metrics.runs.WithLabelValues(resultShrinkRefused).Inc()
-		case noteRetry:
-			attrs = append(slices.Clone(attrs), "backend", s.backend)
-		}
-		s.log.Log(ctx, n.level, n.msg, attrs...)
-	}
-	s.report(v)
-	r := d.start
-	if r == nil {
-		return
-	}
-	*running, *started = true, s.clock.Now()
-	s.metrics.settleDelay.Observe(r.settled.Seconds())
-	s.log.Info("run started", "data_sources", strings.Join(r.addresses(), ","), "retry", r.retry,
-		"settled", r.settled.Round(time.Millisecond).String())
-	go func() {
-		o := s.runner.run(ctx, *r)
-		s.metrics.runDuration.Observe(time.Since(*started).Seconds())
-		done <- o
-	}()
+func (s *syncer) machineOptions() machineOptions {
+	return machineOptions{Quiet: s.opts.Quiet, MaxWait: s.opts.MaxWait, RetryInitial: s.opts.RetryInitial, RetryMax: s.opts.RetryMax,
+		Guard: shrinkGuard{MaxShrink: s.opts.MaxShrink, AllowEmpty: s.opts.AllowEmpty}, CommandRepeat: s.opts.CommandRepeat,
+		StateInterval: s.opts.StateInterval, StopTimeout: s.opts.StopTimeout}
 }
 
-func (s *syncer) logRunEnded(o runOutcome, started time.Time) {
-	s.metrics.runs.WithLabelValues(o.result).Inc()
-	s.metrics.lastRun.SetToCurrentTime()
-	attrs := []any{"result", o.result, "duration", s.clock.Since(started).Round(time.Millisecond).String(), "error", errText(o.err)}
-	if o.reason != "" {
-		attrs = append(attrs, "reason", o.reason)
-	}
-	if len(o.failing) > 0 {
-		attrs = append(attrs, "failing", strings.Join(o.failing, ","))
-	}
-	s.log.Info("run ended", attrs...)
-}
+// run makes one run.
+func (s *syncer) run(ctx context.Context, r runRequest) runOutcome { return s.runner.run(ctx, r) }
+
+// startProbes asks every cluster, now and later ones, whether it answers.
+func (s *syncer) startProbes(context.Context) { s.probe(s.probeCtx) }
 
 // report writes what /healthz and the gauges say of v.
 func (s *syncer) report(v view) {
@@ -675,7 +554,7 @@ func (s *syncer) report(v view) {
 	s.metrics.poolsDiffering.Set(float64(len(v.changes)))
 	var lines []string
 	for _, address := range slices.Sorted(maps.Keys(v.unreadable)) {
-		lines = append(lines, "unreadable "+address+": "+v.unreadable[address])
+		lines = append(lines, "unreadable "+address+": "+v.unreadable[address].text)
 	}
 	for _, address := range slices.Sorted(maps.Keys(s.undecodable)) {
 		lines = append(lines, "not watched "+address+": "+s.undecodable[address])
