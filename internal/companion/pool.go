@@ -171,8 +171,10 @@ type fleetPool struct {
 	// of are the Services of the fleet as last computed: of[i] what the
 	// Service of the state's pool i gave (provider.StatePool.StateIndex),
 	// extra by "namespace/name" those state has no pool of. of is nil
-	// until a whole evaluation succeeds. (A map by name of its own was
-	// 4.7 MB at 50,000 Services, bench/README.md; of is 8 bytes a Service.)
+	// until a whole evaluation succeeds. (A map by name of its own, a key
+	// and an entry a Service, was among what a large fleet held at the
+	// start; bench/README.md, "The fourth round of issue 29". of is 8
+	// bytes a Service.)
 	of    []fleetService
 	extra map[string]fleetService
 	// changed are the pools that differ from state, by name (a Service of

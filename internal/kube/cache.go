@@ -38,8 +38,9 @@ import (
 // old (410 Gone), and reconnect with backoff when the API server goes away,
 // so no loop of ours decides when the cache is right. Services,
 // EndpointSlices and Pods go from the reflector's queue to a store of ours
-// (store.go) in place of an informer's indexer, which costs as much as the
-// objects themselves at 50,000 Services; Nodes, few, to an informer's.
+// (store.go) in place of an informer's indexer, which at a large fleet
+// costs about as much as the objects themselves (bench/README.md, "The
+// third round of issue 29"); Nodes, few, to an informer's.
 
 // CacheScope is what a Cache watches.
 type CacheScope struct {

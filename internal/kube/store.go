@@ -21,9 +21,9 @@ import (
 // relists as in any informer, into client-go's RealFIFO, whose deltas
 // apply gives the store. The indexer kept each object's
 // key as a string of its own, and an index set per namespace and per group
-// of Services over those keys: at 50,000 Services, 28 MB beside 30 MB of
-// packed objects (bench/README.md). Here an object's key is its own name,
-// in a map of its namespace.
+// of Services over those keys, which at a large fleet held about as much as
+// the packed objects themselves (bench/README.md, "The third round of issue
+// 29"). Here an object's key is its own name, in a map of its namespace.
 type store struct {
 	mu sync.RWMutex
 	// of are the objects of each namespace.
@@ -33,8 +33,9 @@ type store struct {
 type namespaceStore struct {
 	byName map[string]*packed
 	// byService is a slice of each Service, by the Service's name, and
-	// more the others of a Service that has several: most have one, and a
-	// map of slices costs 27 bytes an entry more than a map of pointers.
+	// more the others of a Service that has several: most have one, and an
+	// entry of a map of slices costs more than one of a map of pointers
+	// (bench/README.md, "The third round of issue 29").
 	byService map[string]*packed
 	more      map[string][]*packed
 }
@@ -264,8 +265,9 @@ func newStoreInformer(lw cache.ListerWatcher, example runtime.Object, s *store, 
 // A list or relist is one delta of all its objects, which store.replace
 // compares with what the store holds. (One delta an object, compared with
 // the store's keys by the queue, left the queue's array of a delta for
-// each object of the first list behind it once popped: 5.4 MB at 50,000
-// Services, bench/README.md.)
+// each object of the first list behind it once popped, held for good by an
+// informer that sees no change; bench/README.md, "The fourth round of
+// issue 29".)
 func newQueue(name string) *cache.RealFIFO {
 	return cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
 		Name:        name,
@@ -311,7 +313,8 @@ var _ metav1.ObjectMetaAccessor = (*packed)(nil)
 
 // packedLabels are labels as the cache keeps them: "key\x00value\x00..."
 // in key order, in one string (neither a label's key nor its value can
-// hold a NUL). A map of three labels and its strings take about 300 bytes;
+// hold a NUL). A map of labels holds, besides its strings, a table and a
+// header of its own (bench/README.md, "The third round of issue 29");
 // this, their length and a header.
 type packedLabels string
 

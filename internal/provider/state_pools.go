@@ -51,8 +51,9 @@ type StatePool struct {
 	services servicesModel
 	// pools are the digests of state, sorted by pool name ("" for a
 	// k8s_ready_endpoints, "<namespace>/<name>" in a k8s_services): a
-	// sorted slice rather than a map, which held 222 bytes a Service of
-	// 10 endpoints where this holds 170 (BenchmarkStatePoolHeldBytesPerService).
+	// sorted slice rather than a map, which held more for each Service
+	// (BenchmarkStatePoolHeldBytesPerService; bench/README.md, "The fourth
+	// round of issue 29").
 	pools []namedDigest
 	// skipped is the digest of a k8s_services' skipped list.
 	skipped [sha256.Size]byte
