@@ -37,6 +37,10 @@ type loop struct {
 	runs chan runOutcome
 	// ranFor observes each run's duration.
 	ranFor func(time.Duration)
+	// waiting, when set (by the tests that drive the loop on a fake
+	// clock), is told when the machine next wants the time each time the
+	// loop is about to wait.
+	waiting func(next time.Time)
 }
 
 // run is the companion's loop, until the machine decides to exit.
@@ -57,7 +61,11 @@ func (l *loop) run(ctx context.Context) error {
 				}
 			}
 		}
-		l.wakeAt(timer, l.machine.next())
+		next := l.machine.next()
+		l.wakeAt(timer, next)
+		if l.waiting != nil {
+			l.waiting(next)
+		}
 		select {
 		case <-ctx.Done():
 			events = append(events, event{kind: evStop})
