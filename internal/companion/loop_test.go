@@ -46,17 +46,22 @@ type fakeWorkspace struct {
 	requests               []runRequest
 	// pullFailed says the last state pull failed.
 	pullFailed bool
-	// started says a run started (and took its snapshot of the cluster).
-	started chan struct{}
-	// release ends the run in flight, Terraform behaving as it says.
+	// status says how the run in flight goes on: true once it waits in
+	// Terraform's plan for the test to release it, false when it ended
+	// without calling Terraform.
+	status chan bool
+	// release lets the run in flight's plan go on, Terraform behaving as
+	// it says.
 	release chan tfBehaviour
 	// reads is the cluster as the run in flight's plan reads it: as it was
 	// when the run started.
 	reads map[string][]string
 	// plans are what each saved plan would write, by plan file.
 	plans map[string]map[string][]string
-	// behaviour is how Terraform behaves in the run being released.
+	// behaviour is how Terraform behaves in the run released; planned
+	// says the run in flight called plan (or the command).
 	behaviour tfBehaviour
+	planned   bool
 	// violations are the invariants broken inside the world.
 	violations []string
 }
@@ -79,7 +84,7 @@ func (b tfBehaviour) String() string { return tfBehaviourNames[b] }
 
 func newFakeWorkspace(filter poolChangeFilter, clock *testingclock.FakeClock, pools ...string) *fakeWorkspace {
 	w := &fakeWorkspace{clock: clock, cluster: map[string][]string{}, state: map[string][]string{}, read: map[string][]string{},
-		unreadable: map[string]bool{}, started: make(chan struct{}), release: make(chan tfBehaviour), plans: map[string]map[string][]string{}}
+		unreadable: map[string]bool{}, status: make(chan bool), release: make(chan tfBehaviour), plans: map[string]map[string][]string{}}
 	for _, address := range pools {
 		w.cluster[address], w.state[address] = []string{"10.0.0.1:80"}, []string{"10.0.0.1:80"}
 	}
@@ -106,13 +111,18 @@ func (w *fakeWorkspace) startProbes(context.Context) {}
 func (w *fakeWorkspace) view(context.Context, bool) view {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.against(w.read)
+}
+
+// against compares the cluster's pools with those of state.
+func (w *fakeWorkspace) against(state map[string][]string) view {
 	v := view{changes: map[string][]poolChange{}, unreadable: map[string]cause{}}
 	for address, members := range w.cluster {
 		switch {
 		case w.unreadable[address]:
 			v.unreadable[address] = cause{kind: causeReadFails, text: "service gone"}
-		case !slices.Equal(members, w.read[address]):
-			before := w.read[address]
+		case !slices.Equal(members, state[address]):
+			before := state[address]
 			v.changes[address] = []poolChange{{Before: before, After: members, Added: minus(members, before),
 				Removed: minus(before, members), state: digest(before), cluster: digest(members)}}
 		}
@@ -124,8 +134,8 @@ func digest(members []string) [sha256.Size]byte {
 	return sha256.Sum256([]byte(strings.Join(members, ",")))
 }
 
-// run is a run of the companion: it waits for the test to release it,
-// then the real runner plans and applies on the workspace's Terraform.
+// run is a run of the companion: the real runner on the workspace's
+// Terraform, whose plan waits for the test to release it.
 func (w *fakeWorkspace) run(ctx context.Context, r runRequest) runOutcome {
 	w.mu.Lock()
 	w.inFlight++
@@ -138,16 +148,21 @@ func (w *fakeWorkspace) run(ctx context.Context, r runRequest) runOutcome {
 	case w.pullFailed:
 		w.violations = append(w.violations, "a run on a state that could not be read")
 	}
-	w.mu.Unlock()
-	w.started <- struct{}{}
-	b := <-w.release
-	w.mu.Lock()
-	w.behaviour = b
+	for address := range r.changes {
+		if !r.retry && slices.Equal(w.cluster[address], w.read[address]) {
+			w.violations = append(w.violations, "a run for "+address+", which the state read shows")
+		}
+	}
 	w.mu.Unlock()
 	o := w.runner.run(ctx, r)
 	w.mu.Lock()
 	w.inFlight--
+	planned := w.planned
+	w.planned = false
 	w.mu.Unlock()
+	if !planned {
+		w.status <- false
+	}
 	return o
 }
 
@@ -163,8 +178,7 @@ func (f *fakeWorkspaceTerraform) statePull(context.Context, func(io.Reader) erro
 }
 
 func (f *fakeWorkspaceTerraform) plan(_ context.Context, planFile string, o planOptions) (bool, error) {
-	w := (*fakeWorkspace)(f)
-	w.mu.Lock()
+	w := f.released()
 	defer w.mu.Unlock()
 	w.called(strings.TrimSpace("plan " + strings.Join(o.targets, " ")))
 	if w.backendDown || w.behaviour == tfPlanFails {
@@ -223,8 +237,35 @@ func (f *fakeWorkspaceTerraform) apply(_ context.Context, planFile string) error
 	return nil
 }
 
+// released is the workspace, locked, once the test released the run.
+func (f *fakeWorkspaceTerraform) released() *fakeWorkspace {
+	w := (*fakeWorkspace)(f)
+	w.status <- true
+	b := <-w.release
+	w.mu.Lock()
+	w.behaviour, w.planned = b, true
+	return w
+}
+
+// command is a pipeline that applies the whole configuration: it fails
+// when a pool cannot be read, and writes every pool otherwise.
 func (f *fakeWorkspaceTerraform) command(context.Context, string, []string) error {
-	return errors.New("no command in the fake workspace")
+	w := f.released()
+	defer w.mu.Unlock()
+	w.called("command")
+	if w.backendDown || w.behaviour == tfPlanFails {
+		return errors.New("the pipeline failed")
+	}
+	for address := range w.reads {
+		if w.unreadable[address] {
+			return fmt.Errorf("the pipeline failed: reading %s: service gone", address)
+		}
+	}
+	maps.Copy(w.state, w.reads)
+	if w.behaviour == tfApplyFailsAfterWriting {
+		return errors.New("the pipeline failed after writing the pools")
+	}
+	return nil
 }
 
 // targetsRead says whether a plan of targets reads the data source at
@@ -249,7 +290,7 @@ type loopDriver struct {
 	next  time.Time
 	// pastWakes counts the waits in a row for a time already past.
 	pastWakes, mostPastWakes int
-	// running says a run is in flight; acked that its goroutine started it.
+	// running says a run is in flight; acked that it waits in its plan.
 	running, acked bool
 	cancel         context.CancelFunc
 	done           chan error
@@ -286,16 +327,24 @@ func (d *loopDriver) wait() {
 	// event.
 	d.running = d.m.phase == phaseRunning || d.m.phase == phaseStopping
 	if d.running && !d.acked {
-		// The run's goroutine has started it: the test goes on once the
-		// run took its snapshot of the cluster.
-		<-d.w.started
-		d.acked = true
+		// The test goes on once the run waits in its plan, or, when it
+		// ended without one, once the loop took its end.
+		if d.acked = <-d.w.status; !d.acked {
+			d.wait()
+			return
+		}
 	}
-	if !d.next.IsZero() && !d.next.After(d.clock.Now()) {
-		d.pastWakes++
-		d.mostPastWakes = max(d.mostPastWakes, d.pastWakes)
-	} else {
+	if d.next.IsZero() || d.next.After(d.clock.Now()) {
 		d.pastWakes = 0
+		return
+	}
+	// A time already past: a real clock fires at once. Twice in a row is
+	// a spin; the test stops it after a few.
+	d.pastWakes++
+	d.mostPastWakes = max(d.mostPastWakes, d.pastWakes)
+	if d.pastWakes < 5 {
+		d.clock.SetTime(d.clock.Now())
+		d.wait()
 	}
 }
 
@@ -329,24 +378,16 @@ func (d *loopDriver) backend(up bool) {
 	d.w.mu.Unlock()
 }
 
-// advance moves the clock to now+by; each time the machine asked for
-// passes, as a real clock would: a time already past at once, at most
-// limit times in a row.
+// advance moves the clock to now+by, through each time the machine asks
+// for on the way.
 func (d *loopDriver) advance(by time.Duration) {
 	d.t.Helper()
 	to := d.clock.Now().Add(by)
-	for !d.exited && !d.next.IsZero() && !d.next.After(to) && d.pastWakes < 5 {
-		d.clock.SetTime(maxTime(d.next, d.clock.Now()))
+	for !d.exited && !d.next.IsZero() && !d.next.After(to) && d.pastWakes == 0 {
+		d.clock.SetTime(d.next)
 		d.wait()
 	}
 	d.clock.SetTime(to)
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // ends ends the run in flight, Terraform behaving as b.
@@ -436,14 +477,11 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 			{does: "the apply writes the pools, then fails", event: func(d *loopDriver) { d.ends(tfApplyFailsAfterWriting) },
 				calls: []string{"plan", "show", "apply", "state pull"}, next: quiet + 2*second},
 			{does: "api's read fails", event: func(d *loopDriver) { d.readable(api, false) }, next: quiet + 2*second},
-			{does: "the retry is due", event: at(quiet + 2*second), calls: []string{}},
-			{does: "the retry ends waiting, planning nothing", event: func(d *loopDriver) { d.ends(tfWorks) },
+			{does: "the retry is due: it ends waiting, planning nothing", event: at(quiet + 2*second),
 				calls: []string{"state pull"}, next: quiet + 6*second},
 			{does: "a second passes", event: at(quiet + 3*second), calls: []string{}, next: quiet + 6*second},
-			{does: "the next step of the backoff: waiting again", event: func(d *loopDriver) {
-				at(quiet + 6*second)(d)
-				d.ends(tfWorks)
-			}, calls: []string{"state pull"}, next: quiet + 14*second},
+			{does: "the next step of the backoff: waiting again", event: at(quiet + 6*second),
+				calls: []string{"state pull"}, next: quiet + 14*second},
 			{does: "api reads again", event: func(d *loopDriver) { d.readable(api, true) }, calls: []string{}, next: quiet + 14*second},
 			{does: "the retry plans everything and brings state current", event: func(d *loopDriver) {
 				at(quiet + 14*second)(d)

@@ -260,7 +260,7 @@ var holdTexts = map[holdCause]string{
 	heldRefused:    "the plan changes more than pools",
 	heldShrink:     "the shrink guard refused them",
 	heldDelivered:  "the command ran for these changes; waiting for state to catch up",
-	heldUnreadable: "a run for them needs a pool whose read fails",
+	heldUnreadable: "a run for them needs a pool whose read fails or that the shrink guard refused",
 }
 
 func (c holdCause) String() string { return holdTexts[c] }

@@ -63,13 +63,19 @@ resource "terraform_data" "unrelated" {
 // filterOf is the filter of runs of a configuration whose pools are web and api.
 func filterOf(t *testing.T, config string) poolChangeFilter {
 	t.Helper()
+	return filterWatching(t, config, "data.k8s_ready_endpoints.web", "data.k8s_ready_endpoints.api")
+}
+
+// filterWatching is the filter of runs of a configuration whose pools are
+// watched.
+func filterWatching(t *testing.T, config string, watched ...string) poolChangeFilter {
+	t.Helper()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"main.tf": config})
 	g, err := readConfiguration(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	watched := []string{"data.k8s_ready_endpoints.web", "data.k8s_ready_endpoints.api"}
 	return poolChangeFilter{dependent: g.dependents(watched), opaque: g.opaque, graph: g}
 }
 
