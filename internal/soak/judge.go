@@ -3,7 +3,6 @@ package soak
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -94,36 +93,9 @@ func (j *judge) readState(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	var st struct {
-		Resources []struct {
-			Mode, Type, Name string
-			Instances        []struct {
-				IndexKey   any `json:"index_key"`
-				Attributes struct {
-					Input struct {
-						Value []string `json:"value"`
-					} `json:"input"`
-				} `json:"attributes"`
-			} `json:"instances"`
-		} `json:"resources"`
-	}
-	if err := json.Unmarshal(raw, &st); err != nil {
+	found, err := StatePools(raw)
+	if err != nil {
 		return err
-	}
-	found := map[string][]string{}
-	for _, r := range st.Resources {
-		if r.Mode != "managed" || r.Type != "terraform_data" {
-			continue
-		}
-		for _, in := range r.Instances {
-			key := r.Name
-			if k, ok := in.IndexKey.(string); ok {
-				key = k
-			}
-			members := slices.Clone(in.Attributes.Input.Value)
-			slices.Sort(members)
-			found[key] = members
-		}
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -155,33 +127,26 @@ func (j *judge) statePool(p pool) []string {
 	return j.state[stateKey(p)]
 }
 
-// match marks the changes of key's pool that state now shows; those
-// before them are superseded.
+// match pairs what state now shows of key's pool with the changes
+// (MatchState).
 func (j *judge) match(key string, now time.Time) {
-	members := j.state[key]
-	last := -1
+	MatchState(j.pairs(), key, j.state[key], now)
+}
+
+// pairs are the changes as the judge pairs them with state.
+func (j *judge) pairs() []*Change {
+	out := make([]*Change, len(j.changes))
 	for i, c := range j.changes {
-		if stateKey(c.pool) == key && c.seen.IsZero() && !c.superseded && sameSet(c.want, members) {
-			last = i
-		}
+		out[i] = &c.Change
 	}
-	if last < 0 {
-		return
-	}
-	j.changes[last].seen = now
-	for _, c := range j.changes[:last] {
-		if stateKey(c.pool) == key && c.seen.IsZero() {
-			c.superseded = true
-		}
-	}
+	return out
 }
 
 func (j *judge) record(c *change) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.changes = append(j.changes, c)
-	key := stateKey(c.pool)
-	j.match(key, time.Now())
+	j.match(c.Key, time.Now())
 }
 
 // watchState reads the state file every 250 ms until ctx ends.
@@ -294,7 +259,7 @@ func (j *judge) pending(before time.Time) []*change {
 	defer j.mu.Unlock()
 	var out []*change
 	for _, c := range j.changes {
-		if c.at.Before(before) && c.seen.IsZero() && !c.superseded {
+		if c.At.Before(before) && c.Seen.IsZero() && !c.Superseded {
 			out = append(out, c)
 		}
 	}

@@ -168,17 +168,13 @@ func (m *model) runPod(ctx context.Context, p pool, name string, st podState) er
 }
 
 // change is one pool change the driver made: when, which pool, what the
-// pool must be in state after it.
+// pool must be in state after it (Change, as the judge pairs it with
+// state), and what the driver did.
 type change struct {
-	at    time.Time
+	Change
 	pool  pool
-	want  []string
 	what  string
 	burst bool
-	// seen is when the judge first saw it in state; superseded is set when
-	// a later change of its pool was seen first.
-	seen       time.Time
-	superseded bool
 }
 
 // step makes one random change to a random pool that the driver may
@@ -248,7 +244,7 @@ func (m *model) step(ctx context.Context, only *pool) (*change, error) {
 			return nil, fmt.Errorf("%s %s: %w; reading it again: %w", p, what, err, rerr)
 		}
 	}
-	return &change{at: at, pool: p, want: m.want(p), what: what}, nil
+	return &change{Change: Change{At: at, Key: stateKey(p), Want: m.want(p)}, pool: p, what: what}, nil
 }
 
 func (m *model) addPod(ctx context.Context, p pool, ready bool) error {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 // TestSoak runs the soak: SOAK_DURATION long (default 2m, the short
 // schedule of `make soak-short`, part of `make test`); SOAK=long gives the
 // options of `make soak` (the full fleet, 10 changes a minute, bursts of
-// 50), SOAK_REPORT a file for the report. It needs TF_ACC=1 and the CLI of
+// 50) and with them SOAK_POOLS single data sources (40 unless set; the
+// short schedule keeps its own), SOAK_REPORT a file for the report. It needs TF_ACC=1 and the CLI of
 // TF_ACC_TERRAFORM_PATH, as the acceptance tests.
 func TestSoak(t *testing.T) {
 	if os.Getenv("TF_ACC") == "" {
@@ -32,6 +34,13 @@ func TestSoak(t *testing.T) {
 	if os.Getenv("SOAK") == "long" {
 		o = Long(d)
 		title = "Soak of the companion"
+		if v := os.Getenv("SOAK_POOLS"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				t.Fatalf("SOAK_POOLS %q: want a positive number of single data sources", v)
+			}
+			o.Singles = n
+		}
 	}
 	o.Terraform = os.Getenv("TF_ACC_TERRAFORM_PATH")
 	if o.Terraform == "" {

@@ -78,7 +78,7 @@ func (j *judge) minute() {
 	pending := j.pending(now)
 	oldest := time.Duration(0)
 	for _, c := range pending {
-		oldest = max(oldest, now.Sub(c.at))
+		oldest = max(oldest, now.Sub(c.At))
 	}
 	j.mu.Lock()
 	inFault := len(j.faults) > 0 && now.Sub(j.faults[len(j.faults)-1].end) < time.Minute
@@ -121,33 +121,17 @@ func (s *soak) verdict() *Result {
 
 	// Each change's resolution: when it, or a later change of its pool
 	// that superseded it, was seen in state.
-	resolved := map[*change]time.Time{}
-	byPool := map[string][]*change{}
-	for _, c := range j.changes {
-		byPool[stateKey(c.pool)] = append(byPool[stateKey(c.pool)], c)
-	}
-	for _, list := range byPool {
-		var next time.Time
-		for i := len(list) - 1; i >= 0; i-- {
-			c := list[i]
-			if !c.seen.IsZero() {
-				next = c.seen
-			}
-			if !next.IsZero() {
-				resolved[c] = next
-			}
-		}
-	}
+	resolved := Resolutions(j.pairs())
 
 	// Catch-up per fault: until every change made before its end (and the
 	// one made right after it) is resolved.
 	for _, f := range j.faults {
 		f.caughtUp = true
 		for _, c := range j.changes {
-			if c.at.After(f.end.Add(2*time.Second)) || c.at.Before(f.start.Add(-time.Minute)) {
+			if c.At.After(f.end.Add(2*time.Second)) || c.At.Before(f.start.Add(-time.Minute)) {
 				continue
 			}
-			t, ok := resolved[c]
+			t, ok := resolved[&c.Change]
 			if !ok {
 				f.caughtUp = false
 				continue
@@ -181,26 +165,26 @@ func (s *soak) verdict() *Result {
 	// Each change: seen within the bound, superseded, or lost.
 	for _, c := range j.changes {
 		r.Changes++
-		t, ok := resolved[c]
+		t, ok := resolved[&c.Change]
 		switch {
 		case !ok:
 			r.Lost++
 			r.Violations = append(r.Violations, fmt.Sprintf("lost: %s %s at %s (want %v, state %v)", c.pool, c.what,
-				c.at.UTC().Format("15:04:05.000"), c.want, j.state[stateKey(c.pool)]))
+				c.At.UTC().Format("15:04:05.000"), c.Want, j.state[stateKey(c.pool)]))
 			continue
-		case c.superseded:
+		case c.Superseded:
 			r.Superseded++
 		default:
 			r.Seen++
 		}
-		affected := inFault(c.at, t)
+		affected := inFault(c.At, t)
 		if affected {
 			r.FaultAffected++
 		}
-		if c.superseded {
+		if c.Superseded {
 			continue
 		}
-		lat := t.Sub(c.at).Seconds()
+		lat := t.Sub(c.At).Seconds()
 		r.LatencyAll = append(r.LatencyAll, lat)
 		if affected {
 			continue
@@ -211,18 +195,18 @@ func (s *soak) verdict() *Result {
 		// 250 ms poll).
 		var busy, apply time.Duration
 		for _, sp := range runs {
-			if !sp.start.After(c.at) && sp.end.After(c.at) {
-				busy = max(busy, sp.end.Sub(c.at))
+			if !sp.start.After(c.At) && sp.end.After(c.At) {
+				busy = max(busy, sp.end.Sub(c.At))
 			}
 			if !sp.start.After(t) && !sp.end.Add(time.Second).Before(t) {
 				apply = max(apply, sp.end.Sub(sp.start))
 			}
 		}
 		bound := s.o.SettleMax + busy + apply + 5*time.Second + 250*time.Millisecond
-		if t.Sub(c.at) > bound {
+		if t.Sub(c.At) > bound {
 			r.Late++
 			r.Violations = append(r.Violations, fmt.Sprintf("late: %s %s at %s seen after %.1f s, bound %.1f s", c.pool, c.what,
-				c.at.UTC().Format("15:04:05.000"), t.Sub(c.at).Seconds(), bound.Seconds()))
+				c.At.UTC().Format("15:04:05.000"), t.Sub(c.At).Seconds(), bound.Seconds()))
 		}
 	}
 
@@ -231,7 +215,7 @@ func (s *soak) verdict() *Result {
 	// most settle-max, are one window).
 	var times []time.Time
 	for _, c := range j.changes {
-		times = append(times, c.at)
+		times = append(times, c.At)
 	}
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
 	var open, last time.Time
@@ -296,8 +280,8 @@ func (j *judge) driverShrank(t time.Time) bool {
 		var want []string
 		found := false
 		for _, c := range j.changes {
-			if stateKey(c.pool) == key && !c.at.After(t) {
-				want, found = c.want, true
+			if stateKey(c.pool) == key && !c.At.After(t) {
+				want, found = c.Want, true
 			}
 		}
 		if !found {
@@ -335,8 +319,8 @@ func (j *judge) shrinkContext(rep *replica, t time.Time, reason string) string {
 		}
 		var want []string
 		for _, c := range j.changes {
-			if stateKey(c.pool) == key && !c.at.After(t) {
-				want = c.want
+			if stateKey(c.pool) == key && !c.At.After(t) {
+				want = c.Want
 			}
 		}
 		out = append(out, fmt.Sprintf("state %v, the driver's last %v", inState, want))

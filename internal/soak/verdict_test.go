@@ -27,7 +27,7 @@ func TestAShrinkRefusalIsTheDriversAgainstAStateOfTheLastInterval(t *testing.T) 
 		t.Run(tt.name, func(t *testing.T) {
 			j := &judge{s: &soak{o: Options{StateInterval: 10 * time.Second}},
 				history: map[string][]observation{stateKey(p): {{at: at, members: before}, {at: at.Add(tt.applied), members: after}}},
-				changes: []*change{{at: at.Add(time.Second), pool: p, want: after}},
+				changes: []*change{{Change: Change{At: at.Add(time.Second), Key: stateKey(p), Want: after}, pool: p}},
 			}
 			if got := j.driverShrank(at.Add(tt.refused)); got != tt.want {
 				t.Errorf("driverShrank = %v, want %v", got, tt.want)
