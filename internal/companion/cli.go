@@ -170,6 +170,8 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&c.opts.Command, "command", "", "a command (sh -c) that replaces plan and apply, for remote execution; $K8S_SYNC_CHANGES holds the changes")
 	fs.DurationVar(&c.opts.CommandRepeat, "command-repeat", c.opts.CommandRepeat, "with -command, how long a change given to it waits for state to show it before it is given again (0: never)")
 	fs.BoolVar(&c.opts.Refresh, "refresh", true, "plan with -refresh (false: only the data sources are read again)")
+	fs.BoolVar(&c.opts.TargetChanged, "target-changed", c.opts.TargetChanged, "a run plans only what the changed pools need (-target of their dependents); false: the whole configuration")
+	fs.DurationVar(&c.opts.FullPlanInterval, "full-plan-interval", c.opts.FullPlanInterval, "how often a run plans the whole configuration anyway, to catch what the pools do not show (0: never)")
 	fs.DurationVar(&c.opts.StateInterval, "state-interval", c.opts.StateInterval, "how often state is read again without a run")
 	fs.StringVar(&listen, "listen", "127.0.0.1:9464", "address of /healthz and /metrics; empty for none")
 	fs.BoolVar(&profiling, "profiling", false, "also serve Go's profiles (/debug/pprof/) on -listen, as Kubernetes components' --profiling")

@@ -216,22 +216,33 @@ func (g *depGraph) dependents(watched []string) map[string]bool {
 type poolChangeFilter struct {
 	dependent map[string]bool
 	opaque    map[string]bool
-	// graph is the configuration's, when dependent was derived from it.
-	graph *depGraph
+	// graph is the configuration's, when dependent was derived from it;
+	// watched are the data sources it was derived from.
+	graph   *depGraph
+	watched []string
 	// allowed, when set, replaces the derived set: the addresses (with or
 	// without instance keys) a run may change.
 	allowed []string
 }
 
+// newPoolChangeFilter is the filter of the configuration g whose watched
+// data sources are watched.
+func newPoolChangeFilter(g *depGraph, watched []string) poolChangeFilter {
+	watched = slices.Clone(watched)
+	slices.Sort(watched)
+	return poolChangeFilter{dependent: g.dependents(watched), opaque: g.opaque, graph: g, watched: slices.Compact(watched)}
+}
+
+// targetable says whether the configuration says what depends on what:
+// not with -allow, nor when it has files the companion does not read.
+func (f poolChangeFilter) targetable() bool { return f.graph != nil && len(f.graph.skipped) == 0 }
+
 // targets are the -target addresses of a plan that changes what depends on
-// the changed data sources but not what depends on the unreadable ones (a
-// plan reads the data sources its targets need, and only those); false when
-// the filter has no configuration to tell (-allow).
-func (f poolChangeFilter) targets(changed, unreadable []string) ([]string, bool) {
-	if f.graph == nil {
-		return nil, false
-	}
-	want, avoid := f.graph.dependents(changed), f.graph.dependents(unreadable)
+// the changed data sources but not what depends on the excluded ones (a
+// plan reads the data sources its targets need, and only those): the
+// resources and the modules from a registry.
+func (f poolChangeFilter) targets(changed, excluded []string) []string {
+	want, avoid := f.graph.dependents(changed), f.graph.dependents(excluded)
 	var out []string
 	for node := range want {
 		if !avoid[node] && (f.opaque[node] || isManagedResource(node)) {
@@ -239,7 +250,22 @@ func (f poolChangeFilter) targets(changed, unreadable []string) ([]string, bool)
 		}
 	}
 	slices.Sort(out)
-	return out, true
+	return out
+}
+
+// withDataSources are targets and the changed data sources that depend on
+// no excluded one: a plan of them brings their results current in state,
+// and the outputs that use them, when no resource does.
+func (f poolChangeFilter) withDataSources(targets, changed, excluded []string) []string {
+	avoid := f.graph.dependents(excluded)
+	out := slices.Clone(targets)
+	for _, address := range changed {
+		if !avoid[address] {
+			out = append(out, address)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // isManagedResource says whether a node of the graph is a resource block:

@@ -35,8 +35,10 @@ type fakeWorkspace struct {
 	// cluster and state are the pools' members; read is the state as the
 	// companion last read it.
 	cluster, state, read map[string][]string
-	// unreadable are the pools whose read fails.
-	unreadable map[string]bool
+	// unreadable are the pools whose read fails; hidden those whose
+	// changes the pools recomputed do not show (what targeting cannot
+	// see: a resource left behind its pool in state).
+	unreadable, hidden map[string]bool
 	// backendDown fails state pulls, plans and applies.
 	backendDown bool
 	// calls are the Terraform invocations, in order.
@@ -84,11 +86,11 @@ func (b tfBehaviour) String() string { return tfBehaviourNames[b] }
 
 func newFakeWorkspace(filter poolChangeFilter, clock *testingclock.FakeClock, pools ...string) *fakeWorkspace {
 	w := &fakeWorkspace{clock: clock, cluster: map[string][]string{}, state: map[string][]string{}, read: map[string][]string{},
-		unreadable: map[string]bool{}, status: make(chan bool), release: make(chan tfBehaviour), plans: map[string]map[string][]string{}}
+		unreadable: map[string]bool{}, hidden: map[string]bool{}, status: make(chan bool), release: make(chan tfBehaviour), plans: map[string]map[string][]string{}}
 	for _, address := range pools {
 		w.cluster[address], w.state[address] = []string{"10.0.0.1:80"}, []string{"10.0.0.1:80"}
 	}
-	w.runner = &runner{tf: (*fakeWorkspaceTerraform)(w), filter: filter, refresh: true, log: discard()}
+	w.runner = &runner{tf: (*fakeWorkspaceTerraform)(w), filter: filter, refresh: true, targetChanged: true, log: discard()}
 	return w
 }
 
@@ -121,7 +123,7 @@ func (w *fakeWorkspace) against(state map[string][]string) view {
 		switch {
 		case w.unreadable[address]:
 			v.unreadable[address] = cause{kind: causeReadFails, text: "service gone"}
-		case !slices.Equal(members, state[address]):
+		case !slices.Equal(members, state[address]) && !w.hidden[address]:
 			before := state[address]
 			v.changes[address] = []poolChange{{Before: before, After: members, Added: minus(members, before),
 				Removed: minus(before, members), state: digest(before), cluster: digest(members)}}
@@ -143,8 +145,8 @@ func (w *fakeWorkspace) run(ctx context.Context, r runRequest) runOutcome {
 	w.requests = append(w.requests, r)
 	w.reads = maps.Clone(w.cluster)
 	switch {
-	case len(r.changes) == 0 && !r.retry:
-		w.violations = append(w.violations, "a run with no change that is not a retry")
+	case len(r.changes) == 0 && !r.retry && !r.full:
+		w.violations = append(w.violations, "a run with no change that is neither a retry nor a full plan")
 	case w.pullFailed:
 		w.violations = append(w.violations, "a run on a state that could not be read")
 	}
@@ -394,7 +396,7 @@ func (d *loopDriver) advance(by time.Duration) {
 func (d *loopDriver) ends(b tfBehaviour) {
 	d.t.Helper()
 	if !d.running {
-		d.t.Fatal("no run in flight to end")
+		d.t.Fatalf("no run in flight to end: phase %s at %s, wants the time at %s", d.m.phase, d.clock.Now().Sub(t0), d.next.Sub(t0))
 	}
 	d.acked = false
 	d.w.release <- b
@@ -454,16 +456,30 @@ type loopStep struct {
 	// next, when set, is when the machine must next want the time, from
 	// t0; -1: not at all.
 	next time.Duration
+	// after, when set, checks the workspace after the step.
+	after func(*testing.T, *loopDriver)
 }
 
 func TestTheLoopOnAFakeClock(t *testing.T) {
 	const web, api = "data.k8s_ready_endpoints.web", "data.k8s_ready_endpoints.api"
+	// A run plans what the changed pools need: the pool, and what uses it.
+	const planWeb, planAPI = "plan " + web + " terraform_data.lb", "plan " + api + " terraform_data.api terraform_data.lb"
+	inState := func(address string, members ...string) func(*testing.T, *loopDriver) {
+		return func(t *testing.T, d *loopDriver) {
+			d.w.mu.Lock()
+			defer d.w.mu.Unlock()
+			if !slices.Equal(d.w.state[address], members) {
+				t.Errorf("%s in state: %v, want %v", address, d.w.state[address], members)
+			}
+		}
+	}
 	filter := filterOf(t, lbConfig)
 	at := func(d time.Duration) func(*loopDriver) {
 		return func(l *loopDriver) { l.advance(t0.Add(d).Sub(l.clock.Now())) }
 	}
 	for _, tc := range []struct {
 		name  string
+		opts  func(*machineOptions)
 		steps []loopStep
 	}{
 		// Issue 38: the retry of a failed run whose apply wrote the pools
@@ -475,7 +491,7 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 			{does: "web changes", event: func(d *loopDriver) { d.change(web, "10.0.0.1:80", "10.0.0.2:80") }, next: quiet},
 			{does: "the window fires", event: at(quiet), calls: []string{}},
 			{does: "the apply writes the pools, then fails", event: func(d *loopDriver) { d.ends(tfApplyFailsAfterWriting) },
-				calls: []string{"plan", "show", "apply", "state pull"}, next: quiet + 2*second},
+				calls: []string{planWeb, "show", "apply", "state pull"}, next: quiet + 2*second},
 			{does: "api's read fails", event: func(d *loopDriver) { d.readable(api, false) }, next: quiet + 2*second},
 			{does: "the retry is due: it ends waiting, planning nothing", event: at(quiet + 2*second),
 				calls: []string{"state pull"}, next: quiet + 6*second},
@@ -483,10 +499,10 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 			{does: "the next step of the backoff: waiting again", event: at(quiet + 6*second),
 				calls: []string{"state pull"}, next: quiet + 14*second},
 			{does: "api reads again", event: func(d *loopDriver) { d.readable(api, true) }, calls: []string{}, next: quiet + 14*second},
-			{does: "the retry plans everything and brings state current", event: func(d *loopDriver) {
+			{does: "the retry plans what web needs and brings state current", event: func(d *loopDriver) {
 				at(quiet + 14*second)(d)
 				d.ends(tfWorks)
-			}, calls: []string{"plan", "show", "apply", "state pull"}, next: -1},
+			}, calls: []string{planWeb, "show", "apply", "state pull"}, next: -1},
 		}},
 		{name: "a change during a run is one more run, at once when its window has waited its longest", steps: []loopStep{
 			{does: "start", calls: []string{"state pull"}, next: -1},
@@ -503,9 +519,47 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 				event: func(d *loopDriver) {
 					at(quiet + 2*second)(d)
 					d.ends(tfWorks)
-				}, calls: []string{"plan", "show", "apply", "state pull"}},
+				}, calls: []string{planAPI, "show", "apply", "state pull"}},
 			{does: "that run ends: nothing more", event: func(d *loopDriver) { d.ends(tfWorks) },
-				calls: []string{"plan", "show", "apply", "state pull"}, next: -1},
+				calls: []string{planWeb, "show", "apply", "state pull"}, next: -1},
+		}},
+		{name: "changes during a run start the next run as it ends when their quiet time passed during it", steps: []loopStep{
+			{does: "start", calls: []string{"state pull"}, next: -1},
+			{does: "web changes", event: func(d *loopDriver) { d.change(web, "10.0.0.1:80", "10.0.0.2:80") }, next: quiet},
+			{does: "the window fires", event: at(quiet), calls: []string{}},
+			{does: "api changes during the run", event: func(d *loopDriver) {
+				at(quiet + 200*time.Millisecond)(d)
+				d.change(api, "10.0.0.1:80", "10.0.0.3:80")
+			}},
+			{does: "the run ends 1.3 s later: api's run starts at once", event: func(d *loopDriver) {
+				at(2 * second)(d)
+				d.ends(tfWorks)
+				if !d.running {
+					d.t.Errorf("no run as the run ended: phase %s, wants the time at %s", d.m.phase, d.next.Sub(t0))
+				}
+			}, calls: []string{planWeb, "show", "apply", "state pull"}},
+			{does: "that run ends", event: func(d *loopDriver) { d.ends(tfWorks) }, calls: []string{planAPI, "show", "apply", "state pull"},
+				next: -1, after: inState(api, "10.0.0.1:80", "10.0.0.3:80")},
+		}},
+		{name: "a full plan on the interval catches a change the pools do not show", opts: func(o *machineOptions) {
+			o.FullPlanInterval = 10 * second
+		}, steps: []loopStep{
+			{does: "start", calls: []string{"state pull"}, next: 10 * second},
+			{does: "web changes, and the pools do not show it", event: func(d *loopDriver) {
+				d.w.mu.Lock()
+				d.w.hidden[web] = true
+				d.w.mu.Unlock()
+				d.change(web, "10.0.0.1:80", "10.0.0.2:80")
+			}, calls: []string{}, next: 10 * second},
+			{does: "the interval passes: a plan of everything", event: func(d *loopDriver) {
+				at(10 * second)(d)
+				d.ends(tfWorks)
+			}, calls: []string{"plan", "show", "apply", "state pull"}, next: 20 * second, after: inState(web, "10.0.0.1:80", "10.0.0.2:80")},
+			{does: "api changes: a run of what it needs, which does not move the interval", event: func(d *loopDriver) {
+				d.change(api, "10.0.0.1:80", "10.0.0.3:80")
+				at(10*second + quiet)(d)
+				d.ends(tfWorks)
+			}, calls: []string{planAPI, "show", "apply", "state pull"}, next: 20 * second},
 		}},
 		{name: "a backend down is read again with backoff, and no run starts until state reads", steps: []loopStep{
 			{does: "start", calls: []string{"state pull"}, next: -1},
@@ -514,7 +568,7 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 				d.backend(false)
 				at(quiet)(d)
 				d.ends(tfWorks)
-			}, calls: []string{"plan", "state pull"}, next: quiet + 2*second},
+			}, calls: []string{planWeb, "state pull"}, next: quiet + 2*second},
 			{does: "the state's backoff passes: read again, failing", event: at(quiet + 2*second), calls: []string{"state pull"},
 				next: quiet + 6*second},
 			{does: "the backend comes back: state reads, and web's change opens a window", event: func(d *loopDriver) {
@@ -524,7 +578,7 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 			{does: "the window fires: the retry brings state current", event: func(d *loopDriver) {
 				at(2*quiet + 6*second)(d)
 				d.ends(tfWorks)
-			}, calls: []string{"plan", "show", "apply", "state pull"}, next: -1},
+			}, calls: []string{planWeb, "show", "apply", "state pull"}, next: -1},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -533,7 +587,11 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 			var d *loopDriver
 			for i, s := range tc.steps {
 				if i == 0 {
-					d = startLoop(t, w, loopOptions())
+					opts := loopOptions()
+					if tc.opts != nil {
+						tc.opts(&opts)
+					}
+					d = startLoop(t, w, opts)
 				} else {
 					s.event(d)
 				}
@@ -546,6 +604,9 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 					t.Errorf("step %d (%s): the machine wants the time at %s, want not at all", i, s.does, d.next.Sub(t0))
 				case s.next > 0 && !d.next.Equal(t0.Add(s.next)):
 					t.Errorf("step %d (%s): the machine wants the time at %s, want %s", i, s.does, d.next.Sub(t0), s.next)
+				}
+				if s.after != nil {
+					s.after(t, d)
 				}
 				if d.mostPastWakes > 1 {
 					t.Fatalf("step %d (%s): the loop woke %d times in a row for a time already past (a spin): calls %q",

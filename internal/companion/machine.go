@@ -223,6 +223,9 @@ type runRequest struct {
 	sig string
 	// retry says the run retries a failed one.
 	retry bool
+	// full says the run plans the whole configuration, not only what the
+	// changed pools need.
+	full bool
 	// settled is the time from the first change to the start.
 	settled time.Duration
 }
@@ -298,6 +301,7 @@ const (
 	noteRetry
 	noteRefused
 	noteRunStarted
+	noteFullPlan
 	noteRunEnded
 	noteStopping
 )
@@ -381,6 +385,9 @@ type machineOptions struct {
 	StateInterval time.Duration
 	// StopTimeout is how long the command gets after SIGINT (for the log).
 	StopTimeout time.Duration
+	// FullPlanInterval is how often a run plans the whole configuration
+	// rather than what the changed pools need; 0: never.
+	FullPlanInterval time.Duration
 }
 
 type machine struct {
@@ -402,9 +409,13 @@ type machine struct {
 	// started.
 	run        runRequest
 	runStarted time.Time
-	// changedDuringRun is when the pools were first seen to change during
-	// the run in flight; zero when they did not.
-	changedDuringRun time.Time
+	// changedDuringRun and lastDuringRun are when the pools were first
+	// and last seen to change during the run in flight; zero when they did
+	// not.
+	changedDuringRun, lastDuringRun time.Time
+	// fullAt is when a run plans the whole configuration again; zero:
+	// never.
+	fullAt time.Time
 
 	// retrying says a failed run waits for its retry, at retryAt.
 	retrying bool
@@ -491,7 +502,7 @@ var rules = []rule{
 	{phaseIdle, evObserved, "A pool differs: open the settle window (settling), or, for a change set held, note it once (held). " +
 		"A pool whose read fails is noted once, and once when it reads again.", settleOn},
 	{phaseIdle, evTick, "The earliest expiry passed: recompute every pool. `-state-interval` passed since state was read: read " +
-		"it (reading state).", tick},
+		"it (reading state). `-full-plan-interval` passed since the last plan of the whole configuration: plan it (running).", tick},
 	{phaseIdle, evStop, "Exit.", exit},
 
 	{phaseSettling, evChanged, "Recompute the pools the informers marked.", recompute},
@@ -499,7 +510,8 @@ var rules = []rule{
 		"Every pool matches state again: close the window, no run (idle).", settleOn},
 	{phaseSettling, evTick, "The window is due (`-settle-quiet` after the last change, at most `-settle-max` after the first, " +
 		"never before a retry is due): start a run of the changed pools (running), leaving out those the shrink guard refuses, " +
-		"noted once; when it refuses them all, hold them (held).", tick},
+		"noted once, and planning the whole configuration when `-full-plan-interval` passed; when the guard refuses them all, hold " +
+		"them (held).", tick},
 	{phaseSettling, evStop, "Exit.", exit},
 
 	{phaseBackingOff, evChanged, "Recompute the pools the informers marked.", recompute},
@@ -512,15 +524,23 @@ var rules = []rule{
 	{phaseHeld, evObserved, "The same changes: nothing, noted once. The changes changed (or the configuration was edited): " +
 		"open the settle window (settling).", settleOn},
 	{phaseHeld, evTick, "A change set given to `-command` waited `-command-repeat` without state showing it: open the settle " +
-		"window again (settling).", tick},
+		"window again (settling). `-full-plan-interval` passed: plan the whole configuration, leaving out the pools the shrink " +
+		"guard refuses (running).", tick},
 	{phaseHeld, evStop, "Exit.", exit},
 
 	{phaseRunning, evChanged, "Recompute the pools the informers marked.", recompute},
 	{phaseRunning, evObserved, "Other changes than the run's: remember when they were first seen; they make exactly one more " +
-		"run after this one, whose window counts from then.", func(m *machine, now time.Time, ev event, d *decisions) {
+		"run after this one, whose window opens when they were first seen and whose quiet time counts from the last of them: " +
+		"when they have waited long enough by the end of this run, the next starts at once.", func(m *machine, now time.Time, ev event, d *decisions) {
+		before := m.sig
 		m.take(now, ev.view, d)
-		if m.sig != "" && m.sig != m.run.sig && m.changedDuringRun.IsZero() {
-			m.changedDuringRun = now
+		if m.sig != "" && m.sig != m.run.sig {
+			if m.changedDuringRun.IsZero() {
+				m.changedDuringRun = now
+			}
+			if m.sig != before {
+				m.lastDuringRun = now
+			}
 		}
 	}},
 	{phaseRunning, evTick, "The earliest expiry passed: recompute every pool.", tick},
@@ -662,6 +682,9 @@ func (m *machine) next() time.Time {
 			at = earliest(at, m.held.at.Add(m.opts.CommandRepeat))
 		}
 	}
+	if m.phase == phaseIdle || m.phase == phaseHeld {
+		at = earliest(at, m.fullAt)
+	}
 	switch m.phase {
 	case phaseIdle, phaseSettling, phaseBackingOff, phaseHeld:
 		at = earliest(at, m.stateReadAt)
@@ -691,11 +714,21 @@ func tick(m *machine, now time.Time, _ event, d *decisions) {
 		m.readState(d)
 		return
 	}
+	if (m.phase == phaseIdle || m.phase == phaseHeld) && m.fullDue(now) {
+		// What the pools cannot show (a resource left behind its pool in
+		// state, a change made outside Terraform): a plan of everything,
+		// the pools the guard refuses left out.
+		refused := m.opts.Guard.refusals(m.view.changes)
+		d.note(noteFullPlan, slog.LevelInfo, "planning the whole configuration: -full-plan-interval passed")
+		m.start(now, d, runRequest{changes: without(m.view.changes, refused), unreadable: m.view.unreadable, refused: refused,
+			sig: m.sig, full: true})
+		return
+	}
 	if m.phase == phaseBackingOff && !now.Before(m.retryAt) {
 		// A failed run is retried even when state shows no difference: the
 		// apply may have written the pools into state and failed after.
 		d.note(noteRetry, slog.LevelInfo, "retrying the failed run", "data_sources", strings.Join(m.run.addresses(), ","))
-		m.start(now, d, runRequest{changes: m.run.changes, unreadable: m.view.unreadable, retry: true})
+		m.start(now, d, runRequest{changes: m.run.changes, unreadable: m.view.unreadable, retry: true, full: m.run.full})
 		return
 	}
 	m.rest(now, d)
@@ -713,6 +746,9 @@ func (m *machine) stateReadOK(now time.Time, d *decisions) {
 	m.stateRetries.Forget(retryItem)
 	if m.opts.StateInterval > 0 {
 		m.stateReadAt = now.Add(m.opts.StateInterval)
+	}
+	if m.fullAt.IsZero() && m.opts.FullPlanInterval > 0 {
+		m.fullAt = now.Add(m.opts.FullPlanInterval)
 	}
 	m.phase = phaseReading
 	d.recompute(false)
@@ -739,8 +775,8 @@ func (m *machine) rest(now time.Time, d *decisions) {
 		m.phase = phaseStale
 		return
 	}
-	during := m.changedDuringRun
-	m.changedDuringRun = time.Time{}
+	during, lastDuring := m.changedDuringRun, m.lastDuringRun
+	m.changedDuringRun, m.lastDuringRun = time.Time{}, time.Time{}
 	open := m.windowOpen
 	m.windowOpen = false
 	switch {
@@ -763,11 +799,17 @@ func (m *machine) rest(now time.Time, d *decisions) {
 		return
 	}
 	if !open {
-		start := now
+		// Changes seen during a run open the window when they were first
+		// seen, and their quiet time counts from the last of them: a run
+		// starts at once when they have waited long enough already.
+		start, last := now, now
 		if !during.IsZero() {
-			start = during
+			start, last = during, during
+			if lastDuring.After(during) {
+				last = lastDuring
+			}
 		}
-		m.phase, m.windowStart, m.lastChange, m.windowSig = phaseSettling, start, now, m.sig
+		m.phase, m.windowStart, m.lastChange, m.windowSig = phaseSettling, start, last, m.sig
 		d.note(noteWindowOpened, slog.LevelDebug, "settle window opened")
 		m.noteChanges(d)
 	} else if m.sig != m.windowSig {
@@ -793,10 +835,7 @@ func (m *machine) rest(now time.Time, d *decisions) {
 			d.note(noteShrinkRefused, slog.LevelWarn, "run refused by the shrink guard", "reason", strings.Join(reasons, "; "),
 				"data_sources", strings.Join(slices.Sorted(maps.Keys(refused)), ","))
 		}
-		changes = maps.Clone(changes)
-		for address := range refused {
-			delete(changes, address)
-		}
+		changes = without(changes, refused)
 		if len(changes) == 0 {
 			m.hold(now, heldShrink)
 			m.held.noted = true
@@ -808,6 +847,15 @@ func (m *machine) rest(now time.Time, d *decisions) {
 	}
 	m.start(now, d, runRequest{changes: changes, unreadable: m.view.unreadable, refused: refused, sig: m.sig, retry: m.retrying,
 		settled: now.Sub(m.windowStart)})
+}
+
+// without is changes less the pools of refused.
+func without(changes map[string][]poolChange, refused map[string]cause) map[string][]poolChange {
+	out := maps.Clone(changes)
+	for address := range refused {
+		delete(out, address)
+	}
+	return out
 }
 
 // refusedSignature identifies the refused pools' changes.
@@ -835,15 +883,19 @@ func (m *machine) fireAt() time.Time {
 }
 
 func (m *machine) start(now time.Time, d *decisions, r runRequest) {
-	m.phase, m.run, m.runStarted, m.changedDuringRun = phaseRunning, r, now, time.Time{}
+	r.full = r.full || m.fullDue(now)
+	m.phase, m.run, m.runStarted, m.changedDuringRun, m.lastDuringRun = phaseRunning, r, now, time.Time{}, time.Time{}
 	d.log(note{kind: noteRunStarted, level: slog.LevelInfo, msg: "run started", settled: r.settled,
-		attrs: []any{"data_sources", strings.Join(r.addresses(), ","), "retry", r.retry, "settled", r.settled.Round(time.Millisecond).String()}})
+		attrs: []any{"data_sources", strings.Join(r.addresses(), ","), "retry", r.retry, "full", r.full, "settled", r.settled.Round(time.Millisecond).String()}})
 	d.start(r)
 }
 
 // ended notes the end of the run in flight.
 func (m *machine) ended(now time.Time, ev event, d *decisions) {
 	o := ev.outcome
+	if m.run.full && m.opts.FullPlanInterval > 0 {
+		m.fullAt = now.Add(m.opts.FullPlanInterval)
+	}
 	attrs := []any{"result", o.result, "duration", now.Sub(m.runStarted).Round(time.Millisecond).String(), "error", errText(o.err)}
 	if o.reason != "" {
 		attrs = append(attrs, "reason", o.reason)
@@ -880,6 +932,9 @@ func (m *machine) hold(now time.Time, c holdCause) {
 	}
 	m.held = held{sig: sig, cause: c, at: now}
 }
+
+// fullDue says a run now plans the whole configuration.
+func (m *machine) fullDue(now time.Time) bool { return !m.fullAt.IsZero() && !now.Before(m.fullAt) }
 
 // succeeded ends the backoff: a run got through.
 func (m *machine) succeeded() {

@@ -53,6 +53,8 @@ type runner struct {
 	filter poolChangeFilter
 	// refresh is plan's -refresh.
 	refresh bool
+	// targetChanged says a run plans only what the changed pools need.
+	targetChanged bool
 	// command, when set, replaces plan and apply; terraformPath is given
 	// to it as $K8S_SYNC_TERRAFORM.
 	command, terraformPath string
@@ -64,28 +66,12 @@ func (r *runner) run(ctx context.Context, req runRequest) runOutcome {
 	if r.command != "" {
 		return r.runCommand(ctx, req)
 	}
-	var o planOptions
-	o.refresh = r.refresh
-	targeted := false
-	if len(req.unreadable)+len(req.refused) > 0 {
-		// A plan reads every data source: leave out the resources that use
-		// a pool whose read would fail, and so that pool; and those that
-		// use a pool the shrink guard refused.
-		excluded := append(resourcesOf(req.unreadable), resourcesOf(req.refused)...)
-		targets, ok := r.filter.targets(resourcesOf(req.changes), excluded)
-		if ok && len(targets) == 0 {
-			return runOutcome{result: resultWaiting, reason: "every resource that uses the changed pools also uses a pool whose read fails or that the shrink guard refused"}
-		}
-		if !ok && len(req.refused) > 0 {
-			// A plan of everything would apply what the guard refused.
-			return runOutcome{result: resultWaiting, reason: "the configuration does not say which resources leave out the pools the shrink guard refused"}
-		}
-		if ok {
-			o.targets, targeted = targets, true
-			r.log.Info("planning the dependents of the readable pools only", "targets", strings.Join(targets, ","),
-				"unreadable", strings.Join(slices.Sorted(maps.Keys(req.unreadable)), ","))
-		}
+	o := planOptions{refresh: r.refresh}
+	targets, targeted, waiting := r.scope(req)
+	if waiting != "" {
+		return runOutcome{result: resultWaiting, reason: waiting}
 	}
+	o.targets = targets
 	dir, err := os.MkdirTemp("", "k8s-sync-")
 	if err != nil {
 		return runOutcome{result: resultFailed, err: err}
@@ -130,6 +116,48 @@ func (r *runner) run(ctx context.Context, req runRequest) runOutcome {
 		return failed(err)
 	}
 	return runOutcome{result: result, targeted: targeted}
+}
+
+// scope is what a run plans: the -target addresses (none: the whole
+// configuration); targeted says the plan leaves the dependents of the
+// unreadable and refused pools out; waiting, when set, says why nothing
+// can be planned.
+//
+// A run plans what the changed pools need: the resources (and modules from
+// a registry) that depend on them, and the changed data sources themselves
+// (so that one no resource uses, or only an output, is brought current):
+// -target plans them and what they depend on, and so reads those pools and
+// no other. The whole configuration is planned when the run is full (the
+// -full-plan-interval), when targeting is off, and when the configuration
+// cannot say what depends on what (-allow, a .tf.json file). Either way,
+// what uses an unreadable pool or one the shrink guard refused is left
+// out, when the configuration says what that is.
+func (r *runner) scope(req runRequest) (targets []string, targeted bool, waiting string) {
+	excluded := append(resourcesOf(req.unreadable), resourcesOf(req.refused)...)
+	if !r.filter.targetable() {
+		if len(req.refused) > 0 {
+			// A plan of everything would apply what the guard refused.
+			return nil, false, "the configuration does not say which resources leave out the pools the shrink guard refused"
+		}
+		return nil, false, ""
+	}
+	changed := resourcesOf(req.changes)
+	if req.full || !r.targetChanged {
+		if len(excluded) == 0 {
+			return nil, false, ""
+		}
+		changed = r.filter.watched
+	}
+	targets = r.filter.targets(changed, excluded)
+	if len(targets) == 0 && len(excluded) > 0 {
+		return nil, false, "every resource that uses the changed pools also uses a pool whose read fails or that the shrink guard refused"
+	}
+	targets = r.filter.withDataSources(targets, changed, excluded)
+	if len(excluded) > 0 {
+		r.log.Info("planning the dependents of the readable pools only", "targets", strings.Join(targets, ","),
+			"unreadable", strings.Join(slices.Sorted(maps.Keys(req.unreadable)), ","))
+	}
+	return targets, len(excluded) > 0, ""
 }
 
 func (r *runner) notAllowed(addresses []string) []string {

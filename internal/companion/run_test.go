@@ -76,7 +76,7 @@ func filterWatching(t *testing.T, config string, watched ...string) poolChangeFi
 	if err != nil {
 		t.Fatal(err)
 	}
-	return poolChangeFilter{dependent: g.dependents(watched), opaque: g.opaque, graph: g}
+	return newPoolChangeFilter(g, watched)
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -119,21 +119,21 @@ func TestARun(t *testing.T) {
 				r := webChanged()
 				r.unreadable = map[string]cause{"data.k8s_ready_endpoints.api": {kind: causeReadFails, text: "gone"}}
 				return r
-			}, result: resultApplied, applied: 1, targets: []string{"terraform_data.web"}},
+			}, result: resultApplied, applied: 1, targets: []string{"data.k8s_ready_endpoints.web", "terraform_data.web"}},
 		{name: "with a pool the shrink guard refused, the plan targets what uses the others and not it",
 			tf: fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web"}}},
 			req: func() runRequest {
 				r := webChanged()
 				r.refused = map[string]cause{"data.k8s_ready_endpoints.api": {kind: causeShrink, text: "would be emptied"}}
 				return r
-			}, result: resultApplied, applied: 1, targets: []string{"terraform_data.web"}},
+			}, result: resultApplied, applied: 1, targets: []string{"data.k8s_ready_endpoints.web", "terraform_data.web"}},
 		{name: "an instance of a pool with keys targets what uses its block",
 			tf: fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.api"}}},
 			req: func() runRequest {
 				r := runRequest{changes: map[string][]poolChange{`data.k8s_ready_endpoints.api["x"]`: {change("a")}}}
 				r.unreadable = map[string]cause{"data.k8s_ready_endpoints.web": {kind: causeReadFails, text: "gone"}}
 				return r
-			}, result: resultApplied, applied: 1, targets: []string{"terraform_data.api"}},
+			}, result: resultApplied, applied: 1, targets: []string{"data.k8s_ready_endpoints.api", "terraform_data.api"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tf := tc.tf
@@ -257,5 +257,102 @@ func TestABackendThatRefusesIsNotWaitedForAtStart(t *testing.T) {
 	}
 	if refusedByBackend(down) {
 		t.Error("a backend out of reach is not waited for")
+	}
+}
+
+// targetedConfig has pools web and api, a fleet, a pool no resource uses
+// (an output exports it), a local module and one from a registry.
+const targetedConfig = twoPools + `
+data "k8s_services" "fleet" {
+  namespace = "apps"
+}
+resource "terraform_data" "member" {
+  for_each = data.k8s_services.fleet.services
+  input    = each.value.endpoints
+}
+data "k8s_ready_endpoints" "exported" {
+  service = "exported"
+}
+output "exported" {
+  value = data.k8s_ready_endpoints.exported.endpoints
+}
+locals {
+  web = data.k8s_ready_endpoints.web.endpoints
+}
+module "local_lb" {
+  source = "./lb"
+  pool   = local.web
+}
+module "registry_lb" {
+  source = "example/lb/any"
+  pool   = data.k8s_ready_endpoints.api.endpoints
+}
+`
+
+func TestATargetedRunPlansWhatTheChangedPoolsNeed(t *testing.T) {
+	const web, api, fleet, exported = "data.k8s_ready_endpoints.web", "data.k8s_ready_endpoints.api", "data.k8s_services.fleet",
+		"data.k8s_ready_endpoints.exported"
+	changed := func(addresses ...string) runRequest {
+		r := runRequest{changes: map[string][]poolChange{}}
+		for _, a := range addresses {
+			r.changes[a] = []poolChange{change(a, "10.0.0.1:80")}
+		}
+		return r
+	}
+	unreadable := func(r runRequest, address string) runRequest {
+		r.unreadable = map[string]cause{address: {kind: causeReadFails, text: "gone"}}
+		return r
+	}
+	full := func(r runRequest) runRequest { r.full = true; return r }
+	files := map[string]string{"main.tf": targetedConfig, "lb/main.tf": `
+variable "pool" {}
+resource "terraform_data" "pool" {
+  input = var.pool
+}
+`}
+	for _, tc := range []struct {
+		name string
+		req  runRequest
+		// off turns targeting off; json adds a .tf.json file.
+		off, json bool
+		targets   []string
+	}{
+		{name: "a pool's change plans the resources that use it, through locals and modules, and the pool itself",
+			req: changed(web), targets: []string{web, "module.local_lb.terraform_data.pool", "terraform_data.both", "terraform_data.web"}},
+		{name: "a module from a registry is planned whole", req: changed(api),
+			targets: []string{api, "module.registry_lb", "terraform_data.api", "terraform_data.both"}},
+		{name: "a fleet plans every instance of the resource that uses it, and reads the fleet once",
+			req: changed(fleet), targets: []string{fleet, "terraform_data.member"}},
+		{name: "a pool only an output uses plans the pool alone: the output follows it",
+			req: changed(exported), targets: []string{exported}},
+		{name: "two changed pools plan what each needs", req: changed(web, fleet),
+			targets: []string{web, fleet, "module.local_lb.terraform_data.pool", "terraform_data.both", "terraform_data.member", "terraform_data.web"}},
+		{name: "what also uses an unreadable pool is left out", req: unreadable(changed(web), api),
+			targets: []string{web, "module.local_lb.terraform_data.pool", "terraform_data.web"}},
+		{name: "a full run plans the whole configuration", req: full(changed(web))},
+		{name: "a full run with an unreadable pool plans everything but what uses it", req: full(unreadable(changed(web), api)),
+			targets: []string{exported, web, fleet, "module.local_lb.terraform_data.pool", "terraform_data.member", "terraform_data.web"}},
+		{name: "with targeting off, a run plans the whole configuration", req: changed(web), off: true},
+		{name: "a configuration with a file the companion does not read is planned whole", req: changed(web), json: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, files)
+			if tc.json {
+				writeFiles(t, dir, map[string]string{"extra.tf.json": `{"resource": {"terraform_data": {"json": {"input": "x"}}}}`})
+			}
+			g, err := readConfiguration(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tf := fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web"}}}
+			r := &runner{tf: &tf, filter: newPoolChangeFilter(g, []string{web, api, fleet, exported}), targetChanged: !tc.off, log: discard()}
+			if o := r.run(context.Background(), tc.req); o.result != resultApplied {
+				t.Fatalf("result %s (%v), want %s", o.result, o.err, resultApplied)
+			}
+			if len(tf.planned) != 1 || !slices.Equal(tf.planned[0].targets, tc.targets) {
+				t.Errorf("plans %+v, want one with targets %q", tf.planned, tc.targets)
+			}
+		})
 	}
 }

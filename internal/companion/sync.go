@@ -56,6 +56,11 @@ type SyncOptions struct {
 	CommandRepeat time.Duration
 	// Refresh is plan's -refresh.
 	Refresh bool
+	// TargetChanged says a run plans only what the changed pools need
+	// (-target); FullPlanInterval is how often a run plans the whole
+	// configuration anyway (0: never).
+	TargetChanged    bool
+	FullPlanInterval time.Duration
 	// StateInterval is how often state is read again without any run, to
 	// see what someone else applied.
 	StateInterval time.Duration
@@ -76,14 +81,15 @@ type SyncOptions struct {
 // buffer_period defaults), locks waited for 5 minutes, retries from 5 s
 // doubling to 5 minutes, at most half a pool removed in one run, a change
 // given to -command again after 10 minutes without state showing it, a
-// read of state bounded by 2 minutes.
+// read of state bounded by 2 minutes, runs that plan what the changed pools
+// need and the whole configuration every 10 minutes.
 func DefaultSyncOptions() SyncOptions {
 	return SyncOptions{
 		Dir: ".", Terraform: "terraform",
 		Quiet: 5 * time.Second, MaxWait: 20 * time.Second,
 		LockTimeout: 5 * time.Minute, StopTimeout: 2 * time.Minute,
 		RetryInitial: 5 * time.Second, RetryMax: 5 * time.Minute,
-		MaxShrink: 0.5, Refresh: true, StateInterval: 5 * time.Minute,
+		MaxShrink: 0.5, Refresh: true, StateInterval: 5 * time.Minute, TargetChanged: true, FullPlanInterval: 10 * time.Minute,
 		CommandRepeat: 10 * time.Minute, StateTimeout: 2 * time.Minute,
 	}
 }
@@ -139,9 +145,10 @@ type syncer struct {
 func newSyncer(opts SyncOptions, client *kube.Client, log *slog.Logger) (*syncer, error) {
 	c := &cli{path: opts.Terraform, dir: opts.Dir, lockTimeout: opts.LockTimeout, stopTimeout: opts.StopTimeout, stateTimeout: opts.StateTimeout, env: []string{"TF_IN_AUTOMATION=1"}}
 	s := &syncer{
-		opts:     opts,
-		cli:      c,
-		runner:   &runner{tf: c, refresh: opts.Refresh, command: opts.Command, terraformPath: opts.Terraform, log: log},
+		opts: opts,
+		cli:  c,
+		runner: &runner{tf: c, refresh: opts.Refresh, targetChanged: opts.TargetChanged, command: opts.Command,
+			terraformPath: opts.Terraform, log: log},
 		client:   client,
 		flags:    map[string]connection{},
 		clusters: map[string]*cluster{},
@@ -268,7 +275,7 @@ func (s *syncer) readConfiguration(instances []instance) error {
 	for _, in := range instances {
 		watched = append(watched, in.resource)
 	}
-	s.runner.filter = poolChangeFilter{dependent: g.dependents(watched), opaque: g.opaque, graph: g}
+	s.runner.filter = newPoolChangeFilter(g, watched)
 	return nil
 }
 
@@ -539,7 +546,16 @@ func (s *syncer) Run(ctx context.Context) error {
 func (s *syncer) machineOptions() machineOptions {
 	return machineOptions{Quiet: s.opts.Quiet, MaxWait: s.opts.MaxWait, RetryInitial: s.opts.RetryInitial, RetryMax: s.opts.RetryMax,
 		Guard: shrinkGuard{MaxShrink: s.opts.MaxShrink, AllowEmpty: s.opts.AllowEmpty}, CommandRepeat: s.opts.CommandRepeat,
-		StateInterval: s.opts.StateInterval, StopTimeout: s.opts.StopTimeout}
+		StateInterval: s.opts.StateInterval, StopTimeout: s.opts.StopTimeout, FullPlanInterval: s.fullPlanInterval()}
+}
+
+// fullPlanInterval is how often a run plans the whole configuration: never
+// when every run does (targeting off, -allow) or -command decides.
+func (s *syncer) fullPlanInterval() time.Duration {
+	if !s.opts.TargetChanged || s.opts.Command != "" || len(s.opts.Allowed) > 0 {
+		return 0
+	}
+	return s.opts.FullPlanInterval
 }
 
 // run makes one run.
