@@ -157,6 +157,9 @@ func runBench(ctx context.Context, args []string) error {
 	var syncOpts syncbench.Options
 	syncOpts.Register(flags)
 	_ = flags.Parse(args)
+	if err := syncOpts.Check(); err != nil {
+		return err
+	}
 	opts := bench.Options{Runs: *runs, Out: *out, Profile: *profile, GoBench: *gobench, Incumbent: os.Getenv("K8S_TF_BENCH_INCUMBENT"),
 		Baseline: *baseline, Only: *only, WithSync: *withSync, Sync: syncOpts, WithImage: *withImage, Image: imageOpts, TrafficSamples: *trafficSamplesFlag}
 	opts.InstructionRounds, opts.ProfilePlans = *instructionRounds, *profilePlans

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vigie/terraform-provider-k8s/internal/soak"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
@@ -66,6 +67,17 @@ type Options struct {
 	// collector's trace) and a heap profile after its first comparison go,
 	// and a CPU profile of the last check of each check-against-plan.
 	scaleProfile string
+	// churnSizes are the numbers of single data sources under churn,
+	// churnFleet the Services of the fleet under churn (0: none),
+	// churnDuration the churn of each round, churnRounds the rounds,
+	// churnRate the pool changes a minute and churnBurst those of the
+	// burst in each round, churnWait the longest wait for every change to
+	// reach state after a round's churn (churn.go).
+	churnSizes               sizeList
+	churnFleet               int
+	churnDuration, churnWait time.Duration
+	churnRounds              int
+	churnRate, churnBurst    int
 	// parts are the parts run (syncParts).
 	parts map[string]bool
 }
@@ -82,6 +94,15 @@ func (o *Options) Register(flags *flag.FlagSet) {
 	flags.IntVar(&o.scaleChanges, "sync-scale-changes", 20, "companion: changes timed at each size of the scale curve")
 	flags.DurationVar(&o.scaleWait, "sync-scale-wait", 10*time.Minute, "companion: at each size of the scale curve, the longest wait for `watching`, for the first comparison, and for quiet after a run")
 	flags.StringVar(&o.scaleProfile, "sync-profile", "", "companion: a directory for each scale run's log (with GODEBUG=gctrace=1) and heap profile (pprof) after its first comparison, and a CPU profile of the last check of each check against plan (\"\": none)")
+	o.churnSizes = sizeList{churnTargetSize, churnLargeSize}
+	flags.Var(&o.churnSizes, "churn-sizes", "companion under churn: the numbers of k8s_ready_endpoints, each with its terraform_data, ascending, at most 500 (\"\": none)")
+	flags.IntVar(&o.churnFleet, "churn-fleet", fixture.FleetServices, "companion under churn: the Services of the k8s_services fleet, a terraform_data each (0: none; at most 500)")
+	flags.DurationVar(&o.churnDuration, "churn-duration", 3*time.Minute, "companion under churn: the churn of each round, of each build")
+	flags.IntVar(&o.churnRounds, "churn-rounds", 2, "companion under churn: rounds of each configuration, each build in turn")
+	soakChurn := soak.Long(0)
+	flags.IntVar(&o.churnRate, "churn-rate", soakChurn.ChangesPerMinute, "companion under churn: pool changes a minute (the soak's)")
+	flags.IntVar(&o.churnBurst, "churn-burst", soakChurn.Burst, "companion under churn: changes of the burst in the middle of each round (the soak's; 0: none)")
+	flags.DurationVar(&o.churnWait, "churn-wait", 5*time.Minute, "companion under churn: the longest wait, after a round's churn, for every change to reach state")
 	o.parts = map[string]bool{}
 	for _, name := range syncParts {
 		o.parts[name] = true
@@ -129,6 +150,8 @@ type Results struct {
 	baseline *baselineSync
 	// scale is the scale curve (scale.go).
 	scale *scaleResults
+	// churn is the companion under churn (churn.go).
+	churn *churnResults
 }
 
 // checkVsPlan is `check`, `terraform plan` and the CLI's `terraform state
@@ -210,6 +233,15 @@ func Measure(ctx context.Context, run *benchrun.Run, client kubernetes.Interface
 		b.Say("companion: the scale curve, %s Services x %d endpoints, %d changes each, %s idle", o.scale.String(), syncFleetEndpoints, o.scaleChanges, o.idle)
 		if err := s.scaleCurve(ctx, r); err != nil {
 			return nil, fmt.Errorf("companion scale curve: %w", err)
+		}
+	}
+	if o.parts["churn"] && len(churnConfigs(o)) > 0 {
+		if err := o.checkChurn(); err != nil {
+			return nil, err
+		}
+		b.Say("companion under churn: %s, %d round(s) of %s each per build, %d changes a minute and a burst of %d", churnTitles(o), o.churnRounds, o.churnDuration, o.churnRate, o.churnBurst)
+		if err := s.churn(ctx, r); err != nil {
+			return nil, fmt.Errorf("companion under churn: %w", err)
 		}
 	}
 	return r, nil
@@ -644,6 +676,7 @@ func syncTargetRows(r *Results) []string {
 	rows = append(rows, clusterLatencyRows(r.clusters)...)
 	rows = append(rows, baselineSyncRows(r)...)
 	rows = append(rows, scaleTargetRows(r.scale)...)
+	rows = append(rows, churnTargetRows(r.churn)...)
 	if r.idle > 0 {
 		pct := r.idleCPU / r.idle * 100
 		idleVerdict := stats.Verdict(pct, 1, " %")
@@ -694,6 +727,7 @@ func Section(r *Results) string {
 	b.WriteString(clusterLatencySection(r.clusters))
 	b.WriteString(baselineSyncSection(r))
 	b.WriteString(scaleSection(r.scale))
+	b.WriteString(churnSection(r.churn))
 	if r.idle > 0 {
 		var each []string
 		for _, v := range r.idleSlices {
