@@ -28,7 +28,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/utils/clock"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
@@ -64,6 +66,8 @@ type common struct {
 	requestTimeout      time.Duration
 	logFormat           string
 	clusters            stringList
+	// workspaces is -workspaces, in place of -chdir.
+	workspaces string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -103,11 +107,13 @@ func (c *common) prepare(stderr io.Writer) (*kube.Client, *slog.Logger, error) {
 		return nil, log, fmt.Errorf("-terraform %q: the CLI was not found (%w): install terraform or tofu, or give its path", c.opts.Terraform, err)
 	}
 	c.opts.Terraform = path
-	if info, err := os.Stat(c.opts.Dir); err != nil || !info.IsDir() {
-		return nil, log, fmt.Errorf("-chdir %q is not a directory", c.opts.Dir)
-	}
-	if err := checkDataDir(path, c.opts.Dir); err != nil {
-		return nil, log, err
+	if c.workspaces == "" {
+		if info, err := os.Stat(c.opts.Dir); err != nil || !info.IsDir() {
+			return nil, log, fmt.Errorf("-chdir %q is not a directory", c.opts.Dir)
+		}
+		if err := checkDataDir(path, c.opts.Dir, c.opts.Env); err != nil {
+			return nil, log, err
+		}
 	}
 	client, err := c.connect(log)
 	return client, log, err
@@ -157,6 +163,8 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		leaseName      string
 		identity       string
 		memoryLimitMiB int64
+		workspacesPath string
+		maxRuns        int
 	)
 	fs.DurationVar(&c.opts.Quiet, "settle-quiet", c.opts.Quiet, "settle window: the quiet time after the last pool change before a run")
 	fs.DurationVar(&c.opts.MaxWait, "settle-max", c.opts.MaxWait, "settle window: the longest wait from the first pool change, however busy the cluster")
@@ -180,6 +188,8 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&leaseName, "lease-name", "terraform-provider-k8s-sync", "name of the Lease")
 	fs.StringVar(&identity, "identity", "", "this replica's name in the Lease; default: host name and process id")
 	fs.Int64Var(&memoryLimitMiB, "memory-limit-mib", 128, "soft memory limit of the Go runtime, in MiB (0: none; $GOMEMLIMIT wins)")
+	fs.StringVar(&workspacesPath, "workspaces", "", "a file, or a directory of files, listing the working directories to keep current, each with its settings (the flags give the rest); in place of -chdir")
+	fs.IntVar(&maxRuns, "max-concurrent-runs", 4, "with -workspaces, the most runs of this replica at once (0: no bound)")
 	fs.Usage = usage("sync", "Keeps the pools of the working directory's state current: runs plan and apply when one would change.", syncExitCodes, fs.PrintDefaults, stderr)
 	if code, done := parsed(fs.Parse(args)); done {
 		return code
@@ -189,6 +199,15 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitError
 	}
 	c.opts.Allowed = allowed
+	c.workspaces = workspacesPath
+	if workspacesPath != "" {
+		chdir := false
+		fs.Visit(func(f *flag.Flag) { chdir = chdir || f.Name == "chdir" })
+		if chdir {
+			fmt.Fprintln(stderr, "give -chdir (one working directory) or -workspaces (a list of them), not both")
+			return exitError
+		}
+	}
 	// Reading a large state makes short-lived copies of it; a soft limit
 	// makes the collector reclaim them before the heap doubles, for a
 	// process that then stays up for months.
@@ -199,17 +218,41 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	if err == nil {
 		err = validateSync(c.opts)
 	}
+	if err == nil && maxRuns < 0 {
+		err = fmt.Errorf("-max-concurrent-runs %d: give 0 (no bound) or more", maxRuns)
+	}
 	if err == nil {
 		err = checkTempDir()
 	}
+	workspaces := []workspace{{name: "default", opts: c.opts}}
+	if err == nil && workspacesPath != "" {
+		// -chdir's was checked with the flags.
+		workspaces, err = loadWorkspaces(workspacesPath, c.opts)
+		for _, w := range workspaces {
+			if err == nil {
+				err = checkDataDir(c.opts.Terraform, w.opts.Dir, w.opts.Env)
+			}
+		}
+	}
+	if err == nil {
+		// Options that only a syncer checks (-cluster), before anything
+		// starts.
+		for _, w := range workspaces {
+			if _, err = newSyncer(w.opts, client, nil, log); err != nil {
+				err = fmt.Errorf("workspace %s: %w", w.name, err)
+				break
+			}
+		}
+	}
 	if err != nil {
 		log.Error("not started", "error", err.Error())
 		return exitError
 	}
-	s, err := newSyncer(c.opts, client, log)
-	if err != nil {
-		log.Error("not started", "error", err.Error())
-		return exitError
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(processCollectors()...)
+	r := newReplica(workspaces, workspacesPath == "", client, newHub(ctx, clock.RealClock{}, log), log, registry)
+	if workspacesPath != "" && maxRuns > 0 {
+		r.slots = make(chan struct{}, maxRuns)
 	}
 	if listen != "" {
 		l, err := net.Listen("tcp", listen)
@@ -219,8 +262,8 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		log.Info("serving /healthz and /metrics", "address", l.Addr().String())
 		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, s.healthText()) })
-		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, r.healthText()) })
+		mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 		if profiling {
 			mux.HandleFunc("/debug/pprof/", httppprof.Index)
 			mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
@@ -232,18 +275,15 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		go func() { _ = server.Serve(l) }()
 		defer server.Close()
 	}
-	run := s.Run
 	if leaderElect {
 		if identity == "" {
 			host, _ := os.Hostname()
 			identity = fmt.Sprintf("%s-%d", host, os.Getpid())
 		}
 		lease := kube.LeaseConfig{Namespace: leaseNamespace, Name: leaseName, Identity: identity}.WithDefaults()
-		run = func(ctx context.Context) error {
-			return client.WithLease(ctx, lease, log, s.Run)
-		}
+		r.lease = &lease
 	}
-	if err := run(ctx); err != nil {
+	if err := r.serve(ctx); err != nil {
 		log.Error("stopped", "error", explain(err, c.opts.Terraform, c.opts.Dir).Error())
 		return exitError
 	}
@@ -302,7 +342,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log.Error("check failed", "error", err.Error())
 		return exitError
 	}
-	s, err := newSyncer(c.opts, client, log)
+	s, err := newSyncer(c.opts, client, newHub(ctx, clock.RealClock{}, log), log)
 	if err != nil {
 		log.Error("check failed", "error", err.Error())
 		return exitError

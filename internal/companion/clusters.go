@@ -1,7 +1,6 @@
 package companion
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -276,45 +274,49 @@ func flagAlias(key string) string {
 	return strings.ReplaceAll(key, `"`, "")
 }
 
-// cluster is the cluster of one provider configuration: its client, its
-// informers, and whether it answers.
+// cluster is the cluster of one provider configuration of a workspace:
+// its client, informers and probe, which the hub shares with the other
+// workspaces that read it, and what this workspace asks of them.
 type cluster struct {
 	key, name string
 	conn      connection
 	client    *kube.Client
-	cache     *kube.Cache
-	stopCache context.CancelFunc
-	scope     kube.CacheScope
-	// scopeErr is why the informers of the scope state asks for did not
-	// start: the pools outside the running cache's scope are unreadable.
+	shared    *sharedCluster
+	// snapshot is check's one pass of LISTs, in place of informers.
+	snapshot *kube.Cache
+	// scope is what the workspace's pools ask to watch; watching says the
+	// informers covered what it asked once; scopeErr is why the informers
+	// of the scope state asks for did not start: the pools outside the
+	// running informers' scope are unreadable.
+	scope    kube.CacheScope
+	watching bool
 	scopeErr error
 
-	// stopProbe ends its probe.
-	stopProbe context.CancelFunc
-
-	mu sync.Mutex
-	// down says why the cluster does not answer its probe; "" when it does.
-	down string
+	// changed, resync and answers are how the hub tells the workspace of a
+	// change, of informers that replaced others, and of the probe's answer
+	// ("" when the cluster answers, else why not).
+	changed func(kube.Change)
+	resync  func()
+	answers func(down string)
 }
 
-// stop ends the cluster's informers and probe.
-func (c *cluster) stop() {
-	if c.stopCache != nil {
-		c.stopCache()
+// cache is what the workspace's pools read now.
+func (c *cluster) cache() *kube.Cache {
+	if c.snapshot != nil || c.shared == nil {
+		return c.snapshot
 	}
-	if c.stopProbe != nil {
-		c.stopProbe()
-	}
+	return c.shared.currentCache()
 }
 
 // unreachable says why the pools of the cluster are not recomputed, or "".
 func (c *cluster) unreachable() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.down == "" {
+	if c.shared == nil {
 		return ""
 	}
-	return fmt.Sprintf("cluster %s does not answer (%s): not recomputed, left as they are", c.name, c.down)
+	if down := c.shared.downReason(); down != "" {
+		return fmt.Sprintf("cluster %s does not answer (%s): not recomputed, left as they are", c.name, down)
+	}
+	return ""
 }
 
 func (c *cluster) describe() string { return c.name + " (" + c.conn.source + ")" }
@@ -353,24 +355,33 @@ func (s *syncer) connect(keys []string) error {
 		default:
 			return fmt.Errorf("provider %s: no provider block of the root module configures it; give -cluster %s=KUBECONFIG#CONTEXT", cl.name, flagAlias(key))
 		}
+		id, connect := "default", func() (*kube.Client, error) { return cl.client, nil }
 		if cl.client == nil {
-			client, err := s.newClient(cl.conn)
-			if err != nil {
-				return fmt.Errorf("%s: %w", cl.describe(), err)
+			path := s.kubeconfigPath(cl.conn)
+			id = path + "#" + cl.conn.context
+			connect = func() (*kube.Client, error) {
+				client, err := s.newClient(path, cl.conn.context)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", cl.describe(), err)
+				}
+				return client, nil
 			}
-			cl.client = client
 		}
+		if err := s.hub.join(cl, id, connect); err != nil {
+			return err
+		}
+		s.tell(cl)
 		s.clusters[key] = cl
 		s.metrics.clusterReachable.WithLabelValues(cl.name).Set(1)
 		s.log.Info("cluster", "cluster", cl.name, "source", cl.conn.source)
-		if s.probeCtx != nil {
-			s.startProbe(cl)
+		if s.probing {
+			s.hub.probe(cl.shared)
 		}
 	}
 	for key, cl := range s.clusters {
 		if !slices.Contains(keys, key) {
 			// No pool of state reads it any more.
-			cl.stop()
+			s.hub.leave(cl)
 			delete(s.clusters, key)
 			s.metrics.clusterReachable.DeleteLabelValues(cl.name)
 			s.metrics.clusterPools.DeleteLabelValues(cl.name)
@@ -379,61 +390,43 @@ func (s *syncer) connect(keys []string) error {
 	return nil
 }
 
-// newClient connects as c says; a relative kubeconfig is in the working
-// directory, as it is for the provider that Terraform runs there.
-func (s *syncer) newClient(c connection) (*kube.Client, error) {
+// kubeconfigPath is c's kubeconfig as a path: a relative one is in the
+// working directory, as it is for the provider that Terraform runs there.
+func (s *syncer) kubeconfigPath(c connection) string {
 	path := c.kubeconfig
 	if path != "" && !filepath.IsAbs(path) && !strings.HasPrefix(path, "~/") {
-		path = filepath.Join(s.opts.Dir, path)
+		path, _ = filepath.Abs(filepath.Join(s.opts.Dir, path))
 	}
-	loaded, err := kube.DefaultConfigLoader().Load(path, c.context)
+	return path
+}
+
+// newClient connects with the kubeconfig at path and its context.
+func (s *syncer) newClient(path, context string) (*kube.Client, error) {
+	loaded, err := kube.DefaultConfigLoader().Load(path, context)
 	if err != nil {
 		return nil, fmt.Errorf("unable to load the kubeconfig: %w", err)
 	}
 	return kube.NewClient(loaded.Rest, s.opts.Client)
 }
 
-// probe asks every cluster, now and later ones, whether it answers, until
-// ctx ends.
-func (s *syncer) probe(ctx context.Context) {
-	s.probeCtx = ctx
+// probe asks every cluster, now and later ones, whether it answers.
+func (s *syncer) probe() {
+	s.probing = true
 	for _, cl := range s.clusters {
-		s.startProbe(cl)
+		s.hub.probe(cl.shared)
 	}
 }
 
-func (s *syncer) startProbe(cl *cluster) {
-	ctx, stop := context.WithCancel(s.probeCtx)
-	cl.stopProbe = stop
-	go s.probeCluster(ctx, cl)
-}
-
-func (s *syncer) probeCluster(ctx context.Context, cl *cluster) {
-	ticker := s.clock.NewTicker(probeInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C():
-		}
-		pingCtx, cancel := context.WithTimeout(ctx, probeInterval)
-		err := cl.client.Ping(pingCtx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		down := ""
-		if err != nil {
-			down = err.Error()
-		}
-		cl.mu.Lock()
-		changed := (cl.down == "") != (down == "")
-		cl.down = down
-		cl.mu.Unlock()
-		if !changed {
-			continue
-		}
+// tell sets how the hub tells the workspace of what happens to cl.
+func (s *syncer) tell(cl *cluster) {
+	cl.changed = func(ch kube.Change) { s.changed(cl.key, ch) }
+	cl.resync = func() {
+		s.mu.Lock()
+		s.all = true
+		s.mu.Unlock()
+		s.wake()
+	}
+	cl.answers = func(down string) {
 		if down != "" {
 			s.metrics.clusterReachable.WithLabelValues(cl.name).Set(0)
 			s.log.Warn("cluster does not answer: its pools are left as they are and out of runs", "cluster", cl.name, "error", down)
@@ -448,9 +441,6 @@ func (s *syncer) probeCluster(ctx context.Context, cl *cluster) {
 			}
 		}
 		s.mu.Unlock()
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+		s.wake()
 	}
 }

@@ -2,6 +2,7 @@ package companion
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -241,15 +242,75 @@ func (f poolChangeFilter) targetable() bool { return f.graph != nil && len(f.gra
 // the changed data sources but not what depends on the excluded ones (a
 // plan reads the data sources its targets need, and only those): the
 // resources and the modules from a registry.
+//
+// A root module's output is planned only when everything it uses is:
+// for an output that uses a changed pool, what it uses is targeted too
+// (the other pools it reads are read again), unless that depends on an
+// excluded pool.
 func (f poolChangeFilter) targets(changed, excluded []string) []string {
 	want, avoid := f.graph.dependents(changed), f.graph.dependents(excluded)
-	var out []string
+	targeted := map[string]bool{}
 	for node := range want {
-		if !avoid[node] && (f.opaque[node] || isManagedResource(node)) {
-			out = append(out, node)
+		if avoid[node] {
+			continue
+		}
+		if f.opaque[node] || isManagedResource(node) {
+			targeted[node] = true
+		}
+		if !strings.HasPrefix(node, "output.") {
+			continue
+		}
+		uses := f.graph.ancestors(node)
+		if slices.ContainsFunc(slices.Collect(maps.Keys(uses)), func(n string) bool { return avoid[n] }) {
+			continue
+		}
+		for n := range uses {
+			if f.opaque[n] || isManagedResource(n) || isDataSource(n) {
+				targeted[n] = true
+			}
 		}
 	}
-	slices.Sort(out)
+	return slices.Sorted(maps.Keys(targeted))
+}
+
+// leavesOut says whether something that uses a changed pool also uses an
+// excluded one, and so is left out of the run's targets.
+func (f poolChangeFilter) leavesOut(changed, excluded []string) bool {
+	if f.graph == nil || len(excluded) == 0 {
+		return false
+	}
+	avoid := f.graph.dependents(excluded)
+	for node := range f.graph.dependents(changed) {
+		if avoid[node] && (f.opaque[node] || isManagedResource(node) || strings.HasPrefix(node, "output.")) {
+			return true
+		}
+	}
+	return false
+}
+
+// isDataSource says whether a node of the graph is a data block.
+func isDataSource(node string) bool {
+	parts := strings.Split(node, ".")
+	for len(parts) > 3 && parts[0] == "module" {
+		parts = parts[2:]
+	}
+	return len(parts) == 3 && parts[0] == "data"
+}
+
+// ancestors are the nodes node uses, directly or not.
+func (g *depGraph) ancestors(node string) map[string]bool {
+	out := map[string]bool{}
+	next := []string{node}
+	for len(next) > 0 {
+		n := next[len(next)-1]
+		next = next[:len(next)-1]
+		for _, r := range g.refs[n] {
+			if !out[r] {
+				out[r] = true
+				next = append(next, r)
+			}
+		}
+	}
 	return out
 }
 

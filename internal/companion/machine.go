@@ -241,8 +241,9 @@ type runOutcome struct {
 	blocked []string
 	// failing are the addresses the CLI's errors name.
 	failing []string
-	// targeted says the plan left the dependents of unreadable pools out.
-	targeted bool
+	// targeted says the plan left the dependents of unreadable pools out;
+	// partial that among them was something that uses a changed pool too.
+	targeted, partial bool
 	// reason says why a run applied nothing (no_changes, waiting).
 	reason string
 }
@@ -414,8 +415,10 @@ type machine struct {
 	// not.
 	changedDuringRun, lastDuringRun time.Time
 	// fullAt is when a run plans the whole configuration again; zero:
-	// never.
-	fullAt time.Time
+	// never. fullPending says one is due as soon as no pool is left out: a
+	// run left behind something that uses a changed pool.
+	fullAt      time.Time
+	fullPending bool
 
 	// retrying says a failed run waits for its retry, at retryAt.
 	retrying bool
@@ -502,7 +505,8 @@ var rules = []rule{
 	{phaseIdle, evObserved, "A pool differs: open the settle window (settling), or, for a change set held, note it once (held). " +
 		"A pool whose read fails is noted once, and once when it reads again.", settleOn},
 	{phaseIdle, evTick, "The earliest expiry passed: recompute every pool. `-state-interval` passed since state was read: read " +
-		"it (reading state). `-full-plan-interval` passed since the last plan of the whole configuration: plan it (running).", tick},
+		"it (reading state). `-full-plan-interval` passed since the last plan of the whole configuration, or a run left out what " +
+		"uses a pool that now reads again: plan the whole configuration (running).", tick},
 	{phaseIdle, evStop, "Exit.", exit},
 
 	{phaseSettling, evChanged, "Recompute the pools the informers marked.", recompute},
@@ -762,6 +766,11 @@ func (m *machine) take(now time.Time, v view, d *decisions) {
 		m.held.noted = false
 	}
 	m.view, m.sig = v, sig
+	if m.fullPending && len(v.unreadable) == 0 {
+		// What was left out can be planned again: a plan of everything,
+		// now.
+		m.fullAt, m.fullPending = now, false
+	}
 	m.expiry = time.Time{}
 	if v.expiry.After(now) {
 		m.expiry = v.expiry
@@ -893,8 +902,14 @@ func (m *machine) start(now time.Time, d *decisions, r runRequest) {
 // ended notes the end of the run in flight.
 func (m *machine) ended(now time.Time, ev event, d *decisions) {
 	o := ev.outcome
-	if m.run.full && m.opts.FullPlanInterval > 0 {
-		m.fullAt = now.Add(m.opts.FullPlanInterval)
+	if m.run.full {
+		m.fullAt, m.fullPending = time.Time{}, false
+		if m.opts.FullPlanInterval > 0 {
+			m.fullAt = now.Add(m.opts.FullPlanInterval)
+		}
+	}
+	if o.partial && !m.run.full {
+		m.fullPending = true
 	}
 	attrs := []any{"result", o.result, "duration", now.Sub(m.runStarted).Round(time.Millisecond).String(), "error", errText(o.err)}
 	if o.reason != "" {

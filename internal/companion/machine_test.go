@@ -66,8 +66,9 @@ type step struct {
 	// in is the phase after the step.
 	in    phase
 	phase bool
-	// start says a run must start; retry that it is a retry.
-	start, retry bool
+	// start says a run must start; retry that it is a retry, full that it
+	// plans the whole configuration.
+	start, retry, full bool
 	// does are decisions that must be among those taken (beside a run).
 	does []decisionKind
 	// next is when the machine must next want the time (-1: not at all;
@@ -90,6 +91,7 @@ func endsOf(o runOutcome) step           { return step{ev: runEnded(o)} }
 func (s step) when(d time.Duration) step { s.at = d; return s }
 func (s step) starts() step              { s.start = true; return s }
 func (s step) retries() step             { s.start, s.retry = true, true; return s }
+func (s step) plansAll() step            { s.start, s.full = true, true; return s }
 func (s step) decides(k ...decisionKind) step {
 	s.does = append(s.does, k...)
 	return s
@@ -318,6 +320,16 @@ func decisionCases() []decisionCase {
 			seen(differs(a).withUnreadable()).when(second).sleeps().then(phaseHeld),
 			seen(differs(b).withUnreadable()).when(2 * second).wakes(2*second + quiet).then(phaseSettling),
 		}},
+		{name: "a run that left out what also uses an unreadable pool plans everything once the pool reads again", steps: []step{
+			seen(differs(a).withUnreadable()).then(phaseSettling),
+			ticks().when(quiet).starts(),
+			endsOf(runOutcome{result: resultApplied, targeted: true, partial: true}).when(second), stateRead().when(second),
+			seen(matches().withUnreadable()).when(second).sleeps().then(phaseIdle),
+			seen(matches()).when(5 * second).wakes(5 * second).then(phaseIdle),
+			ticks().when(5 * second).plansAll().then(phaseRunning),
+			ends(resultNoChanges).when(6 * second), stateRead().when(6 * second),
+			seen(matches()).when(6 * second).sleeps().then(phaseIdle),
+		}},
 		{name: "a failed read of state starts no run until state is read again", from: running(a), steps: []step{
 			ends(resultApplied).when(second),
 			stateFails().when(second).decides(doRecompute).then(phaseReading),
@@ -435,8 +447,8 @@ func checkStep(t *testing.T, where string, m *machine, s step, d decisions) {
 	t.Helper()
 	if run := d.started(); (run != nil) != s.start {
 		t.Fatalf("%s: run started %v, want %v; decided %v", where, run != nil, s.start, kinds(d))
-	} else if s.start && run.retry != s.retry {
-		t.Errorf("%s: retry %v, want %v", where, run.retry, s.retry)
+	} else if s.start && (run.retry != s.retry || run.full != s.full) {
+		t.Errorf("%s: retry %v, full %v; want %v, %v", where, run.retry, run.full, s.retry, s.full)
 	}
 	for _, k := range s.does {
 		if !d.has(k) {

@@ -5,11 +5,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics are the companion's Prometheus metrics, on a registry of its own
-// (served at /metrics), so that nothing global is registered in the
-// provider's binary.
+// metrics are a workspace's Prometheus metrics, on a registry of the
+// companion's own (served at /metrics), so that nothing global is
+// registered in the provider's binary; the workspaces of -workspaces each
+// register theirs with the label workspace.
 type metrics struct {
-	registry          *prometheus.Registry
 	poolsWatched      prometheus.Gauge
 	poolsDiffering    prometheus.Gauge
 	poolsComputed     prometheus.Counter
@@ -23,6 +23,7 @@ type metrics struct {
 	scopeFailures     prometheus.Counter
 	clusterReachable  *prometheus.GaugeVec
 	clusterPools      *prometheus.GaugeVec
+	leading           prometheus.Gauge
 }
 
 // Run results, the values of the runs metric's label.
@@ -53,9 +54,15 @@ const (
 var runResults = []string{resultApplied, resultStateUpdated, resultNoChanges, resultRefused, resultShrinkRefused,
 	resultFailed, resultDelivered, resultWaiting, resultStopped}
 
-func newMetrics() *metrics {
+// processCollectors are the Go runtime's and the process's metrics, once
+// a registry.
+func processCollectors() []prometheus.Collector {
+	return []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+}
+
+// newMetrics makes a workspace's metrics, registered with reg.
+func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		registry: prometheus.NewRegistry(),
 		poolsWatched: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "k8s_sync_pools_watched", Help: "Pool data source instances of the state that the companion watches.",
 		}),
@@ -103,11 +110,13 @@ func newMetrics() *metrics {
 	m.clusterPools = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "k8s_sync_cluster_pools_watched", Help: "Pool data source instances watched, by the cluster of their provider configuration.",
 	}, []string{"cluster"})
+	m.leading = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "k8s_sync_leading", Help: "1 while this replica runs the workspace (holds its Lease, with -leader-elect), else 0.",
+	})
 	for _, r := range runResults {
 		m.runs.WithLabelValues(r)
 	}
-	m.registry.MustRegister(m.poolsWatched, m.poolsDiffering, m.poolsUnreadable, m.drift, m.runs, m.lastRun, m.settleDelay,
-		m.runDuration, m.stateReadFailures, m.scopeFailures, m.clusterReachable, m.clusterPools, m.poolsComputed,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.poolsWatched, m.poolsDiffering, m.poolsUnreadable, m.drift, m.runs, m.lastRun, m.settleDelay,
+		m.runDuration, m.stateReadFailures, m.scopeFailures, m.clusterReachable, m.clusterPools, m.poolsComputed, m.leading)
 	return m
 }

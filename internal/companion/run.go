@@ -72,6 +72,10 @@ func (r *runner) run(ctx context.Context, req runRequest) runOutcome {
 		return runOutcome{result: resultWaiting, reason: waiting}
 	}
 	o.targets = targets
+	// A run that left out what uses both a changed pool and an unreadable
+	// or refused one brings the changed pool into state without it: only
+	// a plan of everything, once nothing is left out, brings it current.
+	partial := targeted && r.filter.leavesOut(resourcesOf(req.changes), append(resourcesOf(req.unreadable), resourcesOf(req.refused)...))
 	dir, err := os.MkdirTemp("", "k8s-sync-")
 	if err != nil {
 		return runOutcome{result: resultFailed, err: err}
@@ -80,9 +84,9 @@ func (r *runner) run(ctx context.Context, req runRequest) runOutcome {
 	planFile := filepath.Join(dir, "pools.tfplan")
 	failed := func(err error) runOutcome {
 		if errors.Is(err, errStopped) {
-			return runOutcome{result: resultStopped, err: err, targeted: targeted}
+			return runOutcome{result: resultStopped, err: err, targeted: targeted, partial: partial}
 		}
-		return runOutcome{result: resultFailed, err: err, failing: failingAddresses(err), targeted: targeted}
+		return runOutcome{result: resultFailed, err: err, failing: failingAddresses(err), targeted: targeted, partial: partial}
 	}
 	changes, err := r.tf.plan(ctx, planFile, o)
 	if err != nil {
@@ -115,7 +119,7 @@ func (r *runner) run(ctx context.Context, req runRequest) runOutcome {
 	if err := r.tf.apply(ctx, planFile); err != nil {
 		return failed(err)
 	}
-	return runOutcome{result: result, targeted: targeted}
+	return runOutcome{result: result, targeted: targeted, partial: partial}
 }
 
 // scope is what a run plans: the -target addresses (none: the whole

@@ -356,3 +356,41 @@ resource "terraform_data" "pool" {
 		})
 	}
 }
+
+// Terraform plans a root module's output only when everything it uses is
+// planned: an output of two pools (examples/pools/multi-cluster) targets
+// both when one changes.
+func TestATargetedRunPlansWhatAnOutputOfTheChangedPoolUses(t *testing.T) {
+	config := `
+data "k8s_ready_endpoints" "blue" {
+  service = "web"
+}
+data "k8s_ready_endpoints" "green" {
+  service = "web"
+}
+locals {
+  pools = { blue = data.k8s_ready_endpoints.blue.endpoints, green = data.k8s_ready_endpoints.green.endpoints }
+}
+output "backend" {
+  value = templatefile("backend.tftpl", { pools = local.pools })
+}
+`
+	blue, green := "data.k8s_ready_endpoints.blue", "data.k8s_ready_endpoints.green"
+	tf := fakeTerraform{changes: true}
+	r := &runner{tf: &tf, filter: filterWatching(t, config, blue, green), targetChanged: true, log: discard()}
+	req := runRequest{changes: map[string][]poolChange{green: {change("g", "10.0.0.1:80")}}}
+	if o := r.run(context.Background(), req); o.result != resultStateUpdated {
+		t.Fatalf("result %s (%v), want %s", o.result, o.err, resultStateUpdated)
+	}
+	if want := []string{blue, green}; len(tf.planned) != 1 || !slices.Equal(tf.planned[0].targets, want) {
+		t.Errorf("plans %+v, want one with targets %q", tf.planned, want)
+	}
+	// With blue unreadable, the output cannot be planned, and green's pool
+	// brought into state alone would leave it behind: nothing is planned.
+	tf = fakeTerraform{changes: true}
+	r.tf = &tf
+	req.unreadable = map[string]cause{blue: {kind: causeReadFails, text: "gone"}}
+	if o := r.run(context.Background(), req); o.result != resultWaiting || len(tf.planned) != 0 {
+		t.Errorf("result %s, plans %+v: want %s and none", o.result, tf.planned, resultWaiting)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -33,8 +34,8 @@ func checkTempDir() error {
 
 // checkDataDir: a TF_DATA_DIR that does not exist is a configuration that
 // was not initialised there (the chart's init container writes it).
-func checkDataDir(cli, dir string) error {
-	data := os.Getenv("TF_DATA_DIR")
+func checkDataDir(cli, dir string, env []string) error {
+	data := dataDir(env)
 	if data == "" {
 		return nil
 	}
@@ -45,6 +46,16 @@ func checkDataDir(cli, dir string) error {
 		return fmt.Errorf("the configuration in %s is not initialised: TF_DATA_DIR %s: %w; %s", dir, data, err, initRemedy(cli, dir))
 	}
 	return nil
+}
+
+// dataDir is TF_DATA_DIR as the CLI gets it: env's, else the process's.
+func dataDir(env []string) string {
+	for _, kv := range slices.Backward(env) {
+		if v, ok := strings.CutPrefix(kv, "TF_DATA_DIR="); ok {
+			return v
+		}
+	}
+	return os.Getenv("TF_DATA_DIR")
 }
 
 func initRemedy(cli, dir string) string {

@@ -49,11 +49,11 @@ func TestExplainNamesTheRemedy(t *testing.T) {
 func TestCheckDataDir(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TF_DATA_DIR", "")
-	if err := checkDataDir("tofu", dir); err != nil {
+	if err := checkDataDir("tofu", dir, nil); err != nil {
 		t.Fatalf("without TF_DATA_DIR: %v", err)
 	}
 	t.Setenv("TF_DATA_DIR", "data")
-	err := checkDataDir("/usr/local/bin/tofu", dir)
+	err := checkDataDir("/usr/local/bin/tofu", dir, nil)
 	if err == nil || !strings.Contains(err.Error(), "is not initialised: TF_DATA_DIR "+filepath.Join(dir, "data")) ||
 		!strings.Contains(err.Error(), "tofu -chdir="+dir+" init") {
 		t.Fatalf("a TF_DATA_DIR that does not exist: %v", err)
@@ -61,7 +61,7 @@ func TestCheckDataDir(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkDataDir("tofu", dir); err != nil {
+	if err := checkDataDir("tofu", dir, nil); err != nil {
 		t.Fatalf("an initialised TF_DATA_DIR: %v", err)
 	}
 }

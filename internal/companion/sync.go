@@ -15,8 +15,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 
@@ -75,6 +77,9 @@ type SyncOptions struct {
 	DefaultFromFlags bool
 	// Client bounds the requests of the clients made for each cluster.
 	Client kube.Options
+	// Env is added to the CLI's environment (a workspace's TF_DATA_DIR,
+	// its backend's credentials).
+	Env []string
 }
 
 // DefaultSyncOptions: a 5 s quiet time and a 20 s longest wait (CTS's
@@ -112,10 +117,12 @@ type syncer struct {
 	client *kube.Client
 	// flags are the connections the -cluster flags give, by key.
 	flags map[string]connection
-	// clusters are those the state's pools read, by key (instance.cluster).
+	// clusters are those the state's pools read, by key (instance.cluster),
+	// on the hub the workspaces share; probing says Run asks them whether
+	// they answer.
 	clusters map[string]*cluster
-	// probeCtx, once Run probes the clusters, is the probes' context.
-	probeCtx context.Context
+	hub      *hub
+	probing  bool
 	// started says the first state read and caches are done: later, a
 	// cache that cannot start leaves its pools unreadable.
 	started bool
@@ -140,10 +147,15 @@ type syncer struct {
 
 	// checkOnly is set by check, which reads no configuration.
 	checkOnly bool
+
+	// slots, when set, bound the runs of the replica's workspaces at
+	// once; busy says a run of this one is under way.
+	slots chan struct{}
+	busy  atomic.Bool
 }
 
-func newSyncer(opts SyncOptions, client *kube.Client, log *slog.Logger) (*syncer, error) {
-	c := &cli{path: opts.Terraform, dir: opts.Dir, lockTimeout: opts.LockTimeout, stopTimeout: opts.StopTimeout, stateTimeout: opts.StateTimeout, env: []string{"TF_IN_AUTOMATION=1"}}
+func newSyncer(opts SyncOptions, client *kube.Client, h *hub, log *slog.Logger) (*syncer, error) {
+	c := &cli{path: opts.Terraform, dir: opts.Dir, lockTimeout: opts.LockTimeout, stopTimeout: opts.StopTimeout, stateTimeout: opts.StateTimeout, env: append([]string{"TF_IN_AUTOMATION=1"}, opts.Env...)}
 	s := &syncer{
 		opts: opts,
 		cli:  c,
@@ -152,12 +164,13 @@ func newSyncer(opts SyncOptions, client *kube.Client, log *slog.Logger) (*syncer
 		client:   client,
 		flags:    map[string]connection{},
 		clusters: map[string]*cluster{},
+		hub:      h,
 		log:      log,
-		metrics:  newMetrics(),
+		metrics:  newMetrics(prometheus.NewRegistry()),
 		clock:    clock.RealClock{},
 		dirty:    map[int]*touched{},
 		kick:     make(chan struct{}, 1),
-		backend:  backendOf(opts.Dir),
+		backend:  backendOf(opts.Dir, opts.Env),
 	}
 	for _, v := range opts.Clusters {
 		key, conn, err := parseClusterFlag(v)
@@ -279,20 +292,23 @@ func (s *syncer) readConfiguration(instances []instance) error {
 	return nil
 }
 
-// watch (re)starts the cache of cl when its scope changed. A cache that
-// cannot start is an error at the first start; later the cache of the old
-// scope goes on: the pools it covers stay current, those outside it are
+// watch asks the informers of cl to cover scope. Informers that cannot
+// start are an error at the first start; later the informers of the old
+// scope go on: the pools they cover stay current, those outside are
 // unreadable until the next read.
 func (s *syncer) watch(ctx context.Context, cl *cluster, scope kube.CacheScope) error {
-	if cl.cache != nil && sameScope(scope, cl.scope) {
+	if cl.watching && sameScope(scope, cl.scope) {
 		cl.scopeErr = nil
 		return nil
 	}
 	err := s.startCache(ctx, cl, scope)
 	if err == nil {
+		cl.scope, cl.scopeErr, cl.watching = scope, nil, true
+		s.log.Info("watching", "cluster", cl.name, "namespaces", describeNamespaces(scope.Namespaces), "nodes", scope.Nodes,
+			"pods", describeNamespaces(scope.PodNamespaces))
 		return nil
 	}
-	if cl.cache == nil && !s.started {
+	if !cl.watching && !s.started {
 		return &permanentError{fmt.Errorf("%s: %w", cl.describe(), err)}
 	}
 	cl.scopeErr = err
@@ -368,37 +384,13 @@ func sameScope(a, b kube.CacheScope) bool {
 	return a.Nodes == b.Nodes && slices.Equal(a.Namespaces, b.Namespaces) && slices.Equal(a.PodNamespaces, b.PodNamespaces)
 }
 
-// startCache starts the informers of scope on cl, and stops those of its
-// old scope only once the new ones have listed: a scope that cannot start
-// (RBAC missing in a new namespace) leaves the old cache running.
+// startCache has the hub's informers of cl cover scope (check: one pass of
+// LISTs of it).
 func (s *syncer) startCache(ctx context.Context, cl *cluster, scope kube.CacheScope) error {
 	if s.checkOnly {
 		return s.snapshot(ctx, cl, scope)
 	}
-	cache, err := cl.client.NewCache(scope, func(ch kube.Change) { s.changed(cl.key, ch) })
-	if err != nil {
-		return err
-	}
-	probeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := cache.Probe(probeCtx); err != nil {
-		return err
-	}
-	cacheCtx, stop := context.WithCancel(ctx)
-	cache.Run(cacheCtx)
-	syncCtx, cancelSync := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelSync()
-	if !cache.WaitForSync(syncCtx) {
-		stop()
-		return fmt.Errorf("the informers did not list %v within 2 minutes", scope.Namespaces)
-	}
-	if cl.stopCache != nil {
-		cl.stopCache()
-	}
-	cl.cache, cl.stopCache, cl.scope, cl.scopeErr = cache, stop, scope, nil
-	s.log.Info("watching", "cluster", cl.name, "namespaces", describeNamespaces(scope.Namespaces), "nodes", scope.Nodes,
-		"pods", describeNamespaces(scope.PodNamespaces))
-	return nil
+	return s.hub.watch(cl, scope)
 }
 
 // snapshot is check's cache of cl: one pass of paged LISTs of scope, no
@@ -416,14 +408,15 @@ func (s *syncer) snapshot(ctx context.Context, cl *cluster, scope kube.CacheScop
 	if err != nil {
 		return err
 	}
-	cl.cache, cl.scope, cl.scopeErr = snapshot, scope, nil
+	cl.snapshot = snapshot
 	return nil
 }
 
-// stopCaches stops every cluster's informers and probe.
+// stopCaches takes the workspace off the hub's clusters: the last one to
+// leave a cluster stops its informers and probe.
 func (s *syncer) stopCaches() {
 	for _, cl := range s.clusters {
-		cl.stop()
+		s.hub.leave(cl)
 	}
 }
 
@@ -452,6 +445,11 @@ func (s *syncer) changed(key string, ch kube.Change) {
 		}
 	}
 	s.mu.Unlock()
+	s.wake()
+}
+
+// wake tells the loop that pools are marked.
+func (s *syncer) wake() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -486,10 +484,10 @@ func (s *syncer) recompute(ctx context.Context, every bool) view {
 		cl := s.clusters[in.cluster]
 		if reason := cl.unreachable(); reason != "" {
 			s.evals[i] = evaluation{unreadable: reason, clusterDown: true}
-		} else if cl.cache == nil {
+		} else if !cl.watching {
 			s.evals[i] = evaluation{unreadable: fmt.Sprintf("cluster %s: its informers did not start (%v): not recomputed", cl.name, cl.scopeErr), clusterDown: true}
 		} else if t := touchedOf(all || s.evals[i].clusterDown, dirty[i]); t != nil {
-			s.evals[i] = in.watched.evaluate(ctx, cl.cache, now, *t)
+			s.evals[i] = in.watched.evaluate(ctx, cl.cache(), now, *t)
 			s.metrics.poolsComputed.Add(float64(s.evals[i].computed))
 		}
 		switch e := s.evals[i]; {
@@ -520,7 +518,7 @@ func (s *syncer) nextExpiry(ctx context.Context) time.Time {
 	now := s.clock.Now()
 	var next time.Time
 	for _, in := range s.instances {
-		cache := s.clusters[in.cluster].cache
+		cache := s.clusters[in.cluster].cache()
 		if cache == nil {
 			continue
 		}
@@ -535,9 +533,6 @@ func (s *syncer) nextExpiry(ctx context.Context) time.Time {
 // does is decided by the machine (machine.go); the loop carries it out.
 func (s *syncer) Run(ctx context.Context) error {
 	defer s.stopCaches()
-	probeCtx, stopProbes := context.WithCancel(ctx)
-	defer stopProbes()
-	s.probeCtx = probeCtx
 	l := &loop{world: s, machine: newMachine(s.machineOptions()), clock: s.clock, kick: s.kick, runs: make(chan runOutcome, 1),
 		ranFor: func(d time.Duration) { s.metrics.runDuration.Observe(d.Seconds()) }}
 	return l.run(ctx)
@@ -558,11 +553,23 @@ func (s *syncer) fullPlanInterval() time.Duration {
 	return s.opts.FullPlanInterval
 }
 
-// run makes one run.
-func (s *syncer) run(ctx context.Context, r runRequest) runOutcome { return s.runner.run(ctx, r) }
+// run makes one run, once the replica has a slot for it.
+func (s *syncer) run(ctx context.Context, r runRequest) runOutcome {
+	s.busy.Store(true)
+	defer s.busy.Store(false)
+	if s.slots != nil {
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-ctx.Done():
+			return runOutcome{result: resultStopped, err: errStopped}
+		}
+	}
+	return s.runner.run(ctx, r)
+}
 
 // startProbes asks every cluster, now and later ones, whether it answers.
-func (s *syncer) startProbes(context.Context) { s.probe(s.probeCtx) }
+func (s *syncer) startProbes(context.Context) { s.probe() }
 
 // report writes what /healthz and the gauges say of v.
 func (s *syncer) report(v view) {
@@ -592,11 +599,11 @@ func (s *syncer) report(v view) {
 	s.mu.Unlock()
 }
 
-// healthText is /healthz's body: "ok", then what is degraded, a line each.
-func (s *syncer) healthText() string {
+// healthLines are what is degraded, a line each, for /healthz.
+func (s *syncer) healthLines() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return strings.Join(append([]string{"ok"}, s.health...), "\n") + "\n"
+	return slices.Clone(s.health)
 }
 
 func earliest(a, b time.Time) time.Time {
@@ -612,8 +619,8 @@ func earliest(a, b time.Time) time.Time {
 // backendOf is the backend type of the initialized working directory dir
 // (from its .terraform/terraform.tfstate, where init records it): "local"
 // when it records none.
-func backendOf(dir string) string {
-	data := os.Getenv("TF_DATA_DIR")
+func backendOf(dir string, env []string) string {
+	data := dataDir(env)
 	if data == "" {
 		data = ".terraform"
 	}

@@ -149,9 +149,11 @@ func TestAccSyncUnrelatedChangesStartNothing(t *testing.T) {
 	}
 }
 
+// A plan of the whole configuration (-target-changed=false, or the full
+// plan of -full-plan-interval) that also changes something else is refused.
 func TestAccSyncRefusesAPlanThatChangesMoreThanPools(t *testing.T) {
 	ns, w := webPool(t, 2)
-	c := startSync(t, w)
+	c := startSync(t, w, "-target-changed=false")
 	// Someone adds an unrelated resource to the configuration, not applied.
 	w.write(t, poolConfig(ns, "resource \"terraform_data\" \"unrelated\" {\n  input = \"x\"\n}\n"))
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
@@ -159,6 +161,23 @@ func TestAccSyncRefusesAPlanThatChangesMoreThanPools(t *testing.T) {
 	c.waitFor(t, 5*time.Second, "run refused: the plan changes more than pools; fix or apply it by hand", map[string]string{"blocked": "terraform_data.unrelated"})
 	wantMembers(t, w, members(1, 2))
 	c.quiet(t, 3*time.Second)
+}
+
+// A run that plans what the changed pool needs leaves an unrelated change
+// of the configuration alone: the pool is applied, the other change waits
+// for whoever made it.
+func TestAccSyncATargetedRunLeavesAnUnrelatedChangeAlone(t *testing.T) {
+	ns, w := webPool(t, 2)
+	c := startSync(t, w)
+	w.write(t, poolConfig(ns, "resource \"terraform_data\" \"unrelated\" {\n  input = \"x\"\n}\n"))
+	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
+	wantMembers(t, w, members(1, 2, 3))
+	if out := w.terraform(t, "state", "list"); strings.Contains(out, "terraform_data.unrelated") {
+		t.Errorf("the run created terraform_data.unrelated:\n%s", out)
+	}
+	c.quiet(t, 3*time.Second)
+	wantRuns(t, c, 1, ", want 1")
 }
 
 func TestAccSyncAChangeDuringARunIsExactlyOneMoreRun(t *testing.T) {

@@ -28,6 +28,14 @@ import (
 type LeaseConfig struct {
 	Namespace, Name, Identity                 string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Patience, when set, is how much longer this replica waits, once the
+	// Lease can be taken (it has no holder, its holder let it expire, or
+	// it does not exist), before it takes it, given the last holder: the
+	// replicas that share Leases out give the one they prefer the first
+	// try.
+	Patience func(lastHolder string) time.Duration
+	// Labels are set on the Lease when this replica creates it.
+	Labels map[string]string
 }
 
 // WithDefaults fills the durations client-go's users commonly use: 15 s,
@@ -94,6 +102,7 @@ func (c *Client) WithLease(ctx context.Context, cfg LeaseConfig, log *slog.Logge
 		select {
 		case err := <-done:
 			l.release()
+			log.Info("released the Lease", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
 			return err
 		case <-ticker.C:
 			deadline := lastRenew.Add(cfg.RenewDeadline)
@@ -152,9 +161,15 @@ func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time)
 	lease := &coordinationv1.Lease{}
 	err := l.client.Get().Namespace(l.cfg.Namespace).Resource("leases").Name(l.cfg.Name).Do(ctx).Into(lease)
 	if apierrors.IsNotFound(err) {
+		if l.observedAt.IsZero() || l.observedHolder != "" || !l.observedRenew.IsZero() {
+			l.observedHolder, l.observedRenew, l.observedAt = "", time.Time{}, time.Now()
+		}
+		if l.waiting("", l.observedAt) {
+			return false, nil
+		}
 		seconds := int32(l.cfg.LeaseDuration.Seconds())
 		lease = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: l.cfg.Namespace, Name: l.cfg.Name},
+			ObjectMeta: metav1.ObjectMeta{Namespace: l.cfg.Namespace, Name: l.cfg.Name, Labels: l.cfg.Labels},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity: &l.cfg.Identity, LeaseDurationSeconds: &seconds,
 				AcquireTime: &now, RenewTime: &now, LeaseTransitions: new(int32),
@@ -180,6 +195,15 @@ func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time)
 	if holder != "" && holder != l.cfg.Identity && time.Since(l.observedAt) < l.cfg.LeaseDuration {
 		return false, nil
 	}
+	if holder != l.cfg.Identity {
+		takeable := l.observedAt
+		if holder != "" {
+			takeable = takeable.Add(l.cfg.LeaseDuration)
+		}
+		if l.waiting(holder, takeable) {
+			return false, nil
+		}
+	}
 	seconds := int32(l.cfg.LeaseDuration.Seconds())
 	if holder != l.cfg.Identity {
 		lease.Spec.AcquireTime = &now
@@ -199,6 +223,12 @@ func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time)
 	}
 	l.observedHolder, l.observedRenew, l.observedAt = l.cfg.Identity, now.Time, time.Now()
 	return true, nil
+}
+
+// waiting says this replica's patience keeps it from taking a Lease that
+// could be taken since takeable, last held by holder.
+func (l *leaseHolder) waiting(holder string, takeable time.Time) bool {
+	return l.cfg.Patience != nil && time.Now().Before(takeable.Add(l.cfg.Patience(holder)))
 }
 
 // release gives the Lease up: no holder, so that the next replica takes it

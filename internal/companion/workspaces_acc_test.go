@@ -1,0 +1,345 @@
+package companion
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+)
+
+// Issue 40: one deployment for many configurations. Three replicas serve
+// twenty workspaces (a Service and a configuration each), their Leases
+// shared out: each replica runs some; every change in every workspace is
+// applied once; a replica killed has its workspaces taken over; and no
+// workspace ever has two holders, judged from its Lease (polled) and from
+// the replicas' logs (when each led it, when each ran it).
+
+// workspacePool is a configuration of one pool, Service svc in ns, kept by
+// terraform_data.pool, with the output members.
+func workspacePool(ns, svc string) string {
+	return strings.Replace(poolConfig(ns, ""), `service   = "web"`, fmt.Sprintf(`service   = %q`, svc), 1)
+}
+
+// startReplica starts `sync -workspaces file` with args.
+func startReplica(t *testing.T, file string, args ...string) *companion {
+	t.Helper()
+	base := []string{"sync", "-workspaces", file, "-terraform", acc.terraform, "-kubeconfig", acc.kubeconfig, "-listen", "",
+		"-settle-quiet", "500ms", "-settle-max", "3s", "-retry-initial", "500ms", "-retry-max", "4s", "-stop-timeout", "30s"}
+	p, err := syncproc.Start(acc.binary, append(base, args...), syncproc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &companion{p}
+	t.Cleanup(func() {
+		c.Stop(45 * time.Second)
+		if strings.Contains(c.log(), "WARNING: DATA RACE") {
+			t.Error("the companion has a data race")
+		}
+	})
+	return c
+}
+
+func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	const n = 20
+	names := make([]string, n)
+	dir := t.TempDir()
+	var file strings.Builder
+	file.WriteString("workspaces:\n")
+	workdirs := make([]*workdir, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("team-%02d", i)
+		createService(t, ns, names[i], "ClusterIP")
+		runPod(t, ns, names[i], names[i]+"-1", fmt.Sprintf("10.245.%d.1", i), true)
+	}
+	for i := range n {
+		waitForReady(t, ns, names[i], 1, 1)
+		workdirs[i] = newWorkdir(t, workspacePool(ns, names[i]))
+	}
+	for i := range n {
+		fmt.Fprintf(&file, "  - name: %s\n    dir: %s\n", names[i], workdirs[i].dir)
+	}
+	path := filepath.Join(dir, "workspaces.yaml")
+	if err := os.WriteFile(path, []byte(file.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	lease := func(id string) []string {
+		return []string{"-leader-elect", "-lease-namespace", ns, "-lease-name", "ws", "-identity", id, "-max-concurrent-runs", "3"}
+	}
+	replicas := map[string]*companion{}
+	for _, id := range []string{"r-a", "r-b", "r-c"} {
+		replicas[id] = startReplica(t, path, lease(id)...)
+	}
+	judge := newLeaseJudge(t, ns, names)
+	defer judge.stop()
+
+	// The Leases shared out: every workspace held, every replica holding
+	// some, once the replicas have seen each other for a Lease duration.
+	held := judge.waitFor(t, 90*time.Second, "every workspace held and every replica holding some", func(holders map[string]string) bool {
+		count := map[string]int{}
+		for _, h := range holders {
+			count[h]++
+		}
+		return len(holders) == n && len(count) == 3
+	})
+	t.Logf("holders after sharing: %v", countOf3(held))
+	for _, c := range replicas {
+		c.quiet(t, 3*time.Second)
+	}
+
+	change := func(round int) {
+		for i := range n {
+			runPod(t, ns, names[i], fmt.Sprintf("%s-%d", names[i], round+1), fmt.Sprintf("10.245.%d.%d", i, round+1), true)
+		}
+	}
+	applied := func(name string) int {
+		total := 0
+		for _, c := range replicas {
+			total += c.count("run ended", map[string]string{"workspace": name, "result": "applied"})
+		}
+		return total
+	}
+	waitApplied := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			done := 0
+			for _, name := range names {
+				if applied(name) >= want {
+					done++
+				}
+			}
+			if done == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d workspaces applied their change %d", done, n, want)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+
+	change(1)
+	waitApplied(1)
+	for i := range n {
+		if got := workdirs[i].members(t); len(got) != 2 {
+			t.Errorf("%s: members %v, want 2", names[i], got)
+		}
+	}
+
+	// Kill the replica that holds the most; its workspaces are taken over
+	// and the next change of every workspace is applied once.
+	holders := judge.holders()
+	victim := ""
+	for id, k := range countOf3(holders) {
+		if victim == "" || k > countOf3(holders)[victim] {
+			victim = id
+		}
+	}
+	killedAt := time.Now()
+	if err := replicas[victim].Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	judge.killed(victim, killedAt)
+	change(2)
+	waitApplied(2)
+	took := time.Since(killedAt)
+	for i := range n {
+		if got := workdirs[i].members(t); len(got) != 3 {
+			t.Errorf("%s: members %v, want 3", names[i], got)
+		}
+	}
+	after := judge.holders()
+	for name, h := range after {
+		if h == victim {
+			t.Errorf("%s is still held by the killed replica %s", name, victim)
+		}
+	}
+	t.Logf("killed %s (held %d); every change applied %.1f s later; holders now %v", victim, countOf3(holders)[victim], took.Seconds(), countOf3(after))
+	for _, c := range replicas {
+		c.quiet(t, 3*time.Second)
+	}
+	for _, name := range names {
+		if got := applied(name); got != 2 {
+			t.Errorf("%s: %d applied runs, want 2 (one per change)", name, got)
+		}
+	}
+	judge.check(t, replicas)
+}
+
+// countOf3 counts workspaces by holder.
+func countOf3(holders map[string]string) map[string]int {
+	out := map[string]int{}
+	for _, h := range holders {
+		out[h]++
+	}
+	return out
+}
+
+// leaseJudge polls the workspaces' Leases and keeps every holder seen.
+type leaseJudge struct {
+	ns    string
+	names []string
+	done  chan struct{}
+
+	mu sync.Mutex
+	// seen are each workspace's holders in the order seen; last the
+	// latest poll; kills when each replica was killed.
+	seen  map[string][]string
+	last  map[string]string
+	kills map[string]time.Time
+	err   error
+}
+
+func newLeaseJudge(t *testing.T, ns string, names []string) *leaseJudge {
+	j := &leaseJudge{ns: ns, names: names, done: make(chan struct{}), seen: map[string][]string{}, last: map[string]string{},
+		kills: map[string]time.Time{}}
+	go func() {
+		ticker := time.NewTicker(500 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-j.done:
+				return
+			case <-ticker.C:
+			}
+			j.poll(t)
+		}
+	}()
+	return j
+}
+
+func (j *leaseJudge) stop() { close(j.done) }
+
+func (j *leaseJudge) poll(t *testing.T) {
+	list, err := acc.client.CoordinationV1().Leases(j.ns).List(testCtx(t), metav1.ListOptions{})
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err != nil {
+		j.err = err
+		return
+	}
+	byName := map[string]coordinationv1.Lease{}
+	for _, l := range list.Items {
+		byName[l.Name] = l
+	}
+	for _, name := range j.names {
+		l, ok := byName["ws-"+name]
+		holder := ""
+		if ok && l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		if holder == "" {
+			delete(j.last, name)
+			continue
+		}
+		j.last[name] = holder
+		if s := j.seen[name]; len(s) == 0 || s[len(s)-1] != holder {
+			j.seen[name] = append(s, holder)
+		}
+	}
+}
+
+func (j *leaseJudge) holders() map[string]string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range j.last {
+		out[k] = v
+	}
+	return out
+}
+
+func (j *leaseJudge) killed(id string, at time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.kills[id] = at
+}
+
+func (j *leaseJudge) waitFor(t *testing.T, timeout time.Duration, what string, ok func(map[string]string) bool) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		h := j.holders()
+		if ok(h) {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s within %s: holders %v", what, timeout, countOf3(h))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// span is when a replica led, or ran, a workspace.
+type span struct {
+	replica    string
+	start, end time.Time
+}
+
+// check judges the replicas' logs: for each workspace, no two replicas'
+// times of leading it (from "leading" to "released the Lease", or the
+// replica's death) overlap, nor do two runs.
+func (j *leaseJudge) check(t *testing.T, replicas map[string]*companion) {
+	t.Helper()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		t.Errorf("polling the Leases: %v", j.err)
+	}
+	for _, name := range j.names {
+		var leads, runs []span
+		lease := j.ns + "/ws-" + name
+		for id, c := range replicas {
+			end := time.Now()
+			if at, ok := j.kills[id]; ok {
+				end = at
+			}
+			leads = append(leads, pairs(id, c.Events("leading", map[string]string{"lease": lease}),
+				c.Events("released the Lease", map[string]string{"lease": lease}), end)...)
+			runs = append(runs, pairs(id, c.Events("run started", map[string]string{"workspace": name}),
+				c.Events("run ended", map[string]string{"workspace": name}), end)...)
+		}
+		for what, spans := range map[string][]span{"led": leads, "ran": runs} {
+			slices.SortFunc(spans, func(a, b span) int { return a.start.Compare(b.start) })
+			for i := 1; i < len(spans); i++ {
+				if spans[i].start.Before(spans[i-1].end) && spans[i].replica != spans[i-1].replica {
+					t.Errorf("%s: %s %s until %s, and %s from %s", name, spans[i-1].replica, what,
+						spans[i-1].end.Format("15:04:05.000"), spans[i].replica, spans[i].start.Format("15:04:05.000"))
+				}
+			}
+		}
+		if len(j.seen[name]) == 0 {
+			t.Errorf("%s: no holder seen", name)
+		}
+	}
+}
+
+// pairs are the spans of starts, each ended by the first end after it, or
+// by last.
+func pairs(replica string, starts, ends []syncproc.Event, last time.Time) []span {
+	var out []span
+	for _, s := range starts {
+		end := last
+		for _, e := range ends {
+			if !e.Time.Before(s.Time) {
+				end = e.Time
+				break
+			}
+		}
+		out = append(out, span{replica: replica, start: s.Time, end: end})
+	}
+	return out
+}

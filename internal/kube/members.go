@@ -1,0 +1,167 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The replicas that share Leases out know each other by a Lease of each
+// one's own, labelled with their group and renewed every RetryPeriod: a
+// replica is live while its Lease's renewal is seen to move, by this
+// replica's clock (as WithLease judges a holder), so that clocks need not
+// agree.
+
+// MemberLabel is the label of the members' Leases; its value is the group.
+const MemberLabel = "terraform-provider-k8s-sync/member-of"
+
+// MemberConfig names a replica and its group.
+type MemberConfig struct {
+	Namespace, Group, Identity string
+	LeaseDuration, RetryPeriod time.Duration
+}
+
+// Membership is what a replica knows of its group.
+type Membership struct {
+	cfg MemberConfig
+
+	mu sync.Mutex
+	// seen are the members' renewals as last seen, and when they were seen
+	// to move; since is when each was first seen.
+	seen  map[string]memberSeen
+	since map[string]time.Time
+}
+
+type memberSeen struct {
+	renew time.Time
+	at    time.Time
+}
+
+// MemberLeaseName is the name of identity's Lease in group: the identity
+// as a DNS label where it is one, else with a digest.
+func MemberLeaseName(group, identity string) string {
+	clean := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(identity))
+	sum := sha256.Sum256([]byte(identity))
+	name := group + "-member-" + clean
+	if clean != identity || len(name) > 63 {
+		name = group + "-member-" + hex.EncodeToString(sum[:6])
+	}
+	return name
+}
+
+// JoinGroup keeps this replica's member Lease and reads the group's every
+// RetryPeriod, until ctx ends; the first read is done when it returns.
+func (c *Client) JoinGroup(ctx context.Context, cfg MemberConfig, log *slog.Logger) (*Membership, error) {
+	leases, err := c.coordinationClient()
+	if err != nil {
+		return nil, err
+	}
+	m := &Membership{cfg: cfg, seen: map[string]memberSeen{}, since: map[string]time.Time{}}
+	own := &leaseHolder{client: leases, requestTimeout: c.opts.RequestTimeout, cfg: LeaseConfig{
+		Namespace: cfg.Namespace, Name: MemberLeaseName(cfg.Group, cfg.Identity), Identity: cfg.Identity,
+		LeaseDuration: cfg.LeaseDuration, Labels: map[string]string{MemberLabel: cfg.Group},
+	}}
+	step := func() error {
+		if _, err := own.tryAcquireOrRenew(ctx, time.Now().Add(c.opts.RequestTimeout)); err != nil {
+			return err
+		}
+		listCtx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+		defer cancel()
+		var list coordinationv1.LeaseList
+		err := leases.Get().Namespace(cfg.Namespace).Resource("leases").
+			VersionedParams(&metav1.ListOptions{LabelSelector: MemberLabel + "=" + cfg.Group}, metav1.ParameterCodec).
+			Do(listCtx).Into(&list)
+		if err != nil {
+			return err
+		}
+		m.observe(list.Items, time.Now())
+		return nil
+	}
+	if err := step(); err != nil {
+		return nil, err
+	}
+	go func() {
+		defer own.release()
+		ticker := time.NewTicker(cfg.RetryPeriod)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			if err := step(); err != nil && ctx.Err() == nil {
+				log.Warn("reading the replicas of the group failed", "group", cfg.Group, "error", err.Error())
+			}
+		}
+	}()
+	return m, nil
+}
+
+// observe takes the members' Leases as read at now.
+func (m *Membership) observe(leases []coordinationv1.Lease, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range leases {
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
+			continue
+		}
+		id, renew := *l.Spec.HolderIdentity, l.Spec.RenewTime.Time
+		if prev, ok := m.seen[id]; !ok || !prev.renew.Equal(renew) {
+			m.seen[id] = memberSeen{renew: renew, at: now}
+		}
+		if _, ok := m.since[id]; !ok {
+			m.since[id] = now
+		}
+	}
+}
+
+// Live are the members whose renewal was seen to move within
+// LeaseDuration, this replica always among them, sorted.
+func (m *Membership) Live() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []string{m.cfg.Identity}
+	for id, s := range m.seen {
+		if id != m.cfg.Identity && time.Since(s.at) < m.cfg.LeaseDuration {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Settled says whether the member has been seen live for LeaseDuration: a
+// replica just started, or restarting, is not handed work until then.
+func (m *Membership) Settled(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	since, ok := m.since[id]
+	return ok && time.Since(since) >= m.cfg.LeaseDuration
+}
+
+// Rank is identity's place among members for key by rendezvous hashing
+// (highest random weight): 0 is the member the group prefers for key.
+// Every replica that knows the same members ranks them the same.
+func Rank(key, identity string, members []string) int {
+	weight := func(member string) string {
+		sum := sha256.Sum256([]byte(key + "\x00" + member))
+		return hex.EncodeToString(sum[:8])
+	}
+	ranked := slices.Clone(members)
+	slices.SortFunc(ranked, func(a, b string) int { return strings.Compare(weight(b)+b, weight(a)+a) })
+	return slices.Index(ranked, identity)
+}

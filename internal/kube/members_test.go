@@ -1,0 +1,100 @@
+package kube
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestEveryReplicaRanksTheMembersTheSameAndOnePrefersEachKey(t *testing.T) {
+	members := []string{"a", "b", "c"}
+	share := map[string]int{}
+	for i := range 300 {
+		key := fmt.Sprintf("team-%d", i)
+		var first []string
+		for _, m := range members {
+			if Rank(key, m, members) == 0 {
+				first = append(first, m)
+			}
+		}
+		if len(first) != 1 {
+			t.Fatalf("%s: %v rank first, want one", key, first)
+		}
+		reversed := slices.Clone(members)
+		slices.Reverse(reversed)
+		if Rank(key, first[0], reversed) != 0 {
+			t.Fatalf("%s: the order of the members changes who is first", key)
+		}
+		share[first[0]]++
+	}
+	for _, m := range members {
+		if share[m] < 70 || share[m] > 130 {
+			t.Errorf("%s is first for %d of 300 keys, want about 100: %v", m, share[m], share)
+		}
+	}
+}
+
+func TestAMemberThatLeavesMovesOnlyItsOwnKeys(t *testing.T) {
+	before, after := []string{"a", "b", "c"}, []string{"a", "c"}
+	first := func(key string, members []string) string {
+		for _, m := range members {
+			if Rank(key, m, members) == 0 {
+				return m
+			}
+		}
+		return ""
+	}
+	for i := range 200 {
+		key := fmt.Sprintf("team-%d", i)
+		if was := first(key, before); was != "b" && first(key, after) != was {
+			t.Errorf("%s moved from %s to %s when b left", key, was, first(key, after))
+		}
+	}
+	if Rank("team-1", "z", before) != -1 {
+		t.Error("a replica that is not a member has a rank")
+	}
+}
+
+func TestAMemberIsLiveWhileItsRenewalMoves(t *testing.T) {
+	m := &Membership{cfg: MemberConfig{Identity: "me", LeaseDuration: time.Minute}, seen: map[string]memberSeen{},
+		since: map[string]time.Time{}}
+	lease := func(holder string, renew time.Time) coordinationv1.Lease {
+		return coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: &metav1.MicroTime{Time: renew}}}
+	}
+	renew := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC) // another clock: only its moves count
+	m.observe([]coordinationv1.Lease{lease("me", renew), lease("b", renew), lease("", renew)}, time.Now())
+	if got := m.Live(); !slices.Equal(got, []string{"b", "me"}) {
+		t.Errorf("live %v, want [b me]", got)
+	}
+	if m.Settled("b") {
+		t.Error("b is settled as soon as it is seen")
+	}
+	// b stops renewing: seen unchanged for longer than a Lease duration.
+	m.seen["b"] = memberSeen{renew: renew, at: time.Now().Add(-2 * time.Minute)}
+	m.since["b"] = time.Now().Add(-5 * time.Minute)
+	m.observe([]coordinationv1.Lease{lease("b", renew)}, time.Now())
+	if got := m.Live(); !slices.Equal(got, []string{"me"}) {
+		t.Errorf("live %v after b stopped renewing, want [me]", got)
+	}
+	m.observe([]coordinationv1.Lease{lease("b", renew.Add(time.Second))}, time.Now())
+	if got := m.Live(); !slices.Equal(got, []string{"b", "me"}) || !m.Settled("b") {
+		t.Errorf("live %v, b settled %v after b renewed again, want [b me] and settled", got, m.Settled("b"))
+	}
+}
+
+func TestAMemberLeaseNameIsADNSLabel(t *testing.T) {
+	for identity, want := range map[string]string{
+		"k8s-sync-7d9f-x2": "g-member-k8s-sync-7d9f-x2",
+		"Host_1.example":   "g-member-",
+	} {
+		got := MemberLeaseName("g", identity)
+		if len(got) > 63 || got[:len(want)] != want {
+			t.Errorf("%q: %q, want a DNS label starting %q", identity, got, want)
+		}
+	}
+}
