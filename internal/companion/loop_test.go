@@ -179,12 +179,12 @@ func (f *fakeWorkspaceTerraform) statePull(context.Context, func(io.Reader) erro
 	return errors.New("the loop reads state through the world")
 }
 
-func (f *fakeWorkspaceTerraform) plan(_ context.Context, planFile string, o planOptions) (bool, error) {
+func (f *fakeWorkspaceTerraform) plan(_ context.Context, planFile string, o planOptions) (bool, planSummary, error) {
 	w := f.released()
 	defer w.mu.Unlock()
 	w.called(strings.TrimSpace("plan " + strings.Join(o.targets, " ")))
 	if w.backendDown || w.behaviour == tfPlanFails {
-		return false, errors.New("plan failed")
+		return false, planSummary{}, errors.New("plan failed")
 	}
 	read := map[string][]string{}
 	for address, members := range w.reads {
@@ -192,26 +192,16 @@ func (f *fakeWorkspaceTerraform) plan(_ context.Context, planFile string, o plan
 			continue
 		}
 		if w.unreadable[address] {
-			return false, fmt.Errorf("reading %s: service gone", address)
+			return false, planSummary{}, fmt.Errorf("reading %s: service gone", address)
 		}
 		read[address] = members
 	}
 	w.plans[planFile] = read
 	changes := false
-	for address, members := range read {
-		changes = changes || !slices.Equal(members, w.state[address])
-	}
-	return changes, nil
-}
-
-func (f *fakeWorkspaceTerraform) show(_ context.Context, planFile string) (planSummary, error) {
-	w := (*fakeWorkspace)(f)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.called("show")
 	var s planSummary
-	for address, members := range w.plans[planFile] {
+	for address, members := range read {
 		if !slices.Equal(members, w.state[address]) {
+			changes = true
 			for node := range w.runner.filter.graph.dependents([]string{withoutKeys(address)}) {
 				if isManagedResource(node) {
 					s.changed = append(s.changed, node)
@@ -221,7 +211,7 @@ func (f *fakeWorkspaceTerraform) show(_ context.Context, planFile string) (planS
 	}
 	slices.Sort(s.changed)
 	s.changed = slices.Compact(s.changed)
-	return s, nil
+	return changes, s, nil
 }
 
 func (f *fakeWorkspaceTerraform) apply(_ context.Context, planFile string) error {
@@ -491,7 +481,7 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 			{does: "web changes", event: func(d *loopDriver) { d.change(web, "10.0.0.1:80", "10.0.0.2:80") }, next: quiet},
 			{does: "the window fires", event: at(quiet), calls: []string{}},
 			{does: "the apply writes the pools, then fails", event: func(d *loopDriver) { d.ends(tfApplyFailsAfterWriting) },
-				calls: []string{planWeb, "show", "apply", "state pull"}, next: quiet + 2*second},
+				calls: []string{planWeb, "apply", "state pull"}, next: quiet + 2*second},
 			{does: "api's read fails", event: func(d *loopDriver) { d.readable(api, false) }, next: quiet + 2*second},
 			{does: "the retry is due: it ends waiting, planning nothing", event: at(quiet + 2*second),
 				calls: []string{"state pull"}, next: quiet + 6*second},
@@ -502,7 +492,7 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 			{does: "the retry plans what web needs and brings state current", event: func(d *loopDriver) {
 				at(quiet + 14*second)(d)
 				d.ends(tfWorks)
-			}, calls: []string{planWeb, "show", "apply", "state pull"}, next: -1},
+			}, calls: []string{planWeb, "apply", "state pull"}, next: -1},
 		}},
 		{name: "a change during a run is one more run, at once when its window has waited its longest", steps: []loopStep{
 			{does: "start", calls: []string{"state pull"}, next: -1},
@@ -519,9 +509,9 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 				event: func(d *loopDriver) {
 					at(quiet + 2*second)(d)
 					d.ends(tfWorks)
-				}, calls: []string{planAPI, "show", "apply", "state pull"}},
+				}, calls: []string{planAPI, "apply", "state pull"}},
 			{does: "that run ends: nothing more", event: func(d *loopDriver) { d.ends(tfWorks) },
-				calls: []string{planWeb, "show", "apply", "state pull"}, next: -1},
+				calls: []string{planWeb, "apply", "state pull"}, next: -1},
 		}},
 		{name: "changes during a run start the next run as it ends when their quiet time passed during it", steps: []loopStep{
 			{does: "start", calls: []string{"state pull"}, next: -1},
@@ -537,8 +527,8 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 				if !d.running {
 					d.t.Errorf("no run as the run ended: phase %s, wants the time at %s", d.m.phase, d.next.Sub(t0))
 				}
-			}, calls: []string{planWeb, "show", "apply", "state pull"}},
-			{does: "that run ends", event: func(d *loopDriver) { d.ends(tfWorks) }, calls: []string{planAPI, "show", "apply", "state pull"},
+			}, calls: []string{planWeb, "apply", "state pull"}},
+			{does: "that run ends", event: func(d *loopDriver) { d.ends(tfWorks) }, calls: []string{planAPI, "apply", "state pull"},
 				next: -1, after: inState(api, "10.0.0.1:80", "10.0.0.3:80")},
 		}},
 		{name: "a full plan on the interval catches a change the pools do not show", opts: func(o *machineOptions) {
@@ -554,12 +544,12 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 			{does: "the interval passes: a plan of everything", event: func(d *loopDriver) {
 				at(10 * second)(d)
 				d.ends(tfWorks)
-			}, calls: []string{"plan", "show", "apply", "state pull"}, next: 20 * second, after: inState(web, "10.0.0.1:80", "10.0.0.2:80")},
+			}, calls: []string{"plan", "apply", "state pull"}, next: 20 * second, after: inState(web, "10.0.0.1:80", "10.0.0.2:80")},
 			{does: "api changes: a run of what it needs, which does not move the interval", event: func(d *loopDriver) {
 				d.change(api, "10.0.0.1:80", "10.0.0.3:80")
 				at(10*second + quiet)(d)
 				d.ends(tfWorks)
-			}, calls: []string{planAPI, "show", "apply", "state pull"}, next: 20 * second},
+			}, calls: []string{planAPI, "apply", "state pull"}, next: 20 * second},
 		}},
 		{name: "a backend down is read again with backoff, and no run starts until state reads", steps: []loopStep{
 			{does: "start", calls: []string{"state pull"}, next: -1},
@@ -578,7 +568,7 @@ func TestTheLoopOnAFakeClock(t *testing.T) {
 			{does: "the window fires: the retry brings state current", event: func(d *loopDriver) {
 				at(2*quiet + 6*second)(d)
 				d.ends(tfWorks)
-			}, calls: []string{planWeb, "show", "apply", "state pull"}, next: -1},
+			}, calls: []string{planWeb, "apply", "state pull"}, next: -1},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -84,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.25, 2, 10),
 		}),
 		runDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "k8s_sync_run_duration_seconds", Help: "Duration of runs (plan, show and apply, or the command).",
+			Name: "k8s_sync_run_duration_seconds", Help: "Duration of runs (plan and apply, or the command).",
 			Buckets: prometheus.ExponentialBuckets(0.5, 2, 10),
 		}),
 	}

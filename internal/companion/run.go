@@ -21,10 +21,9 @@ type terraform interface {
 	// statePull gives read the state of the working directory, through its
 	// backend, as a stream.
 	statePull(ctx context.Context, read func(io.Reader) error) error
-	// plan writes a saved plan; changes is false when it has nothing to do.
-	plan(ctx context.Context, planFile string, o planOptions) (changes bool, err error)
-	// show reads a saved plan.
-	show(ctx context.Context, planFile string) (planSummary, error)
+	// plan writes a saved plan and says what it changes; changes is false
+	// when it has nothing to do.
+	plan(ctx context.Context, planFile string, o planOptions) (changes bool, summary planSummary, err error)
 	// apply applies a saved plan.
 	apply(ctx context.Context, planFile string) error
 	// command runs script (sh -c) in the working directory with env added.
@@ -88,16 +87,12 @@ func (r *runner) run(ctx context.Context, req runRequest) runOutcome {
 		}
 		return runOutcome{result: resultFailed, err: err, failing: failingAddresses(err), targeted: targeted, partial: partial}
 	}
-	changes, err := r.tf.plan(ctx, planFile, o)
+	changes, summary, err := r.tf.plan(ctx, planFile, o)
 	if err != nil {
 		return failed(err)
 	}
 	if !changes && len(req.changes) == 0 {
 		return runOutcome{result: resultNoChanges, targeted: targeted}
-	}
-	summary, err := r.tf.show(ctx, planFile)
-	if err != nil {
-		return failed(err)
 	}
 	if blocked := r.notAllowed(summary.changed); len(blocked) > 0 {
 		return runOutcome{result: resultRefused, blocked: blocked, targeted: targeted}

@@ -23,11 +23,10 @@ type fakeTerraform struct {
 }
 
 func (f *fakeTerraform) statePull(context.Context, func(io.Reader) error) error { return nil }
-func (f *fakeTerraform) plan(_ context.Context, _ string, o planOptions) (bool, error) {
+func (f *fakeTerraform) plan(_ context.Context, _ string, o planOptions) (bool, planSummary, error) {
 	f.planned = append(f.planned, o)
-	return f.changes, f.planErr
+	return f.changes, f.summary, f.planErr
 }
-func (f *fakeTerraform) show(context.Context, string) (planSummary, error) { return f.summary, nil }
 func (f *fakeTerraform) apply(context.Context, string) error {
 	f.applied++
 	return nil
@@ -392,5 +391,36 @@ output "backend" {
 	req.unreadable = map[string]cause{blue: {kind: causeReadFails, text: "gone"}}
 	if o := r.run(context.Background(), req); o.result != resultWaiting || len(tf.planned) != 0 {
 		t.Errorf("result %s, plans %+v: want %s and none", o.result, tf.planned, resultWaiting)
+	}
+}
+
+// What a run reads of `plan -json` (lines as Terraform 1.11 writes them).
+func TestAPlansMachineReadableOutputSaysWhatItChangesAndWhy(t *testing.T) {
+	out := strings.Join([]string{
+		`{"@level":"info","@message":"Terraform 1.11.4","type":"version","terraform":"1.11.4","ui":"1.2"}`,
+		`{"@level":"info","type":"apply_start","hook":{"resource":{"addr":"data.k8s_ready_endpoints.web"},"action":"read"}}`,
+		`{"@level":"info","type":"planned_change","change":{"resource":{"addr":"data.k8s_ready_endpoints.later"},"action":"read"}}`,
+		`{"@level":"info","type":"planned_change","change":{"resource":{"addr":"terraform_data.pool"},"action":"update"}}`,
+		`{"@level":"info","type":"planned_change","change":{"resource":{"addr":"module.lb[\"eu\"].terraform_data.member[\"a\"]"},"action":"replace"}}`,
+		`{"@level":"info","type":"planned_change","change":{"resource":{"addr":"terraform_data.renamed"},"action":"move"}}`,
+		`{"@level":"info","type":"resource_drift","change":{"resource":{"addr":"terraform_data.other"},"action":"update"}}`,
+		`{"@level":"info","type":"change_summary","changes":{"add":0,"change":2,"remove":0,"operation":"plan"}}`,
+		`{"@level":"error","type":"diagnostic","diagnostic":{"severity":"error","summary":"Service not found","detail":"web/gone does not exist.","address":"data.k8s_ready_endpoints.gone"}}`,
+		`{"@level":"warn","type":"diagnostic","diagnostic":{"severity":"warning","summary":"Resource targeting is in effect","detail":"..."}}`,
+		`not JSON`,
+	}, "\n")
+	s, errs := readPlanJSON([]byte(out))
+	if want := []string{"terraform_data.pool", `module.lb["eu"].terraform_data.member["a"]`}; !slices.Equal(s.changed, want) {
+		t.Errorf("changed %q, want %q", s.changed, want)
+	}
+	if want := []string{"terraform_data.other"}; !slices.Equal(s.drift, want) {
+		t.Errorf("drift %q, want %q", s.drift, want)
+	}
+	want := "Error: Service not found\n\n  with data.k8s_ready_endpoints.gone,\n\nweb/gone does not exist.\n\n"
+	if errs != want {
+		t.Errorf("errors %q, want %q", errs, want)
+	}
+	if got := failingAddresses(&cliExit{stderr: errs}); !slices.Equal(got, []string{"data.k8s_ready_endpoints.gone"}) {
+		t.Errorf("failing %q, want the data source", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -186,66 +187,95 @@ func (c *cli) lockArg() string {
 	return "-lock-timeout=" + strconv.Itoa(int(c.lockTimeout.Seconds())) + "s"
 }
 
-// plan writes a saved plan to planFile; changes is false when the plan has
-// nothing to do (-detailed-exitcode 0).
-func (c *cli) plan(ctx context.Context, planFile string, o planOptions) (changes bool, err error) {
-	args := []string{"plan", "-input=false", "-no-color", "-detailed-exitcode", c.lockArg(), "-out=" + planFile}
+// plan writes a saved plan to planFile and says what it changes: changes
+// is false when the plan has nothing to do (-detailed-exitcode 0). It reads
+// the plan's machine-readable output (-json) as it comes, rather than
+// running `show -json` of the saved plan after it: one CLI process, and
+// its providers, fewer a run.
+func (c *cli) plan(ctx context.Context, planFile string, o planOptions) (changes bool, summary planSummary, err error) {
+	args := []string{"plan", "-input=false", "-no-color", "-json", "-detailed-exitcode", c.lockArg(), "-out=" + planFile}
 	if !o.refresh {
 		args = append(args, "-refresh=false")
 	}
 	for _, t := range o.targets {
 		args = append(args, "-target="+t)
 	}
-	_, err = c.run(ctx, args...)
+	out, err := c.run(ctx, args...)
+	summary, errorsText := readPlanJSON(out)
 	var exit *cliExit
-	if errors.As(err, &exit) && exit.code == 2 {
-		return true, nil
+	if errors.As(err, &exit) {
+		if exit.code == 2 {
+			return true, summary, nil
+		}
+		// The errors, as the CLI writes them without -json, so that they
+		// read the same in the log and name their addresses (failing).
+		exit.stderr = errorsText + exit.stderr
 	}
-	return false, err
+	return false, summary, err
 }
 
-// planJSON is what the companion reads of `terraform show -json PLAN`.
-type planJSON struct {
-	ResourceChanges []resourceChange `json:"resource_changes"`
-	ResourceDrift   []resourceChange `json:"resource_drift"`
-}
-
-type resourceChange struct {
-	Address string `json:"address"`
-	Mode    string `json:"mode"`
-	Change  struct {
-		Actions []string `json:"actions"`
+// planMessage is what the companion reads of a line of `plan -json`.
+type planMessage struct {
+	Type   string `json:"type"`
+	Change struct {
+		Resource struct {
+			Addr string `json:"addr"`
+		} `json:"resource"`
+		Action string `json:"action"`
 	} `json:"change"`
+	Diagnostic struct {
+		Severity string `json:"severity"`
+		Summary  string `json:"summary"`
+		Detail   string `json:"detail"`
+		Address  string `json:"address"`
+	} `json:"diagnostic"`
 }
 
-// show reads the managed resources a saved plan changes, and those whose
-// drift it records.
-func (c *cli) show(ctx context.Context, planFile string) (planSummary, error) {
-	out, err := c.run(ctx, "show", "-json", "-no-color", planFile)
-	if err != nil {
-		return planSummary{}, err
+// readPlanJSON reads the lines of `plan -json`: the managed resources the
+// plan changes, those whose drift it records, and its errors as the CLI
+// writes them without -json ("Error: ...", "with ADDRESS,").
+func readPlanJSON(out []byte) (planSummary, string) {
+	var s planSummary
+	var errs strings.Builder
+	for line := range bytes.Lines(out) {
+		var m planMessage
+		if json.Unmarshal(line, &m) != nil {
+			continue
+		}
+		addr := m.Change.Resource.Addr
+		switch m.Type {
+		case "planned_change":
+			if isManagedAddress(addr) && !slices.Contains([]string{"read", "noop", "no-op", "move"}, m.Change.Action) {
+				s.changed = append(s.changed, addr)
+			}
+		case "resource_drift":
+			if isManagedAddress(addr) {
+				s.drift = append(s.drift, addr)
+			}
+		case "diagnostic":
+			if m.Diagnostic.Severity != "error" {
+				continue
+			}
+			fmt.Fprintf(&errs, "Error: %s\n\n", m.Diagnostic.Summary)
+			if m.Diagnostic.Address != "" {
+				fmt.Fprintf(&errs, "  with %s,\n\n", m.Diagnostic.Address)
+			}
+			if m.Diagnostic.Detail != "" {
+				fmt.Fprintf(&errs, "%s\n\n", m.Diagnostic.Detail)
+			}
+		}
 	}
-	var p planJSON
-	if err := json.Unmarshal(out, &p); err != nil {
-		return planSummary{}, fmt.Errorf("read the saved plan: %w", err)
-	}
-	return planSummary{changed: managedChanges(p.ResourceChanges), drift: managedChanges(p.ResourceDrift)}, nil
+	return s, errs.String()
 }
 
-// managedChanges are the addresses of the managed resources of changes
-// that do something.
-func managedChanges(changes []resourceChange) []string {
-	var out []string
-	for _, rc := range changes {
-		if rc.Mode != "managed" {
-			continue
-		}
-		if len(rc.Change.Actions) == 1 && (rc.Change.Actions[0] == "no-op" || rc.Change.Actions[0] == "read") {
-			continue
-		}
-		out = append(out, rc.Address)
+// isManagedAddress says whether an address is a managed resource's (its
+// instance's), not a data source's.
+func isManagedAddress(addr string) bool {
+	parts := strings.Split(withoutKeys(addr), ".")
+	for len(parts) > 2 && parts[0] == "module" {
+		parts = parts[2:]
 	}
-	return out
+	return len(parts) == 2 && parts[0] != "data"
 }
 
 // command runs script with sh -c in the working directory.
