@@ -1,6 +1,6 @@
 // Package procstat reads what Linux says of a process's CPU and memory
 // (/proc/PID/stat, /proc/PID/status), the measure of the companion's idle
-// cost in bench-sync.
+// cost in bench-sync, and of the whole machine's CPU (/proc/stat).
 package procstat
 
 import (
@@ -69,4 +69,46 @@ func ParseVmHWM(status []byte) (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmHWM line in /proc status")
+}
+
+// Machine is the CPU time of every core of the machine since boot, from
+// the first line of /proc/stat, in clock ticks: Busy (user, nice, system,
+// irq, softirq, steal; guest time is in user) and Total (Busy, idle and
+// iowait).
+type Machine struct{ Busy, Total int64 }
+
+// ReadMachine is the machine's CPU time now.
+func ReadMachine() (Machine, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return Machine{}, err
+	}
+	return ParseMachine(data)
+}
+
+// ParseMachine reads the line "cpu  user nice system idle iowait irq
+// softirq steal ..." of /proc/stat.
+func ParseMachine(data []byte) (Machine, error) {
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return Machine{}, fmt.Errorf("/proc/stat: the first line %q is not the machine's cpu line", line)
+	}
+	var v [8]int64
+	for i := range v {
+		if _, err := fmt.Sscan(fields[1+i], &v[i]); err != nil {
+			return Machine{}, fmt.Errorf("/proc/stat cpu field %d %q: %w", i+1, fields[1+i], err)
+		}
+	}
+	busy := v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+	return Machine{Busy: busy, Total: busy + v[3] + v[4]}, nil
+}
+
+// BusyShare is the share of all cores busy from m to later, 0 to 1.
+func (m Machine) BusyShare(later Machine) float64 {
+	total := later.Total - m.Total
+	if total <= 0 {
+		return 0
+	}
+	return float64(later.Busy-m.Busy) / float64(total)
 }

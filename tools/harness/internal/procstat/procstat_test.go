@@ -33,3 +33,28 @@ func TestParseVmHWM(t *testing.T) {
 		t.Error("no VmHWM line gave no error")
 	}
 }
+
+func TestParseMachineTakesTheBusyAndTotalTicksOfEveryCore(t *testing.T) {
+	// user 100, nice 1, system 50, idle 800, iowait 9, irq 2, softirq 3,
+	// steal 4, guest 7 (inside user), guest_nice 0.
+	stat := "cpu  100 1 50 800 9 2 3 4 7 0\ncpu0 50 0 25 400 4 1 1 2 3 0\nintr 1\n"
+	got, err := ParseMachine([]byte(stat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Machine{Busy: 160, Total: 969}); got != want {
+		t.Fatalf("ParseMachine = %+v, want %+v", got, want)
+	}
+	later := Machine{Busy: got.Busy + 150, Total: got.Total + 200}
+	if share := got.BusyShare(later); share != 0.75 {
+		t.Errorf("busy share %v, want 0.75", share)
+	}
+	if share := got.BusyShare(got); share != 0 {
+		t.Errorf("no time passed: busy share %v, want 0", share)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu  1 2 3\n", "cpu  1 2 x 4 5 6 7 8\n"} {
+		if _, err := ParseMachine([]byte(bad)); err == nil {
+			t.Errorf("ParseMachine(%q) gave no error", bad)
+		}
+	}
+}

@@ -712,7 +712,7 @@ func scaleSection(res *scaleResults) string {
 }
 
 // syncParts are the parts of the companion's bench, in the order they run.
-var syncParts = []string{"latency", "backends", "clusters", "idle", "check", "scale", "churn"}
+var syncParts = []string{"latency", "backends", "clusters", "idle", "check", "scale", "churn", "workspaces"}
 
 // parseParts reads -sync-parts.
 func parseParts(text string) (map[string]bool, error) {

@@ -78,6 +78,8 @@ type Options struct {
 	churnDuration, churnWait time.Duration
 	churnRounds              int
 	churnRate, churnBurst    int
+	// workspaces are the flags of many workspaces (workspaces.go).
+	workspaces workspacesOptions
 	// parts are the parts run (syncParts).
 	parts map[string]bool
 }
@@ -103,6 +105,7 @@ func (o *Options) Register(flags *flag.FlagSet) {
 	flags.IntVar(&o.churnRate, "churn-rate", soakChurn.ChangesPerMinute, "companion under churn: pool changes a minute (the soak's)")
 	flags.IntVar(&o.churnBurst, "churn-burst", soakChurn.Burst, "companion under churn: changes of the burst in the middle of each round (the soak's; 0: none)")
 	flags.DurationVar(&o.churnWait, "churn-wait", 5*time.Minute, "companion under churn: the longest wait, after a round's churn, for every change to reach state")
+	o.workspaces.register(flags)
 	o.parts = map[string]bool{}
 	for _, name := range syncParts {
 		o.parts[name] = true
@@ -152,6 +155,8 @@ type Results struct {
 	scale *scaleResults
 	// churn is the companion under churn (churn.go).
 	churn *churnResults
+	// workspaces is many workspaces over one cluster (workspaces.go).
+	workspaces *workspacesResults
 }
 
 // checkVsPlan is `check`, `terraform plan` and the CLI's `terraform state
@@ -191,6 +196,13 @@ type part struct {
 func Measure(ctx context.Context, run *benchrun.Run, client kubernetes.Interface, o Options) (*Results, error) {
 	b := &part{Run: run, opts: o}
 	r := &Results{quiet: o.quiet}
+	if o.parts["workspaces"] {
+		// Before any part runs (Options.Check, before the cluster starts,
+		// checks the churn's flags).
+		if err := o.workspaces.check(); err != nil {
+			return nil, err
+		}
+	}
 	s, err := b.newSyncBench(client, "sync")
 	if err != nil {
 		return nil, err
@@ -242,6 +254,12 @@ func Measure(ctx context.Context, run *benchrun.Run, client kubernetes.Interface
 		b.Say("companion under churn: %s, %d round(s) of %s each per build, %d changes a minute and a burst of %d", churnTitles(o), o.churnRounds, o.churnDuration, o.churnRate, o.churnBurst)
 		if err := s.churn(ctx, r); err != nil {
 			return nil, fmt.Errorf("companion under churn: %w", err)
+		}
+	}
+	if o.parts["workspaces"] {
+		b.Say("companion: %d workspaces, one replica against one process each (%s idle), then runs a minute with %s replica(s) under churn (%s each); this build alone", o.workspaces.count, o.workspaces.idle, o.workspaces.replicas.String(), o.workspaces.churn)
+		if err := s.workspaces(ctx, r); err != nil {
+			return nil, fmt.Errorf("companion with many workspaces: %w", err)
 		}
 	}
 	return r, nil
@@ -677,6 +695,7 @@ func syncTargetRows(r *Results) []string {
 	rows = append(rows, baselineSyncRows(r)...)
 	rows = append(rows, scaleTargetRows(r.scale)...)
 	rows = append(rows, churnTargetRows(r.churn)...)
+	rows = append(rows, workspacesTargetRows(r.workspaces)...)
 	if r.idle > 0 {
 		pct := r.idleCPU / r.idle * 100
 		idleVerdict := stats.Verdict(pct, 1, " %")
@@ -728,6 +747,7 @@ func Section(r *Results) string {
 	b.WriteString(baselineSyncSection(r))
 	b.WriteString(scaleSection(r.scale))
 	b.WriteString(churnSection(r.churn))
+	b.WriteString(workspacesSection(r.workspaces))
 	if r.idle > 0 {
 		var each []string
 		for _, v := range r.idleSlices {
