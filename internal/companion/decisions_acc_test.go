@@ -297,18 +297,25 @@ resource "terraform_data" "api_pool" {
 `, ns)
 }
 
-// Issue 24, 5: Service x is deleted, so a plan's read of its pool would
-// fail; then Service web changes. The run plans web's dependents only
-// (-target), without a stream of failing plans, and says so in its log,
-// its metrics and /healthz.
-func TestAccSyncAnUnreadablePoolDoesNotBlockTheOthers(t *testing.T) {
+// webAndAPI is a new namespace with Services web (2 pods) and api (1), and
+// a working directory of their pools applied.
+func webAndAPI(t *testing.T) (string, *workdir) {
+	t.Helper()
 	needCluster(t)
 	ns := namespace(t)
 	webWithPods(t, ns, 2)
 	createService(t, ns, "api", corev1.ServiceTypeClusterIP)
 	runPod(t, ns, "api", "api-1", "10.244.1.1", true)
 	waitForReady(t, ns, "api", 1, 1)
-	w := newWorkdir(t, poolConfig(ns, apiPool(ns)))
+	return ns, newWorkdir(t, poolConfig(ns, apiPool(ns)))
+}
+
+// Issue 24, 5: Service x is deleted, so a plan's read of its pool would
+// fail; then Service web changes. The run plans web's dependents only
+// (-target), without a stream of failing plans, and says so in its log,
+// its metrics and /healthz.
+func TestAccSyncAnUnreadablePoolDoesNotBlockTheOthers(t *testing.T) {
+	ns, w := webAndAPI(t)
 	cli := newCountingCLI(t)
 	c := startSync(t, w, "-terraform", cli.path, "-listen", "127.0.0.1:0")
 	if err := acc.client.CoreV1().Services(ns).Delete(testCtx(t), "api", metav1.DeleteOptions{}); err != nil {

@@ -276,14 +276,11 @@ func (w *workdir) members(t *testing.T) []string {
 	return out
 }
 
-// companion is a running `sync`, followed by its JSON log (syncproc).
-type companion struct {
-	*syncproc.Process
-}
-
-func startSync(t *testing.T, w *workdir, args ...string) *companion {
+// startCompanion starts `sync` with the tests' settings and args, stopped
+// when the test ends (its log shown when the test failed).
+func startCompanion(t *testing.T, args []string) *companion {
 	t.Helper()
-	base := []string{"sync", "-chdir", w.dir, "-terraform", acc.terraform, "-kubeconfig", acc.kubeconfig,
+	base := []string{"sync", "-terraform", acc.terraform, "-kubeconfig", acc.kubeconfig,
 		"-listen", "", "-settle-quiet", "500ms", "-settle-max", "3s", "-retry-initial", "500ms", "-retry-max", "4s", "-stop-timeout", "30s"}
 	p, err := syncproc.Start(acc.binary, append(base, args...), syncproc.Options{})
 	if err != nil {
@@ -295,6 +292,19 @@ func startSync(t *testing.T, w *workdir, args ...string) *companion {
 		if strings.Contains(c.log(), "WARNING: DATA RACE") {
 			t.Error("the companion has a data race")
 		}
+	})
+	return c
+}
+
+// companion is a running `sync`, followed by its JSON log (syncproc).
+type companion struct {
+	*syncproc.Process
+}
+
+func startSync(t *testing.T, w *workdir, args ...string) *companion {
+	t.Helper()
+	c := startCompanion(t, append([]string{"-chdir", w.dir}, args...))
+	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("companion log:\n%s", c.log())
 		}

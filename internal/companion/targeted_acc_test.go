@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
 )
 
 // Issue 39: a run plans what the changed pools need (-target), so that the
@@ -20,13 +18,7 @@ import (
 // leaves api_pool as it is. The full plan on the interval brings it
 // current.
 func TestAccSyncARunPlansWhatTheChangedPoolNeedsAndAFullPlanCatchesTheRest(t *testing.T) {
-	needCluster(t)
-	ns := namespace(t)
-	webWithPods(t, ns, 2)
-	createService(t, ns, "api", corev1.ServiceTypeClusterIP)
-	runPod(t, ns, "api", "api-1", "10.244.1.1", true)
-	waitForReady(t, ns, "api", 1, 1)
-	w := newWorkdir(t, poolConfig(ns, apiPool(ns)))
+	ns, w := webAndAPI(t)
 	runPod(t, ns, "api", "api-2", "10.244.1.2", true)
 	waitForReady(t, ns, "api", 2, 2)
 	w.terraform(t, "apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color")

@@ -33,20 +33,7 @@ func workspacePool(ns, svc string) string {
 // startReplica starts `sync -workspaces file` with args.
 func startReplica(t *testing.T, file string, args ...string) *companion {
 	t.Helper()
-	base := []string{"sync", "-workspaces", file, "-terraform", acc.terraform, "-kubeconfig", acc.kubeconfig, "-listen", "",
-		"-settle-quiet", "500ms", "-settle-max", "3s", "-retry-initial", "500ms", "-retry-max", "4s", "-stop-timeout", "30s"}
-	p, err := syncproc.Start(acc.binary, append(base, args...), syncproc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &companion{p}
-	t.Cleanup(func() {
-		c.Stop(45 * time.Second)
-		if strings.Contains(c.log(), "WARNING: DATA RACE") {
-			t.Error("the companion has a data race")
-		}
-	})
-	return c
+	return startCompanion(t, append([]string{"-workspaces", file}, args...))
 }
 
 func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
