@@ -113,15 +113,24 @@ func (h *hub) leave(cl *cluster) {
 // start, and those of the old stop once the new ones have listed. A scope
 // that cannot start (RBAC missing in a new namespace) leaves the old
 // informers, and what cl asked before, as they were.
+//
+// What each workspace asks is recorded before it waits for the start of
+// another's informers, so that workspaces that start together are covered
+// by one start, not one each.
 func (h *hub) watch(cl *cluster, scope kube.CacheScope) error {
 	sh := cl.shared
-	sh.start.Lock()
-	defer sh.start.Unlock()
 	sh.mu.Lock()
 	before := sh.users[cl]
 	sh.users[cl] = scope
+	sh.mu.Unlock()
+	sh.start.Lock()
+	defer sh.start.Unlock()
+	sh.mu.Lock()
 	union := normalScope(unionOf(slices.Collect(maps.Values(sh.users))))
-	running := sh.cache != nil && sameScope(union, sh.scope)
+	// One workspace's informers follow its scope, narrower too; shared
+	// ones are started again only to cover more (a workspace that left
+	// does not restart the others').
+	running := sh.cache != nil && (sameScope(union, sh.scope) || len(sh.users) > 1 && covers(sh.scope, union))
 	sh.mu.Unlock()
 	if running {
 		return nil
@@ -130,7 +139,9 @@ func (h *hub) watch(cl *cluster, scope kube.CacheScope) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if err != nil {
-		sh.users[cl] = before
+		if sameScope(sh.users[cl], scope) {
+			sh.users[cl] = before
+		}
 		return err
 	}
 	if sh.stopCache != nil {
@@ -179,6 +190,14 @@ func (h *hub) startCache(sh *sharedCluster, scope kube.CacheScope) (*kube.Cache,
 		return nil, nil, fmt.Errorf("the informers did not list %v within 2 minutes", scope.Namespaces)
 	}
 	return cache, stop, nil
+}
+
+// covers says whether the informers of scope watch all that of wants.
+func covers(scope, wants kube.CacheScope) bool {
+	in := func(have, want []string) bool {
+		return slices.Contains(have, "") || !slices.ContainsFunc(want, func(ns string) bool { return !slices.Contains(have, ns) })
+	}
+	return (scope.Nodes || !wants.Nodes) && in(scope.Namespaces, wants.Namespaces) && in(scope.PodNamespaces, wants.PodNamespaces)
 }
 
 // unionOf is a scope that covers each of scopes.

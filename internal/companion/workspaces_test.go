@@ -112,3 +112,21 @@ func TestTheUnionOfScopesCoversEach(t *testing.T) {
 		t.Errorf("union with every namespace: %+v, want every namespace alone", got)
 	}
 }
+
+func TestInformersOfAScopeCoverItsParts(t *testing.T) {
+	all := kube.CacheScope{Namespaces: []string{""}, PodNamespaces: []string{"a"}}
+	for _, tc := range []struct {
+		scope, wants kube.CacheScope
+		covers       bool
+	}{
+		{kube.CacheScope{Namespaces: []string{"a", "b"}}, kube.CacheScope{Namespaces: []string{"b"}}, true},
+		{kube.CacheScope{Namespaces: []string{"a"}}, kube.CacheScope{Namespaces: []string{"a", "b"}}, false},
+		{all, kube.CacheScope{Namespaces: []string{"z"}, PodNamespaces: []string{"a"}}, true},
+		{all, kube.CacheScope{PodNamespaces: []string{"b"}}, false},
+		{all, kube.CacheScope{Nodes: true}, false},
+	} {
+		if got := covers(tc.scope, tc.wants); got != tc.covers {
+			t.Errorf("%+v covers %+v: %v, want %v", tc.scope, tc.wants, got, tc.covers)
+		}
+	}
+}
