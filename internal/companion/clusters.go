@@ -367,10 +367,12 @@ func (s *syncer) connect(keys []string) error {
 				return client, nil
 			}
 		}
+		// How the hub tells the workspace, set before the hub's goroutines
+		// can see cl.
+		s.tell(cl)
 		if err := s.hub.join(cl, id, connect); err != nil {
 			return err
 		}
-		s.tell(cl)
 		s.clusters[key] = cl
 		s.metrics.clusterReachable.WithLabelValues(cl.name).Set(1)
 		s.log.Info("cluster", "cluster", cl.name, "source", cl.conn.source)
