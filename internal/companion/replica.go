@@ -138,21 +138,31 @@ func (r *replica) lead(ctx context.Context, w workspace, s *syncer) error {
 	return err
 }
 
+// order is the order in which the live replicas but without try the Lease
+// of workspace name (kube.Shares over every workspace of the file).
+func (r *replica) order(name string, live []string) []string {
+	names := make([]string, len(r.workspaces))
+	for i, w := range r.workspaces {
+		names[i] = w.name
+	}
+	return kube.Shares(names, live)[name]
+}
+
 // patience is how long this replica waits, once the Lease of workspace
-// name can be taken, before it takes it: none when the group prefers it
-// among the live replicas (the last holder left out: it is gone, or
-// handing over), two retry periods for each replica it prefers more.
+// name can be taken, before it takes it: none when the group gives it the
+// workspace among the live replicas (the last holder left out: it is gone,
+// or handing over), two retry periods for each replica before it.
 func (r *replica) patience(name, lastHolder string) time.Duration {
 	live := r.members.Live()
 	if lastHolder != r.lease.Identity {
 		live = slices.DeleteFunc(live, func(id string) bool { return id == lastHolder })
 	}
-	return time.Duration(kube.Rank(name, r.lease.Identity, live)) * 2 * r.lease.RetryPeriod
+	return time.Duration(slices.Index(r.order(name, live), r.lease.Identity)) * 2 * r.lease.RetryPeriod
 }
 
 // handOverWhenPreferred ends the run of workspace name (handOver), between
-// two runs, once the group prefers another live replica that has been up
-// for a Lease duration: replicas that start take their share.
+// two runs, once the group gives it to another live replica that has been
+// up for a Lease duration: replicas that start take their share.
 func (r *replica) handOverWhenPreferred(ctx context.Context, name string, s *syncer, handOver context.CancelFunc) {
 	ticker := time.NewTicker(r.lease.RetryPeriod)
 	defer ticker.Stop()
@@ -162,17 +172,8 @@ func (r *replica) handOverWhenPreferred(ctx context.Context, name string, s *syn
 			return
 		case <-ticker.C:
 		}
-		live := r.members.Live()
-		if kube.Rank(name, r.lease.Identity, live) == 0 || s.busy.Load() {
-			continue
-		}
-		preferred := ""
-		for _, id := range live {
-			if kube.Rank(name, id, live) == 0 {
-				preferred = id
-			}
-		}
-		if !r.members.Settled(preferred) {
+		preferred := r.order(name, r.members.Live())[0]
+		if preferred == r.lease.Identity || s.busy.Load() || !r.members.Settled(preferred) {
 			continue
 		}
 		s.log.Info("handing the workspace over to the replica the group prefers for it", "to", preferred)

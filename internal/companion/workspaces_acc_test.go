@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vigie/terraform-provider-k8s/internal/kube"
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
 )
 
@@ -82,6 +83,21 @@ func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
 		return len(holders) == n && len(count) == 3
 	})
 	t.Logf("holders after sharing: %v", countOf3(held))
+	// Replicas that started apart hand the workspaces to the one the group
+	// prefers for each, once it has been up a Lease duration.
+	preferred := func(live []string) func(map[string]string) bool {
+		shares := kube.Shares(names, live)
+		return func(holders map[string]string) bool {
+			for _, name := range names {
+				if holders[name] != shares[name][0] {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	held = judge.waitFor(t, 90*time.Second, "every workspace held by the replica the group prefers for it", preferred([]string{"r-a", "r-b", "r-c"}))
+	t.Logf("holders once shared out: %v", countOf3(held))
 	for _, c := range replicas {
 		c.quiet(t, 3*time.Second)
 	}
@@ -155,6 +171,13 @@ func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
 		}
 	}
 	t.Logf("killed %s (held %d); every change applied %.1f s later; holders now %v", victim, countOf3(holders)[victim], took.Seconds(), countOf3(after))
+	var survivors []string
+	for id := range replicas {
+		if id != victim {
+			survivors = append(survivors, id)
+		}
+	}
+	judge.waitFor(t, 30*time.Second, "every workspace held by the survivor the group prefers for it", preferred(survivors))
 	for _, c := range replicas {
 		c.quiet(t, 3*time.Second)
 	}

@@ -153,15 +153,40 @@ func (m *Membership) Settled(id string) bool {
 	return ok && time.Since(since) >= m.cfg.LeaseDuration
 }
 
-// Rank is identity's place among members for key by rendezvous hashing
-// (highest random weight): 0 is the member the group prefers for key.
-// Every replica that knows the same members ranks them the same.
-func Rank(key, identity string, members []string) int {
+// ranked are members in the order rendezvous hashing (highest random
+// weight) prefers them for key: every replica that knows the same members
+// ranks them the same, and a member that goes moves only the keys it was
+// first for.
+func ranked(key string, members []string) []string {
 	weight := func(member string) string {
 		sum := sha256.Sum256([]byte(key + "\x00" + member))
 		return hex.EncodeToString(sum[:8])
 	}
-	ranked := slices.Clone(members)
-	slices.SortFunc(ranked, func(a, b string) int { return strings.Compare(weight(b)+b, weight(a)+a) })
-	return slices.Index(ranked, identity)
+	out := slices.Clone(members)
+	slices.SortFunc(out, func(a, b string) int { return strings.Compare(weight(b)+b, weight(a)+a) })
+	return out
+}
+
+// Shares gives each of keys the order in which members should try it:
+// first the member the group gives it, then the others by rendezvous
+// hashing. Keys are given, in their sorted order, to the member hashing
+// prefers among those that hold fewer than their share (the keys divided
+// by the members, rounded up), so that a few keys spread evenly as well as
+// many (rendezvous hashing with bounded loads). Every replica that knows
+// the same keys and members gives the same.
+func Shares(keys, members []string) map[string][]string {
+	out := map[string][]string{}
+	if len(members) == 0 {
+		return out
+	}
+	share := (len(keys) + len(members) - 1) / len(members)
+	load := map[string]int{}
+	for _, key := range slices.Sorted(slices.Values(keys)) {
+		order := ranked(key, members)
+		first := slices.IndexFunc(order, func(m string) bool { return load[m] < share })
+		given := order[first]
+		load[given]++
+		out[key] = append([]string{given}, slices.Delete(order, first, first+1)...)
+	}
+	return out
 }

@@ -18,7 +18,7 @@ func TestEveryReplicaRanksTheMembersTheSameAndOnePrefersEachKey(t *testing.T) {
 		key := fmt.Sprintf("team-%d", i)
 		var first []string
 		for _, m := range members {
-			if Rank(key, m, members) == 0 {
+			if ranked(key, members)[0] == m {
 				first = append(first, m)
 			}
 		}
@@ -27,7 +27,7 @@ func TestEveryReplicaRanksTheMembersTheSameAndOnePrefersEachKey(t *testing.T) {
 		}
 		reversed := slices.Clone(members)
 		slices.Reverse(reversed)
-		if Rank(key, first[0], reversed) != 0 {
+		if ranked(key, reversed)[0] != first[0] {
 			t.Fatalf("%s: the order of the members changes who is first", key)
 		}
 		share[first[0]]++
@@ -43,7 +43,7 @@ func TestAMemberThatLeavesMovesOnlyItsOwnKeys(t *testing.T) {
 	before, after := []string{"a", "b", "c"}, []string{"a", "c"}
 	first := func(key string, members []string) string {
 		for _, m := range members {
-			if Rank(key, m, members) == 0 {
+			if ranked(key, members)[0] == m {
 				return m
 			}
 		}
@@ -54,9 +54,6 @@ func TestAMemberThatLeavesMovesOnlyItsOwnKeys(t *testing.T) {
 		if was := first(key, before); was != "b" && first(key, after) != was {
 			t.Errorf("%s moved from %s to %s when b left", key, was, first(key, after))
 		}
-	}
-	if Rank("team-1", "z", before) != -1 {
-		t.Error("a replica that is not a member has a rank")
 	}
 }
 
@@ -96,5 +93,39 @@ func TestAMemberLeaseNameIsADNSLabel(t *testing.T) {
 		if len(got) > 63 || got[:len(want)] != want {
 			t.Errorf("%q: %q, want a DNS label starting %q", identity, got, want)
 		}
+	}
+}
+
+func TestSharesSpreadAFewKeysEvenlyAndAgree(t *testing.T) {
+	var keys []string
+	for i := range 20 {
+		keys = append(keys, fmt.Sprintf("team-%02d", i))
+	}
+	members := []string{"r-a", "r-b", "r-c"}
+	shares := Shares(keys, members)
+	count := map[string]int{}
+	for _, key := range keys {
+		order := shares[key]
+		if len(order) != 3 || !slices.Equal(slices.Sorted(slices.Values(order)), members) {
+			t.Fatalf("%s: order %v, want each member once", key, order)
+		}
+		count[order[0]]++
+	}
+	for _, m := range members {
+		if count[m] < 6 || count[m] > 7 {
+			t.Errorf("%s is first for %d of 20 keys, want 6 or 7: %v", m, count[m], count)
+		}
+	}
+	reversed, backwards := slices.Clone(members), slices.Clone(keys)
+	slices.Reverse(reversed)
+	slices.Reverse(backwards)
+	again := Shares(backwards, reversed)
+	for _, key := range keys {
+		if again[key][0] != shares[key][0] {
+			t.Errorf("%s: first %s, then %s when the lists come in another order", key, shares[key][0], again[key][0])
+		}
+	}
+	if got := Shares(keys, nil); len(got) != 0 {
+		t.Errorf("shares without members: %v", got)
 	}
 }
