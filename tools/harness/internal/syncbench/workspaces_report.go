@@ -9,6 +9,7 @@ import (
 
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/procstat"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )
 
@@ -99,9 +100,13 @@ func workspacesSection(res *workspacesResults) string {
 			ratio(one.startCPU+one.startChildCPU, each.startCPU+each.startChildCPU))
 		b.Line("| peak RSS (VmHWM), MiB: the process; the sum of the processes | %.1f | %.1f | %s |", one.peakRSS, each.peakRSS, ratio(one.peakRSS, each.peakRSS))
 		b.Line("| the largest process's VmHWM, MiB | %.1f | %.1f | |", one.largestRSS, each.largestRSS)
-		b.Line("| idle CPU over %.0f s, %% of a core: own + commands | %.3f + %.3f | %.3f + %.3f | %s |", one.idle,
-			pct(one.idleCPU, one.idle), pct(one.idleChildCPU, one.idle), pct(each.idleCPU, each.idle), pct(each.idleChildCPU, each.idle),
-			ratio(one.idleCPU+one.idleChildCPU, each.idleCPU+each.idleChildCPU))
+		idleRatio := ratio(one.idleCPU+one.idleChildCPU, each.idleCPU+each.idleChildCPU)
+		if one.idleCPU+one.idleChildCPU == 0 && each.idleCPU+each.idleChildCPU > 0 {
+			// Less than the clock tick the kernel counts in.
+			idleRatio = fmt.Sprintf("< %.3f×", 1.0/procstat.ClockTicks/(each.idleCPU+each.idleChildCPU))
+		}
+		b.Line("| idle CPU over %.0f s, %% of a core (a clock tick is %.3f %%): own + commands | %.3f + %.3f | %.3f + %.3f | %s |", one.idle, pct(1.0/procstat.ClockTicks, one.idle),
+			pct(one.idleCPU, one.idle), pct(one.idleChildCPU, one.idle), pct(each.idleCPU, each.idle), pct(each.idleChildCPU, each.idle), idleRatio)
 		b.Line("| watches open at the idle window's end | %d (%s) | %d (%s) | %s |", one.watches.total(one.watches.open), one.watches.describe(one.watches.open),
 			each.watches.total(each.watches.open), each.watches.describe(each.watches.open), ratio(float64(one.watches.total(one.watches.open)), float64(each.watches.total(each.watches.open))))
 		b.Line("| watches opened from the start to the idle window's end (of them, lists streamed: `sendInitialEvents=true`) | %d (%d) | %d (%d) | |",

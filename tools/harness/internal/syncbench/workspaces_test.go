@@ -311,7 +311,7 @@ func TestTheWorkspacesSectionSaysWhatWasRun(t *testing.T) {
 		"100 working directories, each a configuration of one `k8s_ready_endpoints`",
 		"| measurement | one replica of 100 workspaces | 100 single-workspace processes | one / the processes |",
 		"| peak RSS (VmHWM), MiB: the process; the sum of the processes | 60.0 | 3000.0 | 0.020× |",
-		"| idle CPU over 60 s, % of a core: own + commands | 0.500 + 0.000 | 5.000 + 0.000 | 0.100× |",
+		"| idle CPU over 60 s, % of a core (a clock tick is 0.017 %): own + commands | 0.500 + 0.000 | 5.000 + 0.000 | 0.100× |",
 		"| watches open at the idle window's end | 2 (endpointslices in bench: 1, services in bench: 1) | 200 (endpointslices in bench: 100, services in bench: 100) | 0.010× |",
 		"-max-concurrent-runs 1` (one run at a time each",
 		"| watches opened from the start to the idle window's end (of them, lists streamed: `sendInitialEvents=true`) | 4 (2) | 400 (200) | |",
@@ -321,4 +321,8 @@ func TestTheWorkspacesSectionSaysWhatWasRun(t *testing.T) {
 	if strings.Contains(s, "2 replica(s): the CPU was saturated") {
 		t.Errorf("0.85 busy is not saturated:\n%s", s)
 	}
+	// No tick in the idle window: less than one tick's share.
+	res := fixedWorkspaces()
+	res.one.idleCPU = 0
+	textcheck.Contains(t, "idle for less than a tick", workspacesSection(res), "| 0.000 + 0.000 | 5.000 + 0.000 | < 0.003× |")
 }
