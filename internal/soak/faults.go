@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,21 +37,47 @@ type fault struct {
 
 type faultFunc func(s *soak, ctx context.Context, f *fault) error
 
-// schedule is one of each fault, in this order.
-var schedule = []struct {
+// scheduled is a fault of the schedule.
+type scheduled struct {
 	name string
 	run  faultFunc
+}
+
+// schedule is one of each fault, in this order; manyName, when set, is the
+// fault's name in the many-workspace soak, "-" when it has none there.
+var schedule = []struct {
+	scheduled
+	manyName string
 }{
-	{"API server killed and restarted", (*soak).faultAPIServer},
-	{"watch connections cut (proxy)", (*soak).faultWatchCut},
-	{"429/5xx from the proxy", (*soak).faultErrors},
-	{"etcd killed and restarted", (*soak).faultEtcd},
-	{"leader SIGKILLed", (*soak).faultLeader},
-	{"a run's terraform SIGKILLed, its lock left", (*soak).faultTerraform},
-	{"a human's apply between runs", (*soak).faultHuman},
-	{"state file half-written", (*soak).faultHalfState},
-	{"a Service in state deleted", (*soak).faultServiceDeleted},
-	{"a data source's namespace deleted", (*soak).faultNamespaceDeleted},
+	{scheduled{"API server killed and restarted", (*soak).faultAPIServer}, ""},
+	{scheduled{"watch connections cut (proxy)", (*soak).faultWatchCut}, ""},
+	{scheduled{"429/5xx from the proxy", (*soak).faultErrors}, ""},
+	{scheduled{"etcd killed and restarted", (*soak).faultEtcd}, ""},
+	{scheduled{"leader SIGKILLed", (*soak).faultLeader}, "the replica leading the most workspaces SIGKILLed"},
+	{scheduled{"a run's terraform SIGKILLed, its lock left", (*soak).faultTerraform}, ""},
+	{scheduled{"a human's apply between runs", (*soak).faultHuman}, ""},
+	{scheduled{"state file half-written", (*soak).faultHalfState}, "-"},
+	{scheduled{"a Service in state deleted", (*soak).faultServiceDeleted}, ""},
+	{scheduled{"a data source's namespace deleted", (*soak).faultNamespaceDeleted}, "-"},
+}
+
+// scheduleFor is the schedule of the soak of o: the faults of the single
+// soak, or of the many-workspace soak, which has no half-written state nor
+// namespace deleted.
+func scheduleFor(o Options) []scheduled {
+	var out []scheduled
+	for _, f := range schedule {
+		switch {
+		case o.Workspaces == 0:
+			out = append(out, f.scheduled)
+		case f.manyName == "-":
+		case f.manyName != "":
+			out = append(out, scheduled{f.manyName, f.run})
+		default:
+			out = append(out, f.scheduled)
+		}
+	}
+	return out
 }
 
 func (s *soak) faultAPIServer(ctx context.Context, f *fault) error {
@@ -93,14 +120,19 @@ const (
 	retryPeriod   = 2 * time.Second
 )
 
+// faultLeader SIGKILLs the leader, or the replica that leads the most
+// workspaces: each of its workspaces must be led by another replica within
+// the Lease's bound of its last renewal. It is started again after.
 func (s *soak) faultLeader(ctx context.Context, f *fault) error {
-	r := s.leader()
+	r, held := s.busiest()
 	if r == nil {
 		return fmt.Errorf("no leader to kill")
 	}
-	lastRenew := time.Time{}
-	if ls := s.judge.lastLease(); ls.holder == r.identity {
-		lastRenew = ls.renew
+	lastRenew := map[*workspace]time.Time{}
+	for _, w := range held {
+		if ls := s.judge.lastLease(w); ls.holder == r.identity {
+			lastRenew[w] = ls.renew
+		}
 	}
 	s.mu.Lock()
 	r.killedAt = time.Now()
@@ -109,63 +141,98 @@ func (s *soak) faultLeader(ctx context.Context, f *fault) error {
 		return err
 	}
 	<-r.proc.Done()
-	var other *replica
+	takers := map[*workspace]*replica{}
+	var took []float64
+	by := map[string]int{}
 	deadline := time.Now().Add(leaseDuration + retryPeriod + 30*time.Second)
-	for time.Now().Before(deadline) && other == nil {
-		for _, o := range s.live() {
-			if e := o.proc.Events("leading", nil); len(e) > 0 && e[len(e)-1].Time.After(r.killedAt) {
-				other = o
-				f.detail = fmt.Sprintf("%s killed; %s leading %.1f s later", r.identity, o.identity, e[len(e)-1].Time.Sub(r.killedAt).Seconds())
+	for time.Now().Before(deadline) && len(takers) < len(held) {
+		for _, w := range held {
+			if takers[w] != nil {
+				continue
+			}
+			for _, o := range s.live() {
+				e := o.proc.Events("leading", w.leaseFields())
+				if len(e) == 0 || !e[len(e)-1].Time.After(r.killedAt) {
+					continue
+				}
+				takers[w] = o
+				by[o.identity]++
+				took = append(took, e[len(e)-1].Time.Sub(r.killedAt).Seconds())
+				if !s.many() {
+					f.detail = fmt.Sprintf("%s killed; %s leading %.1f s later", r.identity, o.identity, e[len(e)-1].Time.Sub(r.killedAt).Seconds())
+				}
 				// The bound counts from the killed leader's last renewal,
 				// which the Lease's history gives to 0.5 s.
 				since := r.killedAt
-				if !lastRenew.IsZero() {
-					since = lastRenew
+				if !lastRenew[w].IsZero() {
+					since = lastRenew[w]
 				}
-				if took := e[len(e)-1].Time.Sub(since); took > leaseDuration+retryPeriod+2*time.Second {
-					f.violation = fmt.Sprintf("takeover %.1f s after the last renewal, more than the Lease's %s + %s", took.Seconds(), leaseDuration, retryPeriod)
+				if d := e[len(e)-1].Time.Sub(since); d > leaseDuration+retryPeriod+2*time.Second {
+					f.violation = fmt.Sprintf("%stakeover %.1f s after the last renewal, more than the Lease's %s + %s", w.label(), d.Seconds(), leaseDuration, retryPeriod)
 				}
+				break
 			}
 		}
 		sleep(ctx, 200*time.Millisecond)
 	}
-	if other == nil {
+	if s.many() {
+		f.detail = fmt.Sprintf("%s killed leading %d of %d workspaces; %d taken over (%s) %.1f to %.1f s later", r.identity, len(held),
+			len(s.workspaces), len(takers), countText(by), percentile(took, 0), percentile(took, 100))
+	}
+	switch {
+	case len(takers) == 0:
 		f.violation = "no replica took over"
+	case len(takers) < len(held):
+		var left []string
+		for _, w := range held {
+			if takers[w] == nil {
+				left = append(left, w.name)
+			}
+		}
+		f.violation = fmt.Sprintf("no replica took over %s", strings.Join(left, ", "))
 	}
 	return s.startReplica(r.name)
 }
 
-// faultTerraform SIGKILLs the terraform of a run of the leader (its apply
-// when it gets there within 30 s), then holds the state's lock as the
-// killed run would have left it in a backend whose lock outlives its
-// holder: the companion must wait -lock-timeout, report the run failed,
-// and never force-unlock.
+// faultTerraform SIGKILLs the terraform of a run (its apply when it gets
+// there within 30 s) of the leader, or of whichever workspace's holder
+// gets there first, then holds that state's lock as the killed run would
+// have left it in a backend whose lock outlives its holder: the companion
+// must wait -lock-timeout, report the run failed, and never force-unlock.
 func (s *soak) faultTerraform(ctx context.Context, f *fault) error {
-	r := s.leader()
-	if r == nil {
-		return fmt.Errorf("no leader")
-	}
+	var r *replica
+	var w *workspace
 	var victim int
 	var phase string
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) && victim == 0 {
-		for _, c := range children(r.proc.Pid()) {
-			args := cmdline(c)
-			if strings.Contains(args, " apply") || strings.Contains(args, " plan") && time.Until(deadline) < 30*time.Second {
-				victim, phase = c, args
+		for _, rep := range s.live() {
+			for _, c := range children(rep.proc.Pid()) {
+				args := cmdline(c)
+				if strings.Contains(args, " apply") || strings.Contains(args, " plan") && time.Until(deadline) < 30*time.Second {
+					if cw := s.workspaceOf(cwd(c)); cw != nil {
+						r, w, victim, phase = rep, cw, c, args
+					}
+				}
 			}
 		}
 		sleep(ctx, 20*time.Millisecond)
 	}
 	if victim == 0 {
-		return fmt.Errorf("no run of %s reached terraform plan or apply in a minute", r.identity)
+		if !s.many() {
+			if l := s.leader(); l != nil {
+				return fmt.Errorf("no run of %s reached terraform plan or apply in a minute", l.identity)
+			}
+			return fmt.Errorf("no leader")
+		}
+		return fmt.Errorf("no run of any workspace reached terraform plan or apply in a minute")
 	}
 	_ = syscall.Kill(victim, syscall.SIGKILL)
 	// The lock, held from here as if the killed run had left it.
-	s.judge.pauseState(true)
-	defer s.judge.pauseState(false)
+	s.judge.pauseState(w, true)
+	defer s.judge.pauseState(w, false)
 	time.Sleep(time.Second) // a read of the file under way ends first
-	lock, err := holdLock(s.dir)
+	lock, err := holdLock(w.dir)
 	if err != nil {
 		return err
 	}
@@ -175,8 +242,8 @@ func (s *soak) faultTerraform(ctx context.Context, f *fault) error {
 	for time.Since(held) < bound && report == "" {
 		// The runs started once the lock was held: each must wait
 		// -lock-timeout for it, then fail saying so.
-		started := r.proc.Events("run started", nil)
-		ended := r.proc.Events("run ended", nil)
+		started := r.proc.Events("run started", w.fields())
+		ended := r.proc.Events("run ended", w.fields())
 		for i, st := range started {
 			if i >= len(ended) || !st.Time.After(held) {
 				continue
@@ -196,7 +263,7 @@ func (s *soak) faultTerraform(ctx context.Context, f *fault) error {
 	}
 	intact := lock.intact()
 	lock.release()
-	f.detail = fmt.Sprintf("killed pid %d (%s) of %s; lock held %.1f s", victim, strings.TrimSpace(phase), r.identity, time.Since(held).Seconds())
+	f.detail = fmt.Sprintf("%skilled pid %d (%s) of %s; lock held %.1f s", w.label(), victim, strings.TrimSpace(phase), r.identity, time.Since(held).Seconds())
 	switch {
 	case report == "":
 		f.violation = fmt.Sprintf("no run reported the held lock within %s", bound)
@@ -307,25 +374,34 @@ func children(pid int) []int {
 	return out
 }
 
+// cwd is the working directory of pid ("" when it is gone).
+func cwd(pid int) string {
+	dir, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "cwd"))
+	return dir
+}
+
 func cmdline(pid int) string {
 	raw, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 	return strings.ReplaceAll(string(raw), "\x00", " ")
 }
 
-// idle waits until the leader runs nothing (up to a minute).
-func (s *soak) idle(ctx context.Context) {
+// idle waits until the holder of w runs nothing in it (up to a minute).
+func (s *soak) idle(ctx context.Context, w *workspace) {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if r := s.leader(); r != nil && r.proc.Count("run started", nil) == r.proc.Count("run ended", nil) {
+		if r := s.holder(w); r != nil && r.proc.Count("run started", w.fields()) == r.proc.Count("run ended", w.fields()) {
 			return
 		}
 		sleep(ctx, 100*time.Millisecond)
 	}
 }
 
+// faultHuman applies a configuration between two runs, as a human would:
+// the single soak's, or one workspace's at random.
 func (s *soak) faultHuman(ctx context.Context, f *fault) error {
-	s.idle(ctx)
-	out, err := s.terraform(ctx, "apply", "-auto-approve", "-input=false", "-no-color", "-lock-timeout=2m")
+	w := s.workspaces[rand.IntN(len(s.workspaces))]
+	s.idle(ctx, w)
+	out, err := s.terraform(ctx, w, "apply", "-auto-approve", "-input=false", "-no-color", "-lock-timeout=2m")
 	if err != nil {
 		return fmt.Errorf("the human's apply: %w\n%s", err, out)
 	}
@@ -333,16 +409,17 @@ func (s *soak) faultHuman(ctx context.Context, f *fault) error {
 	_ = os.WriteFile(filepath.Join(s.o.Work, "human-apply.txt"), []byte(out), 0o644)
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "Apply complete!") {
-			f.detail = line
+			f.detail = w.label() + line
 		}
 	}
 	return nil
 }
 
 func (s *soak) faultHalfState(ctx context.Context, f *fault) error {
-	s.idle(ctx)
+	w := s.workspaces[0]
+	s.idle(ctx, w)
 	r := s.leader()
-	path := filepath.Join(s.dir, "terraform.tfstate")
+	path := filepath.Join(w.dir, "terraform.tfstate")
 	whole, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -381,7 +458,7 @@ const notRecomputed = "pool not recomputed: its dependents are left out of runs 
 func (s *soak) faultServiceDeleted(ctx context.Context, f *fault) error {
 	p := pool{namespace: nsSingles, service: "svc-01"}
 	defer s.holdOff(ctx, f, p)()
-	s.idle(ctx)
+	s.idle(ctx, s.owner[p])
 	lines := s.countAll(notRecomputed, p.resource())
 	if err := s.client.CoreV1().Services(p.namespace).Delete(ctx, p.service, metav1.DeleteOptions{}); err != nil {
 		return err
@@ -391,7 +468,7 @@ func (s *soak) faultServiceDeleted(ctx context.Context, f *fault) error {
 	if _, err := s.client.CoreV1().Services(p.namespace).Create(ctx, service(p), metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	f.detail = fmt.Sprintf("%s deleted for %s: logged %d time(s) as not recomputed", p, s.o.BadInputHold, logged)
+	f.detail = fmt.Sprintf("%s%s deleted for %s: logged %d time(s) as not recomputed", s.owner[p].label(), p, s.o.BadInputHold, logged)
 	if logged != 1 {
 		f.violation = fmt.Sprintf("the deleted Service was logged %d times, want once", logged)
 	}

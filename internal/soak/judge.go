@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,7 +34,8 @@ type judge struct {
 	// initial is each pool's members at the start.
 	initial map[string][]string
 	faults  []*fault
-	lease   []leaseSample
+	// lease is each workspace's Lease as polled, by the workspace's name.
+	lease   map[string][]leaseSample
 	samples []sample
 	// noiseOnly is the stretch of noise without any pool change at the
 	// start, during which no run may start.
@@ -47,15 +49,15 @@ type judge struct {
 	cpu   map[string][2]float64
 	// checks are the lines of the checks of every SampleEvery.
 	checks []string
-	// paused stops the reads of the state file: closing any descriptor of
-	// it would drop the fcntl lock this process holds on it.
-	paused bool
+	// paused stops the reads of a workspace's state file: closing any
+	// descriptor of it would drop the fcntl lock this process holds on it.
+	paused map[*workspace]bool
 }
 
-func (j *judge) pauseState(on bool) {
+func (j *judge) pauseState(w *workspace, on bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.paused = on
+	j.paused[w] = on
 }
 
 type observation struct {
@@ -81,15 +83,15 @@ type sample struct {
 }
 
 func newJudge(s *soak) *judge {
-	return &judge{s: s, state: map[string][]string{}, history: map[string][]observation{}, initial: map[string][]string{}}
+	return &judge{s: s, state: map[string][]string{}, history: map[string][]observation{}, initial: map[string][]string{},
+		lease: map[string][]leaseSample{}, paused: map[*workspace]bool{}}
 }
 
-func (j *judge) statePath() string { return filepath.Join(j.s.dir, "terraform.tfstate") }
-
-// readState reads the state file and records what changed; an error when
-// it does not parse (being written, or a human's half-written file).
-func (j *judge) readState(now time.Time) error {
-	raw, err := os.ReadFile(j.statePath())
+// readState reads w's state file and records what changed; an error when
+// it does not parse (being written, or a human's half-written file). The
+// pools of every workspace are apart: each pool is in one.
+func (j *judge) readState(w *workspace, now time.Time) error {
+	raw, err := os.ReadFile(filepath.Join(w.dir, "terraform.tfstate"))
 	if err != nil {
 		return err
 	}
@@ -149,73 +151,73 @@ func (j *judge) record(c *change) {
 	j.match(c.Key, time.Now())
 }
 
-// watchState reads the state file every 250 ms until ctx ends.
+// watchState reads the state files every 250 ms until ctx ends.
 func (j *judge) watchState(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(context.Context) {
-		j.mu.Lock()
-		paused := j.paused
-		j.mu.Unlock()
-		if !paused {
-			_ = j.readState(time.Now())
+		for _, w := range j.s.workspaces {
+			j.mu.Lock()
+			paused := j.paused[w]
+			j.mu.Unlock()
+			if !paused {
+				_ = j.readState(w, time.Now())
+			}
 		}
 	}, 250*time.Millisecond)
 }
 
-// watchLease reads the Lease every 500 ms until ctx ends.
+// watchLease reads the workspaces' Leases every 500 ms until ctx ends.
 func (j *judge) watchLease(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		now := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		l, err := j.s.client.CoordinationV1().Leases("default").Get(rctx, leaseName, metav1.GetOptions{})
+		list, err := j.s.client.CoordinationV1().Leases("default").List(rctx, metav1.ListOptions{})
 		cancel()
 		if err != nil {
 			return
 		}
-		ls := leaseSample{at: now}
-		if l.Spec.HolderIdentity != nil {
-			ls.holder = *l.Spec.HolderIdentity
-		}
-		if l.Spec.RenewTime != nil {
-			ls.renew = l.Spec.RenewTime.Time
-		}
 		j.mu.Lock()
-		j.lease = append(j.lease, ls)
-		j.mu.Unlock()
+		defer j.mu.Unlock()
+		for _, w := range j.s.workspaces {
+			for _, l := range list.Items {
+				if l.Name != w.lease() {
+					continue
+				}
+				ls := leaseSample{at: now}
+				if l.Spec.HolderIdentity != nil {
+					ls.holder = *l.Spec.HolderIdentity
+				}
+				if l.Spec.RenewTime != nil {
+					ls.renew = l.Spec.RenewTime.Time
+				}
+				j.lease[w.name] = append(j.lease[w.name], ls)
+			}
+		}
 	}, 500*time.Millisecond)
 }
 
-// leader is the live replica that logged "leading" last.
-func (s *soak) leader() *replica {
-	var best *replica
-	var at time.Time
-	for _, r := range s.live() {
-		if e := r.proc.Events("leading", nil); len(e) > 0 {
-			last := e[len(e)-1].Time
-			if lost := r.proc.Events("lost the Lease: stopping", nil); len(lost) > 0 && lost[len(lost)-1].Time.After(last) {
-				continue
-			}
-			if best == nil || last.After(at) {
-				best, at = r, last
-			}
+// sampleMetrics scrapes the leader's metrics, or every live replica's when
+// they share many workspaces.
+func (j *judge) sampleMetrics(ctx context.Context) {
+	var replicas []*replica
+	if !j.s.many() {
+		if r := j.s.leader(); r != nil {
+			replicas = append(replicas, r)
+		}
+	} else {
+		for _, id := range slices.Sorted(maps.Keys(j.s.live())) {
+			replicas = append(replicas, j.s.live()[id])
 		}
 	}
-	return best
-}
-
-// sampleLeader scrapes the leader's metrics.
-func (j *judge) sampleLeader(ctx context.Context) {
-	r := j.s.leader()
-	if r == nil {
-		return
+	for _, r := range replicas {
+		m, err := scrape(ctx, r.metrics)
+		if err != nil {
+			continue
+		}
+		j.mu.Lock()
+		j.samples = append(j.samples, sample{at: time.Now(), identity: r.identity, rss: m["process_resident_memory_bytes"],
+			goroutines: m["go_goroutines"], fds: m["process_open_fds"], cpu: m["process_cpu_seconds_total"]})
+		j.mu.Unlock()
 	}
-	m, err := scrape(ctx, r.metrics)
-	if err != nil {
-		return
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.samples = append(j.samples, sample{at: time.Now(), identity: r.identity, rss: m["process_resident_memory_bytes"],
-		goroutines: m["go_goroutines"], fds: m["process_open_fds"], cpu: m["process_cpu_seconds_total"]})
 }
 
 // scrape reads a Prometheus text page into name{labels} -> value.
@@ -272,13 +274,17 @@ func (j *judge) note(format string, args ...any) {
 	j.notes = append(j.notes, time.Now().UTC().Format("15:04:05")+" "+fmt.Sprintf(format, args...))
 }
 
-func (j *judge) lastLease() leaseSample {
+func (j *judge) lastLease(w *workspace) leaseSample {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if len(j.lease) == 0 {
-		return leaseSample{}
+	return j.lastLeaseLocked(w)
+}
+
+func (j *judge) lastLeaseLocked(w *workspace) leaseSample {
+	if l := j.lease[w.name]; len(l) > 0 {
+		return l[len(l)-1]
 	}
-	return j.lease[len(j.lease)-1]
+	return leaseSample{}
 }
 
 func (j *judge) human(at time.Time) {

@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -94,8 +95,11 @@ func (m *model) create(ctx context.Context, o Options) error {
 	for i := range o.Fleet {
 		all = append(all, pool{namespace: nsFleet, service: fmt.Sprintf("fleet-%02d", i), fleet: true})
 	}
-	// The Service of the namespace deleted as a bad input.
-	all = append(all, pool{namespace: nsDoomed, service: "doomed"})
+	// The Service of the namespace deleted as a bad input (a fault of the
+	// single soak's).
+	if o.Workspaces == 0 {
+		all = append(all, pool{namespace: nsDoomed, service: "doomed"})
+	}
 	m.all = all
 	for _, ns := range []string{nsSingles, nsFleet, nsDoomed, "soak-other"} {
 		if err := m.namespace(ctx, ns); err != nil {
@@ -143,7 +147,7 @@ func (m *model) createService(ctx context.Context, p pool, n int) error {
 			m.pods[p][fmt.Sprintf("%s-%d", p.service, m.nextID)] = podState{ip: m.ip(), ready: true}
 		}
 	}
-	pods := maps(m.pods[p])
+	pods := maps.Clone(m.pods[p])
 	m.mu.Unlock()
 	for name, st := range pods {
 		if err := m.runPod(ctx, p, name, st); err != nil {
@@ -152,14 +156,6 @@ func (m *model) createService(ctx context.Context, p pool, n int) error {
 	}
 	_, err := m.client.CoreV1().Services(p.namespace).Create(ctx, service(p), metav1.CreateOptions{})
 	return err
-}
-
-func maps(in map[string]podState) map[string]podState {
-	out := make(map[string]podState, len(in))
-	for k, v := range in {
-		out[k] = v
-	}
-	return out
 }
 
 func (m *model) runPod(ctx context.Context, p pool, name string, st podState) error {
@@ -172,9 +168,11 @@ func (m *model) runPod(ctx context.Context, p pool, name string, st podState) er
 // state), and what the driver did.
 type change struct {
 	Change
-	pool  pool
-	what  string
-	burst bool
+	pool pool
+	// workspace is the name of the pool's workspace ("" in the single soak).
+	workspace string
+	what      string
+	burst     bool
 }
 
 // step makes one random change to a random pool that the driver may
@@ -337,8 +335,8 @@ func (m *model) reread(ctx context.Context, p pool) error {
 func (m *model) noise(ctx context.Context, n int) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	all := m.pools()
-	p := all[rand.IntN(len(all)-1)] // never the doomed namespace
+	all := slices.DeleteFunc(m.pools(), func(p pool) bool { return p.namespace == nsDoomed })
+	p := all[rand.IntN(len(all))]
 	m.mu.Lock()
 	off := m.off[p]
 	m.mu.Unlock()

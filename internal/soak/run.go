@@ -25,17 +25,20 @@ func (s *soak) run(ctx context.Context) (*Result, error) {
 	wg.Go(func() { s.judge.watchState(bg) })
 	wg.Go(func() { s.judge.watchLease(bg) })
 
-	// A leader, watching.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if r := s.leader(); r != nil && r.proc.Count("watching", nil) > 0 {
-			s.log("%s leads and watches", r.identity)
-			break
-		}
-		if time.Now().After(deadline) {
+	// A leader, watching; or every workspace led, and watched, by the
+	// replica the group prefers for it.
+	if !s.many() {
+		if _, err := s.waitShared(ctx, 2*time.Minute); err != nil {
 			return nil, fmt.Errorf("no replica leads and watches after 2 minutes")
 		}
-		sleep(ctx, 200*time.Millisecond)
+		s.log("%s leads and watches", s.leader().identity)
+	} else {
+		took, err := s.waitShared(ctx, 3*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		_, held := s.sharedOut()
+		s.log("the %d workspaces are shared out after %.1f s: %s", len(s.workspaces), took.Seconds(), held)
 	}
 	sleep(ctx, 2*s.o.SettleMax)
 	wg.Go(func() { s.sampler(bg) })
@@ -68,9 +71,11 @@ func (s *soak) run(ctx context.Context) (*Result, error) {
 	for time.Now().Before(caught) && len(s.judge.pending(time.Now())) > 0 {
 		sleep(ctx, 250*time.Millisecond)
 	}
-	s.idle(ctx)
+	for _, w := range s.workspaces {
+		s.idle(ctx, w)
+	}
 	sleep(ctx, 2*s.o.SettleMax)
-	s.judge.sampleLeader(ctx)
+	s.judge.sampleMetrics(ctx)
 	s.sampleCPU(ctx)
 	r := s.verdict()
 	r.NoiseRuns = noiseRuns
@@ -127,6 +132,7 @@ func (s *soak) change(ctx context.Context, p *pool, burst bool) {
 	}
 	if c != nil {
 		c.burst = burst
+		c.workspace = s.owner[c.pool].name
 		s.judge.record(c)
 	}
 }
@@ -152,9 +158,12 @@ func (s *soak) makeNoise(ctx context.Context, end time.Time) {
 }
 
 // runFaults runs the schedule: one of each fault, evenly spread over
-// Duration, again for each 30 minutes of it.
+// Duration, again for each 30 minutes of it. With many workspaces, a fault
+// ends once they are shared out again (its effects include the Leases it
+// moved).
 func (s *soak) runFaults(ctx context.Context, end time.Time) {
 	rounds := max(1, int(s.o.Duration/(30*time.Minute)))
+	schedule := scheduleFor(s.o)
 	var all []int
 	for range rounds {
 		for i := range schedule {
@@ -172,6 +181,9 @@ func (s *soak) runFaults(ctx context.Context, end time.Time) {
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		f.err = schedule[i].run(s, fctx, f)
 		cancel()
+		if s.many() {
+			s.reshare(ctx, f)
+		}
 		f.end = time.Now()
 		s.log("fault ended after %.1f s: %s %v", f.end.Sub(f.start).Seconds(), f.detail, errText(f.err))
 		s.judge.mu.Lock()
@@ -179,6 +191,18 @@ func (s *soak) runFaults(ctx context.Context, end time.Time) {
 		s.judge.mu.Unlock()
 		// A change right after it: the pools must catch up.
 		s.change(ctx, nil, false)
+	}
+}
+
+// reshare waits, after fault f, for the workspaces to be shared out
+// again, up to 90 s, and says so in f's detail when it had to.
+func (s *soak) reshare(ctx context.Context, f *fault) {
+	took, err := s.waitShared(ctx, 90*time.Second)
+	switch {
+	case err != nil:
+		f.violation = strings.TrimPrefix(f.violation+"; ", "; ") + err.Error()
+	case took > time.Second:
+		f.detail = strings.TrimPrefix(f.detail+"; ", "; ") + fmt.Sprintf("the workspaces shared out again %.1f s later", took.Seconds())
 	}
 }
 
@@ -218,7 +242,7 @@ func (s *soak) sampler(ctx context.Context) {
 				}
 			}
 		case <-t.C:
-			s.judge.sampleLeader(ctx)
+			s.judge.sampleMetrics(ctx)
 			s.sampleCPU(ctx)
 			s.judge.minute()
 		}

@@ -10,6 +10,9 @@
 // `make soak` runs it for SOAK_DURATION (30 minutes by default) and writes
 // bench/results-soak.md; `make soak-short`, part of `make test`, runs the
 // same code for under 3 minutes with one of each fault and a smaller fleet.
+// With SOAK_WORKSPACES (issue 40) the same soak runs K workspaces, each its
+// own configuration and state, served by three replicas of `sync
+// -workspaces` that share the workspaces' Leases out (workspaces.go).
 package soak
 
 import (
@@ -55,6 +58,10 @@ type Options struct {
 	// SampleEvery is the period of the judge's checks and of the leader's
 	// metrics samples.
 	SampleEvery time.Duration
+	// Workspaces, when more than 0, is the number of workspaces of the
+	// many-workspace soak (Many); RunsPerReplica its replicas'
+	// -max-concurrent-runs.
+	Workspaces, RunsPerReplica int
 
 	// Binary is the provider binary (the companion); Terraform the CLI.
 	Binary, Terraform string
@@ -101,15 +108,20 @@ const (
 
 // soak is one run.
 type soak struct {
-	o        Options
-	log      func(format string, args ...any)
-	cluster  *testcluster.Cluster
-	client   kubernetes.Interface
-	dir      string // the configuration's working directory
-	env      []string
-	tcpProxy *testcluster.Proxy
-	faults   *testcluster.FaultProxy
-	proxyCfg string // the companions' kubeconfig
+	o       Options
+	log     func(format string, args ...any)
+	cluster *testcluster.Cluster
+	client  kubernetes.Interface
+	// workspaces are the configurations' working directories: one for
+	// the single soak; owner is each pool's.
+	workspaces []*workspace
+	owner      map[pool]*workspace
+	// workspacesFile is the replicas' -workspaces, for many.
+	workspacesFile string
+	env            []string
+	tcpProxy       *testcluster.Proxy
+	faults         *testcluster.FaultProxy
+	proxyCfg       string // the companions' kubeconfig
 
 	model   *model
 	judge   *judge
@@ -183,28 +195,30 @@ func (s *soak) setup(ctx context.Context) error {
 	if err := s.model.create(ctx, s.o); err != nil {
 		return err
 	}
-	s.dir = filepath.Join(s.o.Work, "config")
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(s.dir, "main.tf"), []byte(s.config()), 0o644); err != nil {
+	if err := s.makeWorkspaces(); err != nil {
 		return err
 	}
 	s.env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+s.o.CLIConfig, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1")
-	s.log("first apply")
-	if out, err := s.terraform(ctx, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
-		return fmt.Errorf("first apply: %w\n%s", err, out)
-	}
 	s.judge = newJudge(s)
-	if err := s.judge.readState(time.Now()); err != nil {
-		return fmt.Errorf("the state of the first apply: %w", err)
+	for _, w := range s.workspaces {
+		if w.name == "" {
+			s.log("first apply")
+		} else {
+			s.log("first apply of %s (%d pools)", w.name, len(w.pools))
+		}
+		if out, err := s.terraform(ctx, w, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+			return fmt.Errorf("%sfirst apply: %w\n%s", w.label(), err, out)
+		}
+		if err := s.judge.readState(w, time.Now()); err != nil {
+			return fmt.Errorf("%sthe state of the first apply: %w", w.label(), err)
+		}
 	}
 	for _, p := range s.model.pools() {
 		if got, want := s.judge.statePool(p), s.model.want(p); !sameSet(got, want) {
 			return fmt.Errorf("after the first apply, pool %s is %v in state, want %v", p, got, want)
 		}
 	}
-	for _, name := range []string{"a", "b"} {
+	for _, name := range s.replicaNames() {
 		if err := s.startReplica(name); err != nil {
 			return err
 		}
@@ -212,14 +226,16 @@ func (s *soak) setup(ctx context.Context) error {
 	return nil
 }
 
-// config is the configuration: a data source and a terraform_data per
+// config is w's configuration: a data source and a terraform_data per
 // single Service, a fleet data source and a terraform_data per Service of
-// it.
-func (s *soak) config() string {
+// it when w has the fleet.
+func (s *soak) config(w *workspace) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "terraform {\n  required_providers {\n    k8s = { source = \"vigie/k8s\" }\n  }\n}\nprovider \"k8s\" {\n  kubeconfig = %q\n}\n", s.cluster.Kubeconfig())
-	for _, p := range s.model.pools() {
+	fleet := false
+	for _, p := range w.pools {
 		if p.fleet {
+			fleet = true
 			continue
 		}
 		fmt.Fprintf(&b, `
@@ -232,6 +248,9 @@ resource "terraform_data" %q {
   input = [for e in data.k8s_ready_endpoints.%s.endpoints : "${e.address}:${e.port}"]
 }
 `, p.resource(), p.namespace, p.service, p.resource(), p.resource())
+	}
+	if !fleet {
+		return b.String()
 	}
 	fmt.Fprintf(&b, `
 data "k8s_services" "fleet" {
@@ -246,9 +265,9 @@ resource "terraform_data" "fleet" {
 	return b.String()
 }
 
-func (s *soak) terraform(ctx context.Context, args ...string) (string, error) {
+func (s *soak) terraform(ctx context.Context, w *workspace, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, s.o.Terraform, args...)
-	cmd.Dir, cmd.Env = s.dir, s.env
+	cmd.Dir, cmd.Env = w.dir, s.env
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -267,12 +286,18 @@ func (s *soak) startReplica(name string) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"sync", "-chdir", s.dir, "-terraform", s.o.Terraform, "-kubeconfig", s.proxyCfg,
-		"-listen", "127.0.0.1:" + strconv.Itoa(port), "-leader-elect", "-identity", identity,
-		"-lease-namespace", "default", "-lease-name", leaseName,
+	// One workspace is served with -chdir under one Lease, many with
+	// -workspaces under a Lease each of the group leaseGroup.
+	where := []string{"-chdir", s.workspaces[0].dir, "-lease-name", leaseName}
+	if s.many() {
+		where = []string{"-workspaces", s.workspacesFile, "-lease-name", leaseGroup, "-max-concurrent-runs", strconv.Itoa(s.o.RunsPerReplica)}
+	}
+	args := append(append([]string{"sync"}, where...), "-terraform", s.o.Terraform, "-kubeconfig", s.proxyCfg,
+		"-listen", "127.0.0.1:"+strconv.Itoa(port), "-leader-elect", "-identity", identity,
+		"-lease-namespace", "default",
 		"-settle-quiet", s.o.Quiet.String(), "-settle-max", s.o.SettleMax.String(),
 		"-retry-initial", "1s", "-retry-max", "8s", "-lock-timeout", s.o.LockTimeout.String(),
-		"-state-interval", s.o.StateInterval.String(), "-stop-timeout", "30s"}
+		"-state-interval", s.o.StateInterval.String(), "-stop-timeout", "30s")
 	p, err := syncproc.Start(s.o.Binary, args, syncproc.Options{Env: []string{"TF_CLI_CONFIG_FILE=" + s.o.CLIConfig,
 		"CHECKPOINT_DISABLE=1"}, Output: f})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 // schedule of `make soak-short`, part of `make test`); SOAK=long gives the
 // options of `make soak` (the full fleet, 10 changes a minute, bursts of
 // 50) and with them SOAK_POOLS single data sources (40 unless set; the
-// short schedule keeps its own), SOAK_REPORT a file for the report. It needs TF_ACC=1 and the CLI of
+// short schedule keeps its own), SOAK_REPORT a file for the report.
+// SOAK_WORKSPACES=K runs the many-workspace soak (issue 40) on either
+// schedule: K workspaces sharing those pools, three replicas. It needs TF_ACC=1 and the CLI of
 // TF_ACC_TERRAFORM_PATH, as the acceptance tests.
 func TestSoak(t *testing.T) {
 	if os.Getenv("TF_ACC") == "" {
@@ -41,6 +44,14 @@ func TestSoak(t *testing.T) {
 			}
 			o.Singles = n
 		}
+	}
+	if v := os.Getenv("SOAK_WORKSPACES"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 {
+			t.Fatalf("SOAK_WORKSPACES %q: want a positive number of workspaces", v)
+		}
+		o = o.Many(k)
+		title = strings.Replace(title, "companion", "companion, many workspaces", 1)
 	}
 	o.Terraform = os.Getenv("TF_ACC_TERRAFORM_PATH")
 	if o.Terraform == "" {
@@ -82,7 +93,7 @@ func TestSoak(t *testing.T) {
 	for _, v := range r.Violations {
 		t.Error(v)
 	}
-	if r.Changes == 0 || len(r.Faults) != len(schedule) && d < 30*time.Minute {
-		t.Errorf("%d changes and %d faults made, want some and %d", r.Changes, len(r.Faults), len(schedule))
+	if want := len(scheduleFor(o)); r.Changes == 0 || len(r.Faults) != want && d < 30*time.Minute {
+		t.Errorf("%d changes and %d faults made, want some and %d", r.Changes, len(r.Faults), want)
 	}
 }

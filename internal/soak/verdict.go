@@ -2,9 +2,11 @@ package soak
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -38,6 +40,21 @@ type Result struct {
 	LockDetail              string
 	Notes                   []string
 	Violations              []string
+	// Workspaces are the many-workspace soak's, a line each (none for the
+	// single soak's).
+	Workspaces []workspaceLine
+}
+
+// workspaceLine is what was judged of one workspace.
+type workspaceLine struct {
+	name                string
+	pools               int
+	changes, lost, late int
+	// calm are the latencies outside faults, s.
+	calm             []float64
+	windows, applies int
+	// holders are the holders its Lease named, polled, in order.
+	holders []holding
 }
 
 type resourceLine struct {
@@ -46,27 +63,20 @@ type resourceLine struct {
 	unit                    string
 }
 
-// run is one run of a replica, from its log.
+// runSpan is one run of a replica, from its log.
 type runSpan struct {
 	start, end time.Time
 	result     string
 	identity   string
+	// workspace is the run's ("" in the single soak).
+	workspace string
 }
 
 func (s *soak) runs() []runSpan {
 	var out []runSpan
+	now := time.Now()
 	for _, r := range s.allReplicas() {
-		started := r.proc.Events("run started", nil)
-		ended := r.proc.Events("run ended", nil)
-		for i, e := range started {
-			sp := runSpan{start: e.Time, identity: r.identity, end: time.Now()}
-			if i < len(ended) {
-				sp.end, sp.result = ended[i].Time, ended[i].Str("result")
-			} else if !r.killedAt.IsZero() {
-				sp.end, sp.result = r.killedAt, "killed"
-			}
-			out = append(out, sp)
-		}
+		out = append(out, runSpans(r.identity, r.proc.Events("run started", nil), r.proc.Events("run ended", nil), r.killedAt, now)...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].start.Before(out[j].start) })
 	return out
@@ -87,7 +97,11 @@ func (j *judge) minute() {
 		rss = j.samples[len(j.samples)-1].rss / (1 << 20)
 	}
 	line := fmt.Sprintf("%s: %d change(s) pending, the oldest %.1f s; leader %s, RSS %.1f MiB", now.UTC().Format("15:04:05"), len(pending),
-		oldest.Seconds(), j.lastLeaseLocked().holder, rss)
+		oldest.Seconds(), j.lastLeaseLocked(j.s.workspaces[0]).holder, rss)
+	if j.s.many() {
+		line = fmt.Sprintf("%s: %d change(s) pending, the oldest %.1f s; leading %s; RSS %s", now.UTC().Format("15:04:05"), len(pending),
+			oldest.Seconds(), j.leadingLocked(), j.rssLocked())
+	}
 	j.checks = append(j.checks, line)
 	j.mu.Unlock()
 	// A change pending for 2 minutes with no fault in the last minute is
@@ -97,11 +111,31 @@ func (j *judge) minute() {
 	}
 }
 
-func (j *judge) lastLeaseLocked() leaseSample {
-	if len(j.lease) == 0 {
-		return leaseSample{}
+// leadingLocked is how many workspaces each replica leads, from the
+// Leases as last polled.
+func (j *judge) leadingLocked() string {
+	count := map[string]int{}
+	for _, w := range j.s.workspaces {
+		if h := j.lastLeaseLocked(w).holder; h != "" {
+			count[h]++
+		}
 	}
-	return j.lease[len(j.lease)-1]
+	return countText(count)
+}
+
+// rssLocked is each replica's RSS as last sampled within a SampleEvery, MiB.
+func (j *judge) rssLocked() string {
+	last := map[string]sample{}
+	for _, sm := range j.samples {
+		last[sm.identity] = sm
+	}
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(last)) {
+		if sm := last[id]; time.Since(sm.at) < 2*j.s.o.SampleEvery {
+			parts = append(parts, fmt.Sprintf("%s %.1f MiB", id, sm.rss/(1<<20)))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // verdict judges the soak once the churn stopped and the pools caught up.
@@ -113,6 +147,10 @@ func (s *soak) verdict() *Result {
 	r := &Result{Options: s.o, Start: s.started, Elapsed: time.Since(s.started), Runs: map[string]int{}, Faults: j.faults,
 		Checks: j.checks, Exits: j.exits, CPU: j.cpu, Noise: j.noise}
 	r.Notes = append(r.Notes, j.notes...)
+	lines := map[string]*workspaceLine{}
+	for _, w := range s.workspaces {
+		lines[w.name] = &workspaceLine{name: w.name, pools: len(w.pools), holders: holderChanges(j.lease[w.name])}
+	}
 	for _, c := range j.changes {
 		if c.burst {
 			r.Bursts++
@@ -165,11 +203,14 @@ func (s *soak) verdict() *Result {
 	// Each change: seen within the bound, superseded, or lost.
 	for _, c := range j.changes {
 		r.Changes++
+		line := lines[c.workspace]
+		line.changes++
 		t, ok := resolved[&c.Change]
 		switch {
 		case !ok:
 			r.Lost++
-			r.Violations = append(r.Violations, fmt.Sprintf("lost: %s %s at %s (want %v, state %v)", c.pool, c.what,
+			line.lost++
+			r.Violations = append(r.Violations, fmt.Sprintf("lost: %s%s %s at %s (want %v, state %v)", s.owner[c.pool].label(), c.pool, c.what,
 				c.At.UTC().Format("15:04:05.000"), c.Want, j.state[stateKey(c.pool)]))
 			continue
 		case c.Superseded:
@@ -190,11 +231,16 @@ func (s *soak) verdict() *Result {
 			continue
 		}
 		r.LatencyCalm = append(r.LatencyCalm, lat)
-		// The bound: settle-max, what was left of a run under way when the
-		// change was made, the run that applied it, 5 s (and the judge's
-		// 250 ms poll).
+		line.calm = append(line.calm, lat)
+		// The bound: settle-max, what was left of a run of its workspace
+		// under way when the change was made, the run that applied it
+		// (with its wait for one of the replica's -max-concurrent-runs),
+		// 5 s (and the judge's 250 ms poll).
 		var busy, apply time.Duration
 		for _, sp := range runs {
+			if sp.workspace != c.workspace {
+				continue
+			}
 			if !sp.start.After(c.At) && sp.end.After(c.At) {
 				busy = max(busy, sp.end.Sub(c.At))
 			}
@@ -205,36 +251,40 @@ func (s *soak) verdict() *Result {
 		bound := s.o.SettleMax + busy + apply + 5*time.Second + 250*time.Millisecond
 		if t.Sub(c.At) > bound {
 			r.Late++
-			r.Violations = append(r.Violations, fmt.Sprintf("late: %s %s at %s seen after %.1f s, bound %.1f s", c.pool, c.what,
+			line.late++
+			r.Violations = append(r.Violations, fmt.Sprintf("late: %s%s %s at %s seen after %.1f s, bound %.1f s", s.owner[c.pool].label(), c.pool, c.what,
 				c.At.UTC().Format("15:04:05.000"), t.Sub(c.At).Seconds(), bound.Seconds()))
 		}
 	}
 
-	// No run for nothing: applies against the settled windows the
-	// driver's changes make (changes closer than the quiet time, for at
-	// most settle-max, are one window).
-	var times []time.Time
+	// No run for nothing: each workspace's applies against the settled
+	// windows the driver's changes of its pools make (changes closer than
+	// the quiet time, for at most settle-max, are one window).
+	times := map[string][]time.Time{}
 	for _, c := range j.changes {
-		times = append(times, c.At)
-	}
-	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-	var open, last time.Time
-	for _, t := range times {
-		if open.IsZero() || t.Sub(last) > s.o.Quiet || t.Sub(open) > s.o.SettleMax {
-			r.Windows++
-			open = t
-		}
-		last = t
+		times[c.workspace] = append(times[c.workspace], c.At)
 	}
 	for _, sp := range runs {
 		r.Runs[sp.result]++
 		if sp.result == "applied" || sp.result == "state_updated" {
 			r.Applies++
+			if line := lines[sp.workspace]; line != nil {
+				line.applies++
+			}
 		}
 		r.RunDurations = append(r.RunDurations, sp.end.Sub(sp.start).Seconds())
 	}
-	if r.Applies > r.Windows {
-		r.Violations = append(r.Violations, fmt.Sprintf("%d applies for %d settled windows that changed a pool", r.Applies, r.Windows))
+	for _, w := range s.workspaces {
+		line := lines[w.name]
+		slices.SortFunc(times[w.name], time.Time.Compare)
+		line.windows = windows(times[w.name], s.o.Quiet, s.o.SettleMax)
+		r.Windows += line.windows
+		if line.applies > line.windows {
+			r.Violations = append(r.Violations, fmt.Sprintf("%s%d applies for %d settled windows that changed a pool", w.label(), line.applies, line.windows))
+		}
+		if s.many() {
+			r.Workspaces = append(r.Workspaces, *line)
+		}
 	}
 
 	// Shrink refusals: each must follow a shrink of the driver's, one
@@ -249,9 +299,19 @@ func (s *soak) verdict() *Result {
 		}
 	}
 
-	s.judgeLeaders(r)
+	if s.many() {
+		s.judgeHolders(r, runs)
+	} else {
+		s.judgeLeaders(r)
+	}
 	s.judgeResources(r)
-	r.LockFree, r.LockDetail = lockFree(s.dir)
+	r.LockFree = true
+	for _, w := range s.workspaces {
+		if free, detail := lockFree(w.dir); !free {
+			r.LockFree = false
+			r.LockDetail = strings.TrimPrefix(r.LockDetail+"; "+w.label()+detail, "; ")
+		}
+	}
 	if !r.LockFree {
 		r.Violations = append(r.Violations, "a state lock is left at the end: "+r.LockDetail)
 	}
@@ -355,11 +415,7 @@ func (j *judge) badInputShrank(t time.Time, reason string) bool {
 // judgeLeaders checks that at most one replica led at any time, from the
 // replicas' logs (leading, lost, stopped, killed) and the Lease's history.
 func (s *soak) judgeLeaders(r *Result) {
-	type span struct {
-		identity   string
-		start, end time.Time
-	}
-	var spans []span
+	var spans []holdSpan
 	for _, rep := range s.allReplicas() {
 		lead := rep.proc.Events("leading", nil)
 		if len(lead) == 0 {
@@ -374,23 +430,22 @@ func (s *soak) judgeLeaders(r *Result) {
 				end = e[0].Time
 			}
 		}
-		spans = append(spans, span{rep.identity, lead[0].Time, end})
+		spans = append(spans, holdSpan{rep.identity, lead[0].Time, end})
 	}
 	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
-	for i, sp := range spans {
-		r.LeaderIntervals = append(r.LeaderIntervals, fmt.Sprintf("%s led %s to %s", sp.identity, sp.start.UTC().Format("15:04:05.000"),
-			sp.end.UTC().Format("15:04:05.000")))
-		if i > 0 && sp.start.Before(spans[i-1].end) {
-			r.Violations = append(r.Violations, fmt.Sprintf("two leaders: %s from %s while %s led until %s", sp.identity,
-				sp.start.UTC().Format("15:04:05.000"), spans[i-1].identity, spans[i-1].end.UTC().Format("15:04:05.000")))
-		}
+	for _, sp := range spans {
+		r.LeaderIntervals = append(r.LeaderIntervals, fmt.Sprintf("%s led %s to %s", sp.replica, clock(sp.start), clock(sp.end)))
+	}
+	for _, o := range overlaps(spans) {
+		r.Violations = append(r.Violations, fmt.Sprintf("two leaders: %s from %s while %s led until %s", o.later.replica,
+			clock(o.later.start), o.earlier.replica, clock(o.earlier.end)))
 	}
 	// The Lease: once a holder is replaced, it never holds it again (each
 	// identity is one process).
 	j := s.judge
 	gone := map[string]bool{}
 	prev := ""
-	for _, ls := range j.lease {
+	for _, ls := range j.lease[""] {
 		if ls.holder == "" || ls.holder == prev {
 			continue
 		}
@@ -402,6 +457,57 @@ func (s *soak) judgeLeaders(r *Result) {
 			r.LeaseTransitions++
 		}
 		prev = ls.holder
+	}
+}
+
+// judgeHolders checks that no workspace ever had two holders: from the
+// replicas' logs, each one's times of leading it (from "leading" to
+// "released the Lease", "lost the Lease: stopping" or its death) and of
+// running it; and from its Lease as polled, which never names another
+// replica while one's log says it leads. A replica may lead a workspace
+// again after another did (it was handed back once the other was gone).
+func (s *soak) judgeHolders(r *Result, runs []runSpan) {
+	j := s.judge
+	now := time.Now()
+	for _, w := range s.workspaces {
+		var leads, ran []holdSpan
+		for _, rep := range s.allReplicas() {
+			last := now
+			if !rep.killedAt.IsZero() {
+				last = rep.killedAt
+			}
+			var starts, ends []time.Time
+			for _, e := range rep.proc.Events("leading", w.leaseFields()) {
+				starts = append(starts, e.Time)
+			}
+			for _, msg := range []string{"released the Lease", "lost the Lease: stopping"} {
+				for _, e := range rep.proc.Events(msg, w.leaseFields()) {
+					ends = append(ends, e.Time)
+				}
+			}
+			leads = append(leads, spansOf(rep.identity, starts, ends, last)...)
+		}
+		for _, sp := range runs {
+			if sp.workspace == w.name {
+				ran = append(ran, holdSpan{replica: sp.identity, start: sp.start, end: sp.end})
+			}
+		}
+		for _, o := range overlaps(leads) {
+			r.Violations = append(r.Violations, fmt.Sprintf("%stwo holders: %s led from %s while %s led until %s", w.label(), o.later.replica,
+				clock(o.later.start), o.earlier.replica, clock(o.earlier.end)))
+		}
+		for _, o := range overlaps(ran) {
+			r.Violations = append(r.Violations, fmt.Sprintf("%stwo runs at once: %s ran from %s while %s ran until %s", w.label(), o.later.replica,
+				clock(o.later.start), o.earlier.replica, clock(o.earlier.end)))
+		}
+		for _, c := range leaseConflicts(j.lease[w.name], leads, time.Second) {
+			r.Violations = append(r.Violations, w.label()+c)
+		}
+		held := holderChanges(j.lease[w.name])
+		if len(held) == 0 {
+			r.Violations = append(r.Violations, w.label()+"no holder seen in its Lease")
+		}
+		r.LeaseTransitions += max(0, len(held)-1)
 	}
 }
 
@@ -471,15 +577,38 @@ func (r *Result) Markdown(title string) string {
 	var b strings.Builder
 	o := r.Options
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	many := o.Workspaces > 0
 	w("# %s", title)
 	w("")
-	w("Written by `internal/soak` (issue 28) at %s: the companion (two replicas, leader election) against the local control plane,", r.Start.UTC().Format("2006-01-02 15:04 UTC"))
-	w("%d single `k8s_ready_endpoints` data sources, a `k8s_services` fleet of %d Services and the Service of a namespace deleted on", o.Singles, o.Fleet)
-	w("purpose, %d pods each at the start, pools kept by `terraform_data`, state in the local backend. Settle window %s quiet, %s max;", o.Pods, o.Quiet, o.SettleMax)
-	w("`-lock-timeout` %s; `-state-interval` %s. Churn for **%s** (asked: %s): %d pool changes a minute, bursts of %d every %s,", o.LockTimeout, o.StateInterval,
-		r.Elapsed.Round(time.Second), o.Duration, o.ChangesPerMinute, o.Burst, o.BurstEvery)
-	w("a change that must start nothing every %s. The judge reads terraform.tfstate every 250 ms, the Lease every 500 ms, the", o.NoiseEvery)
-	w("leader's /metrics every %s, and the replicas' JSON logs.", o.SampleEvery)
+	if many {
+		least, most := 0, 0
+		for i, l := range r.Workspaces {
+			if i == 0 || l.pools < least {
+				least = l.pools
+			}
+			most = max(most, l.pools)
+		}
+		share := fmt.Sprintf("%d to %d", least, most)
+		if least == most {
+			share = strconv.Itoa(least)
+		}
+		w("Written by `internal/soak` (issues 28 and 40) at %s: the companion (three replicas of `sync -workspaces`, `-leader-elect`,", r.Start.UTC().Format("2006-01-02 15:04 UTC"))
+		w("`-max-concurrent-runs` %d) against the local control plane, %d workspaces, each its own working directory, configuration and state", o.RunsPerReplica, o.Workspaces)
+		w("in the local backend, and its own Lease (%s-NAME), shared out among the replicas: %d single `k8s_ready_endpoints` data sources", leaseGroup, o.Singles)
+		w("in all, %s a workspace, %d pods each at the start, pools kept by `terraform_data`. Settle window %s quiet, %s max;", share, o.Pods, o.Quiet, o.SettleMax)
+		w("`-lock-timeout` %s; `-state-interval` %s. Churn for **%s** (asked: %s) over every workspace's pools: %d pool changes a minute,", o.LockTimeout, o.StateInterval,
+			r.Elapsed.Round(time.Second), o.Duration, o.ChangesPerMinute)
+		w("bursts of %d every %s, a change that must start nothing every %s. The judge reads each terraform.tfstate every 250 ms, the", o.Burst, o.BurstEvery, o.NoiseEvery)
+		w("Leases every 500 ms, the replicas' /metrics every %s, and their JSON logs.", o.SampleEvery)
+	} else {
+		w("Written by `internal/soak` (issue 28) at %s: the companion (two replicas, leader election) against the local control plane,", r.Start.UTC().Format("2006-01-02 15:04 UTC"))
+		w("%d single `k8s_ready_endpoints` data sources, a `k8s_services` fleet of %d Services and the Service of a namespace deleted on", o.Singles, o.Fleet)
+		w("purpose, %d pods each at the start, pools kept by `terraform_data`, state in the local backend. Settle window %s quiet, %s max;", o.Pods, o.Quiet, o.SettleMax)
+		w("`-lock-timeout` %s; `-state-interval` %s. Churn for **%s** (asked: %s): %d pool changes a minute, bursts of %d every %s,", o.LockTimeout, o.StateInterval,
+			r.Elapsed.Round(time.Second), o.Duration, o.ChangesPerMinute, o.Burst, o.BurstEvery)
+		w("a change that must start nothing every %s. The judge reads terraform.tfstate every 250 ms, the Lease every 500 ms, the", o.NoiseEvery)
+		w("leader's /metrics every %s, and the replicas' JSON logs.", o.SampleEvery)
+	}
 	w("")
 	verdict := "**all invariants held**"
 	if len(r.Violations) > 0 {
@@ -506,6 +635,9 @@ func (r *Result) Markdown(title string) string {
 		w("| %s | %d | %.2f | %.2f | %.2f |", l.name, len(l.v), percentile(l.v, 50), percentile(l.v, 99), percentile(l.v, 100))
 	}
 	w("")
+	if many {
+		r.workspacesSection(w)
+	}
 	w("## Runs")
 	w("")
 	w("Settled windows that changed a pool (from the driver's change times): %d; applies (applied + state_updated): %d.", r.Windows, r.Applies)
@@ -541,18 +673,26 @@ func (r *Result) Markdown(title string) string {
 	w("Catch-up (from a fault's end until every change made before it, and one made right after it, is in state): median %.1f s, max %.1f s.",
 		percentile(catch, 50), percentile(catch, 100))
 	w("")
-	w("## Leaders")
-	w("")
-	w("Lease transitions seen: %d. Replicas that exited by themselves: %d.", r.LeaseTransitions, len(r.Exits))
-	w("")
-	for _, l := range r.LeaderIntervals {
-		w("- %s", l)
+	if many {
+		r.holdersSection(w)
+	} else {
+		w("## Leaders")
+		w("")
+		w("Lease transitions seen: %d. Replicas that exited by themselves: %d.", r.LeaseTransitions, len(r.Exits))
+		w("")
+		for _, l := range r.LeaderIntervals {
+			w("- %s", l)
+		}
+		for _, e := range r.Exits {
+			w("- exited: %s", e)
+		}
 	}
-	for _, e := range r.Exits {
-		w("- exited: %s", e)
-	}
 	w("")
-	w("## Resources of the leader")
+	if many {
+		w("## Resources of the replica sampled longest")
+	} else {
+		w("## Resources of the leader")
+	}
 	w("")
 	w("| | start | end | slope per 10 min | slope / start |")
 	w("|---|---|---|---|---|")
@@ -569,7 +709,11 @@ func (r *Result) Markdown(title string) string {
 	w("CPU of the replicas still running at the end (killed ones not counted): %.1f s own, %.1f s of the terraform they ran; per hour of churn: %.0f s own, %.0f s terraform.",
 		own, child, own/hours, child/hours)
 	w("")
-	w("State lock at the end: %s.", map[bool]string{true: "none", false: "**left**: " + r.LockDetail}[r.LockFree])
+	if many {
+		w("State locks at the end, in every workspace: %s.", map[bool]string{true: "none", false: "**left**: " + r.LockDetail}[r.LockFree])
+	} else {
+		w("State lock at the end: %s.", map[bool]string{true: "none", false: "**left**: " + r.LockDetail}[r.LockFree])
+	}
 	w("")
 	w("## Checks every %s", o.SampleEvery)
 	w("")
@@ -591,6 +735,47 @@ func (r *Result) Markdown(title string) string {
 		}
 	}
 	return b.String()
+}
+
+// workspacesSection is the many-workspace soak's table of workspaces.
+func (r *Result) workspacesSection(w func(format string, args ...any)) {
+	w("## Workspaces")
+	w("")
+	w("Per workspace: changes made to its pools, lost and late; latency from a change's write to its state showing it, outside faults, s;")
+	w("settled windows of its changes and its applies (no run for nothing: applies <= windows).")
+	w("")
+	w("| workspace | pools | changes | lost | late | n | p50 | p99 | max | windows | applies |")
+	w("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, l := range r.Workspaces {
+		w("| %s | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f | %d | %d |", l.name, l.pools, l.changes, l.lost, l.late, len(l.calm),
+			percentile(l.calm, 50), percentile(l.calm, 99), percentile(l.calm, 100), l.windows, l.applies)
+	}
+	w("")
+}
+
+// holdersSection is the many-workspace soak's holders over time.
+func (r *Result) holdersSection(w func(format string, args ...any)) {
+	w("## Holders")
+	w("")
+	w("Lease transitions seen, over all workspaces: %d. Replicas that exited by themselves: %d.", r.LeaseTransitions, len(r.Exits))
+	w("")
+	for _, e := range r.Exits {
+		w("- exited: %s", e)
+	}
+	if len(r.Exits) > 0 {
+		w("")
+	}
+	w("Each workspace's holders as its Lease named them, polled every 500 ms, each from when it was first seen (UTC):")
+	w("")
+	w("| workspace | transitions | holders |")
+	w("|---|---|---|")
+	for _, l := range r.Workspaces {
+		var seq []string
+		for _, h := range l.holders {
+			seq = append(seq, fmt.Sprintf("%s (%s)", h.holder, h.at.UTC().Format("15:04:05")))
+		}
+		w("| %s | %d | %s |", l.name, max(0, len(l.holders)-1), strings.Join(seq, " → "))
+	}
 }
 
 func sortedKeys(m map[string]int) []string {
