@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -413,6 +414,10 @@ type churnTally struct {
 	// latency is, per change seen, the state's writing minus the change's
 	// write, s.
 	latency []float64
+	// toRun is, per change seen, the start of the first run after its
+	// write minus the write, s: the part of its latency before a run took
+	// it (the settle window, and a run under way).
+	toRun []float64
 	// lost are the changes never resolved.
 	lost []string
 	// runs are the companion's runs, by result; durations those of the
@@ -484,6 +489,23 @@ func pairRuns(started, ended []syncproc.Event) []runSpan {
 	return out
 }
 
+// untilRun is, for each change seen (neither superseded nor undone), the
+// start of the first run of runs (in the order they started) that started
+// after its write, minus the write, s.
+func untilRun(changes []*churnChange, runs []runSpan) []float64 {
+	var out []float64
+	for _, c := range changes {
+		if c.Seen.IsZero() || c.Superseded || c.Seen.Equal(c.At) {
+			continue
+		}
+		i := sort.Search(len(runs), func(k int) bool { return runs[k].start.After(c.At) })
+		if i < len(runs) && !runs[i].start.After(c.Seen) {
+			out = append(out, runs[i].start.Sub(c.At).Seconds())
+		}
+	}
+	return out
+}
+
 // addRuns adds a round's runs to t.
 func (t *churnTally) addRuns(runs []runSpan) {
 	if t.runs == nil {
@@ -508,7 +530,7 @@ type churnPoint struct {
 // churnResults is the part's results.
 type churnResults struct {
 	rounds            int
-	duration          time.Duration
+	duration, wait    time.Duration
 	perMinute, burst  int
 	baseline, current string
 	points            []*churnPoint
@@ -517,7 +539,7 @@ type churnResults struct {
 // churn measures every configuration of the options.
 func (s *syncBench) churn(ctx context.Context, r *Results) error {
 	o := s.b.opts
-	res := &churnResults{rounds: o.churnRounds, duration: o.churnDuration, perMinute: o.churnRate, burst: o.churnBurst}
+	res := &churnResults{rounds: o.churnRounds, duration: o.churnDuration, wait: o.churnWait, perMinute: o.churnRate, burst: o.churnBurst}
 	r.churn = res
 	if r.baseline != nil {
 		res.baseline = r.baseline.commit
@@ -643,13 +665,20 @@ func (s *syncBench) churnRound(ctx context.Context, cfg churnConfig, dir string,
 	t.tally(changes)
 	runs := pairRuns(c.Events("run started", nil), c.Events("run ended", nil))
 	t.addRuns(runs)
+	toRun := untilRun(changes, runs)
+	t.toRun = append(t.toRun, toRun...)
 	results := map[string]int{}
+	var durations []float64
 	for _, r := range runs {
 		results[r.result]++
+		if !r.end.IsZero() {
+			durations = append(durations, r.end.Sub(r.start).Seconds())
+		}
 	}
 	latency := t.latency[before:]
-	fmt.Fprintf(benchrun.Log, "  latency p50 %.2f s, p99 %.2f s, max %.2f s over %d changes seen; %d runs %v; %d pending at the end\n",
-		stats.Percentile(latency, 50), stats.Percentile(latency, 99), stats.Percentile(latency, 100), len(latency), len(runs), results, j.pending())
+	fmt.Fprintf(benchrun.Log, "  latency p50 %.2f s, p99 %.2f s, max %.2f s over %d changes seen (write → next run started p50 %.2f s); %d runs %v, p50 %.2f s; %d pending at the end\n",
+		stats.Percentile(latency, 50), stats.Percentile(latency, 99), stats.Percentile(latency, 100), len(latency), stats.Percentile(toRun, 50),
+		len(runs), results, stats.Percentile(durations, 50), j.pending())
 	return nil
 }
 
@@ -720,6 +749,7 @@ var churnFigures = []struct {
 	{"latency p50, s", "%.2f", func(t *churnTally) float64 { return stats.Percentile(t.latency, 50) }},
 	{"latency p99, s", "%.2f", func(t *churnTally) float64 { return stats.Percentile(t.latency, 99) }},
 	{"latency max, s", "%.2f", func(t *churnTally) float64 { return stats.Percentile(t.latency, 100) }},
+	{"of which write → next run started, p50, s", "%.2f", func(t *churnTally) float64 { return stats.Percentile(t.toRun, 50) }},
 	{"run p50, s", "%.2f", func(t *churnTally) float64 { return stats.Percentile(t.durations, 50) }},
 	{"run p99, s", "%.2f", func(t *churnTally) float64 { return stats.Percentile(t.durations, 99) }},
 	{"run max, s", "%.2f", func(t *churnTally) float64 { return stats.Percentile(t.durations, 100) }},
@@ -774,7 +804,7 @@ func churnTargetRows(res *churnResults) []string {
 		changes += p.current.changes
 		runs += p.current.runCount()
 	}
-	row("| companion under churn: changes lost (never in state), every configuration | %d of %d | 0 | %s |", lost, changes, zeroVerdict(lost))
+	row("| companion under churn: changes lost (not in state when a round ended, %s after its churn), every configuration | %d of %d | 0 | %s |", res.wait, lost, changes, zeroVerdict(lost))
 	row("| companion under churn: runs with nothing to do (`no_changes`), every configuration | %d of %d | 0 | %s |", nothing, runs, zeroVerdict(nothing))
 	return rows
 }
@@ -797,8 +827,8 @@ func churnSection(res *churnResults) string {
 	if res.baseline != "" {
 		builds = fmt.Sprintf("this build (%s) and the baseline's (%s) in turn, this build first in odd rounds and the baseline first in even ones, each on a directory, state and companion of its own", res.current, res.baseline)
 	}
-	b.Para("The companion under churn: for each configuration, %d round(s) of %s of churn, %s. A round: every pod of the configuration's Services made ready again, the configuration applied, the companion started (`-settle-quiet %s -settle-max %s`, it plans and applies), then the soak's churn: %d pool changes a minute, each a pod of a pool drawn at random made not ready or ready again (a pool keeps more than half its pods ready), and a burst of %d changes in distinct pools at once in the middle of the round; the same draw for every build of a round. Then the wait for every change to be in state. Latency is from the write of the pod's Ready condition to the writing of the terraform.tfstate that first shows the pool it made (the judge of internal/soak, on the file's modification time); run durations are from the companion's `run started` and `run ended` lines. Superseded: a later change of the pool was in state first; undone: the change brought its pool back to what state showed. Percentiles are nearest-rank.",
-		res.rounds, res.duration, builds, churnQuiet, churnSettleMax, res.perMinute, res.burst)
+	b.Para("The companion under churn: for each configuration, %d round(s) of %s of churn, %s. A round: every pod of the configuration's Services made ready again, the configuration applied, the companion started (`-settle-quiet %s -settle-max %s`, it plans and applies), then the soak's churn: %d pool changes a minute, each a pod of a pool drawn at random made not ready or ready again (a pool keeps more than half its pods ready), and a burst of %d changes in distinct pools at once in the middle of the round; the same draw for every build of a round. Then the wait, %s at most, for every change to be in state: a change not in state when it ends is lost, and named below. Latency is from the write of the pod's Ready condition to the writing of the terraform.tfstate that first shows the pool it made (the judge of internal/soak, on the file's modification time); of which, the wait for the next run to start after the write (the settle window, or a run under way); run durations are from the companion's `run started` and `run ended` lines. Superseded: a later change of the pool was in state first; undone: the change brought its pool back to what state showed. Percentiles are nearest-rank.",
+		res.rounds, res.duration, builds, churnQuiet, churnSettleMax, res.perMinute, res.burst, res.wait)
 	head := "| configuration | build | changes | seen | superseded | undone | lost |"
 	align := "|---|---|---:|---:|---:|---:|---:|"
 	for _, f := range churnFigures {
@@ -847,7 +877,7 @@ func churnSection(res *churnResults) string {
 				continue
 			}
 			if len(side.t.lost) > 0 {
-				b.Para("Lost, %s, %s (%d): %s.", p.config.title(), side.name, len(side.t.lost), strings.Join(side.t.lost, "; "))
+				b.Para("Lost (not in state when the round ended), %s, %s (%d): %s.", p.config.title(), side.name, len(side.t.lost), strings.Join(side.t.lost, "; "))
 			}
 			if side.t.unended > 0 {
 				b.Para("%s, %s: %d run(s) still under way when the round ended (not in the durations).", p.config.title(), side.name, side.t.unended)
