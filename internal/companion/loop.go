@@ -35,7 +35,7 @@ type loop struct {
 	// kick says the informers marked pools.
 	kick <-chan struct{}
 	runs chan runOutcome
-	// ranFor observes each run's duration.
+	// ranFor observes each run's duration, without its wait for a slot.
 	ranFor func(time.Duration)
 	// waiting, when set (by the tests that drive the loop on a fake
 	// clock), is told when the machine next wants the time each time the
@@ -94,7 +94,7 @@ func (l *loop) carry(ctx context.Context, d decision) (event, bool) {
 		r, started := *d.run, l.clock.Now()
 		go func() {
 			o := l.world.run(ctx, r)
-			l.ranFor(l.clock.Since(started))
+			l.ranFor(l.clock.Since(started) - o.queued)
 			l.runs <- o
 		}()
 	case doAwaitRun:

@@ -246,6 +246,8 @@ type runOutcome struct {
 	targeted, partial bool
 	// reason says why a run applied nothing (no_changes, waiting).
 	reason string
+	// queued is how long the run waited for a slot of the replica.
+	queued time.Duration
 }
 
 // holdCause is why a change set is held.
@@ -911,7 +913,12 @@ func (m *machine) ended(now time.Time, ev event, d *decisions) {
 	if o.partial && !m.run.full {
 		m.fullPending = true
 	}
-	attrs := []any{"result", o.result, "duration", now.Sub(m.runStarted).Round(time.Millisecond).String(), "error", errText(o.err)}
+	// The run's duration is its own: without the wait for a slot of the
+	// replica (-max-concurrent-runs), which is said apart.
+	attrs := []any{"result", o.result, "duration", (now.Sub(m.runStarted) - o.queued).Round(time.Millisecond).String(), "error", errText(o.err)}
+	if o.queued > 0 {
+		attrs = append(attrs, "queued", o.queued.Round(time.Millisecond).String())
+	}
 	if o.reason != "" {
 		attrs = append(attrs, "reason", o.reason)
 	}

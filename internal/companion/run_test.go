@@ -8,6 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // fakeTerraform is a CLI whose plan gives what the test says, and which
@@ -423,4 +427,26 @@ func TestAPlansMachineReadableOutputSaysWhatItChangesAndWhy(t *testing.T) {
 	if got := failingAddresses(&cliExit{stderr: errs}); !slices.Equal(got, []string{"data.k8s_ready_endpoints.gone"}) {
 		t.Errorf("failing %q, want the data source", got)
 	}
+}
+
+// A run that waits for a slot of the replica (-max-concurrent-runs) says
+// how long, apart from its own duration, and is not busy meanwhile: a
+// workspace waiting for a slot can be handed over.
+func TestARunThatWaitsForASlotSaysHowLongAndIsNotBusyMeanwhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tf := fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web"}}}
+		s := &syncer{slots: make(chan struct{}, 1), clock: clock.RealClock{}, runner: &runner{tf: &tf, filter: filterOf(t, twoPools), log: discard()}}
+		s.slots <- struct{}{} // another workspace's run
+		done := make(chan runOutcome)
+		go func() { done <- s.run(context.Background(), webChanged()) }()
+		synctest.Wait()
+		if s.busy.Load() {
+			t.Error("busy while waiting for a slot")
+		}
+		time.Sleep(3 * time.Second)
+		<-s.slots
+		if o := <-done; o.result != resultApplied || o.queued != 3*time.Second {
+			t.Errorf("result %s, queued %s: want %s after 3s in the queue", o.result, o.queued, resultApplied)
+		}
+	})
 }

@@ -553,19 +553,25 @@ func (s *syncer) fullPlanInterval() time.Duration {
 	return s.opts.FullPlanInterval
 }
 
-// run makes one run, once the replica has a slot for it.
+// run makes one run, once the replica has a slot for it; busy from then
+// (a workspace that waits for a slot can be handed over).
 func (s *syncer) run(ctx context.Context, r runRequest) runOutcome {
-	s.busy.Store(true)
-	defer s.busy.Store(false)
+	var queued time.Duration
 	if s.slots != nil {
+		asked := s.clock.Now()
 		select {
 		case s.slots <- struct{}{}:
 			defer func() { <-s.slots }()
 		case <-ctx.Done():
-			return runOutcome{result: resultStopped, err: errStopped}
+			return runOutcome{result: resultStopped, err: errStopped, queued: s.clock.Since(asked)}
 		}
+		queued = s.clock.Since(asked)
 	}
-	return s.runner.run(ctx, r)
+	s.busy.Store(true)
+	defer s.busy.Store(false)
+	o := s.runner.run(ctx, r)
+	o.queued = queued
+	return o
 }
 
 // startProbes asks every cluster, now and later ones, whether it answers.

@@ -33,6 +33,8 @@ import (
 //     sync` runs on the working directory (rolloutSettleQuiet,
 //     rolloutSettleMax) and applies each change of the pool: the
 //     provisioner of reloadingPool writes the backend and reloads HAProxy.
+//     The configuration also keeps rolloutUnrelated other pools (issue 39:
+//     a run plans what the changed pool needs, so they cost it nothing).
 //     With exclude and fallback, no request fails (asserted): the
 //     companion's apply ends within the grace period, while the old pod
 //     still serves. With include, the count is reported, not asserted.
@@ -51,7 +53,31 @@ const (
 	rolloutSettleMax   = "2s"
 	rolloutGrace       = 10
 	rolloutPause       = 2 * time.Second
+	// rolloutUnrelated are the pools beside the one rolled in the
+	// companion's cases: Services other-000... of no pod, each kept by an
+	// instance of terraform_data.other.
+	rolloutUnrelated = 100
 )
+
+// unrelatedPools are n pools of their own Services, beside reloadingPool's.
+func unrelatedPools(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(`
+data "k8s_ready_endpoints" "other" {
+  for_each  = toset([for i in range(%d) : format("other-%%03d", i)])
+  namespace = var.namespace
+  service   = each.key
+  port_name = "http"
+}
+
+resource "terraform_data" "other" {
+  for_each = data.k8s_ready_endpoints.other
+  input    = [for e in each.value.endpoints : "${e.address}:${e.port}"]
+}
+`, n)
+}
 
 // reloadingPool is the configuration of a pool that keeps an HAProxy
 // current: examples/pools/haproxy as a module, and a terraform_data
@@ -104,7 +130,7 @@ resource "terraform_data" "haproxy_backend" {
 // (terraform.tfvars: the companion's plans read them too) and the example
 // module, given a terminating_endpoints variable, into dir, runs terraform
 // get (the module is local) and returns the apply and the CLI configuration.
-func prepareReloadingPool(t *testing.T, c *testCluster, dir, namespace, terminating string) (func() error, string) {
+func prepareReloadingPool(t *testing.T, c *testCluster, dir, namespace, terminating string, unrelated int) (func() error, string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Join(dir, "pool"), 0o755); err != nil {
 		t.Fatal(err)
@@ -125,7 +151,7 @@ func prepareReloadingPool(t *testing.T, c *testCluster, dir, namespace, terminat
 	}
 	writeText(t, module, arg.ReplaceAllString(string(data), "${0}  terminating_endpoints = var.terminating_endpoints\n")+
 		"\nvariable \"terminating_endpoints\" {\n  type = string\n}\n")
-	writeText(t, filepath.Join(dir, "main.tf"), reloadingPool)
+	writeText(t, filepath.Join(dir, "main.tf"), reloadingPool+unrelatedPools(unrelated))
 	writeText(t, filepath.Join(dir, "terraform.tfvars"), fmt.Sprintf("namespace = %q\nterminating_endpoints = %q\n", namespace, terminating))
 	run := func(args ...string) error {
 		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
@@ -195,8 +221,17 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
 		c.waitForSlices(t, ns, endpointCount(family, 5, 5))
 	}
+	unrelated := 0
+	if companion {
+		unrelated = rolloutUnrelated
+		for i := range unrelated {
+			other := webServiceSpec(ns, httpPort)
+			other.Name, other.Spec.Selector = fmt.Sprintf("other-%03d", i), map[string]string{"app": fmt.Sprintf("other-%03d", i)}
+			c.createService(t, other)
+		}
+	}
 	dir := t.TempDir()
-	apply, rc := prepareReloadingPool(t, c, dir, ns, terminating)
+	apply, rc := prepareReloadingPool(t, c, dir, ns, terminating, unrelated)
 	if err := apply(); err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +261,7 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	}
 	duringRollout := <-during
 	runs, applied, stateUpdated, noChanges := 0, 0, 0, 0
+	var longestRun time.Duration
 	if companion {
 		// The last change (the last old pod gone) may still be settling:
 		// no run pending for twice the longest settle window.
@@ -237,6 +273,11 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 		cancelIdle()
 		ended := func(result string) int { return s.Count("run ended", map[string]string{"result": result}) }
 		runs, applied, stateUpdated, noChanges = s.Count("run started", nil), ended("applied"), ended("state_updated"), ended("no_changes")
+		for _, e := range s.Events("run ended", nil) {
+			if d, err := time.ParseDuration(e.Str("duration")); err == nil {
+				longestRun = max(longestRun, d)
+			}
+		}
 		if code := s.Stop(45 * time.Second); code != 0 {
 			t.Errorf("the companion exited %d on SIGTERM", code)
 		}
@@ -251,8 +292,9 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	if companion {
 		name = "companion terminating_endpoints=" + terminating
 	}
-	t.Logf("rollout: %s: failed/total during the rollout %d/%d, after it %d/%d; companion runs %d (applied %d, state_updated %d, no_changes %d), HAProxy reloads %d; failures %v",
-		name, duringRollout.Failed, duringRollout.Total, after.Failed, after.Total, runs, applied, stateUpdated, noChanges, reloadCount, duringRollout.Failures)
+	t.Logf("rollout: %s: failed/total during the rollout %d/%d, after it %d/%d; companion runs %d (applied %d, state_updated %d, no_changes %d), HAProxy reloads %d; %d unrelated pools beside, the longest run %s; failures %v",
+		name, duringRollout.Failed, duringRollout.Total, after.Failed, after.Total, runs, applied, stateUpdated, noChanges, reloadCount, unrelated,
+		longestRun, duringRollout.Failures)
 	if !companion {
 		if after.Failed != after.Total || slices.ContainsFunc(duringRollout.Pods(), func(p string) bool { return slices.Contains(next, p) }) {
 			t.Errorf("baseline: after the rollout %v, during %v; want every request failed, and no answer from the new pods", after, duringRollout)
