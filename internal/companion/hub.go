@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -52,8 +53,10 @@ type sharedCluster struct {
 	scope     kube.CacheScope
 	stopCache context.CancelFunc
 	// users are the workspaces' clusters on it, with what each asks to
-	// watch.
+	// watch; told is a copy of their list that the informers' handler
+	// reads without a lock or an allocation per change.
 	users map[*cluster]kube.CacheScope
+	told  atomic.Pointer[[]*cluster]
 	// down says why the cluster does not answer its probe; "" when it
 	// does. stopProbe ends the probe, once one runs.
 	down      string
@@ -76,6 +79,7 @@ func (h *hub) join(cl *cluster, id string, connect func() (*kube.Client, error))
 	}
 	sh.mu.Lock()
 	sh.users[cl] = kube.CacheScope{}
+	sh.tellAll()
 	sh.mu.Unlock()
 	cl.shared, cl.client = sh, sh.client
 	return nil
@@ -92,6 +96,7 @@ func (h *hub) leave(cl *cluster) {
 	defer h.mu.Unlock()
 	sh.mu.Lock()
 	delete(sh.users, cl)
+	sh.tellAll()
 	last := len(sh.users) == 0
 	if last {
 		if sh.stopCache != nil {
@@ -164,11 +169,8 @@ func (h *hub) watch(cl *cluster, scope kube.CacheScope) error {
 // workspaces of every change, and waits for them to list.
 func (h *hub) startCache(sh *sharedCluster, scope kube.CacheScope) (*kube.Cache, context.CancelFunc, error) {
 	cache, err := sh.client.NewCache(scope, func(ch kube.Change) {
-		sh.mu.Lock()
-		users := slices.Collect(maps.Keys(sh.users))
-		sh.mu.Unlock()
-		for _, u := range users {
-			if u.changed != nil {
+		if told := sh.told.Load(); told != nil {
+			for _, u := range *told {
 				u.changed(ch)
 			}
 		}
@@ -216,6 +218,18 @@ func unionOf(scopes []kube.CacheScope) kube.CacheScope {
 		u.PodNamespaces = []string{""}
 	}
 	return u
+}
+
+// tellAll makes the list of the workspaces the handler tells; sh.mu is
+// held.
+func (sh *sharedCluster) tellAll() {
+	var told []*cluster
+	for u := range sh.users {
+		if u.changed != nil {
+			told = append(told, u)
+		}
+	}
+	sh.told.Store(&told)
 }
 
 // currentCache is the informers cl's pools read now; nil before they
