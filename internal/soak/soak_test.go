@@ -19,8 +19,9 @@ import (
 // 50) and with them SOAK_POOLS single data sources (40 unless set; the
 // short schedule keeps its own), SOAK_REPORT a file for the report.
 // SOAK_WORKSPACES=K runs the many-workspace soak (issue 40) on either
-// schedule: K workspaces sharing those pools, three replicas. It needs TF_ACC=1 and the CLI of
-// TF_ACC_TERRAFORM_PATH, as the acceptance tests.
+// schedule: K workspaces that share those pools out, three replicas. It
+// needs TF_ACC=1 and the CLI of TF_ACC_TERRAFORM_PATH, as the acceptance
+// tests.
 func TestSoak(t *testing.T) {
 	if os.Getenv("TF_ACC") == "" {
 		t.Skip("soak: set TF_ACC=1 (make soak, make soak-short)")
