@@ -317,17 +317,21 @@ func (j *leaseJudge) check(t *testing.T, replicas map[string]*companion) {
 			if at, ok := j.kills[id]; ok {
 				end = at
 			}
-			leads = append(leads, pairs(id, c.Events("leading", map[string]string{"lease": lease}),
-				c.Events("released the Lease", map[string]string{"lease": lease}), end)...)
+			// A lead ends when the Lease is released, or lost.
+			ended := append(c.Events("released the Lease", map[string]string{"lease": lease}),
+				c.Events("lost the Lease: stopping", map[string]string{"lease": lease})...)
+			slices.SortFunc(ended, func(a, b syncproc.Event) int { return a.Time.Compare(b.Time) })
+			leads = append(leads, pairs(id, c.Events("leading", map[string]string{"lease": lease}), ended, end)...)
 			runs = append(runs, pairs(id, c.Events("run started", map[string]string{"workspace": name}),
 				c.Events("run ended", map[string]string{"workspace": name}), end)...)
 		}
 		for what, spans := range map[string][]span{"led": leads, "ran": runs} {
-			slices.SortFunc(spans, func(a, b span) int { return a.start.Compare(b.start) })
-			for i := 1; i < len(spans); i++ {
-				if spans[i].start.Before(spans[i-1].end) && spans[i].replica != spans[i-1].replica {
-					t.Errorf("%s: %s %s until %s, and %s from %s", name, spans[i-1].replica, what,
-						spans[i-1].end.Format("15:04:05.000"), spans[i].replica, spans[i].start.Format("15:04:05.000"))
+			for i, a := range spans {
+				for _, b := range spans[i+1:] {
+					if a.replica != b.replica && a.start.Before(b.end) && b.start.Before(a.end) {
+						t.Errorf("%s: %s %s from %s to %s, and %s from %s to %s", name, a.replica, what, a.start.Format("15:04:05.000"),
+							a.end.Format("15:04:05.000"), b.replica, b.start.Format("15:04:05.000"), b.end.Format("15:04:05.000"))
+					}
 				}
 			}
 		}
