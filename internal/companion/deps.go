@@ -30,12 +30,16 @@ type depGraph struct {
 	opaque map[string]bool
 	// skipped are files the companion cannot read (.tf.json).
 	skipped []string
+	// byService are the resources whose for_each is a fleet's services
+	// (for_each = data.k8s_services.NAME.services): their instances are
+	// keyed as the fleet's Services, by the fleet's address.
+	byService map[string]string
 }
 
 // readConfiguration reads the root module of dir and the local modules it
 // calls.
 func readConfiguration(dir string) (*depGraph, error) {
-	g := &depGraph{refs: map[string][]string{}, opaque: map[string]bool{}}
+	g := &depGraph{refs: map[string][]string{}, opaque: map[string]bool{}, byService: map[string]string{}}
 	if err := g.readModule(hclparse.NewParser(), dir, "", nil, 0); err != nil {
 		return nil, err
 	}
@@ -83,7 +87,16 @@ func (g *depGraph) readModule(parser *hclparse.Parser, dir, prefix string, input
 func (g *depGraph) readBlock(parser *hclparse.Parser, dir, prefix string, block *hclsyntax.Block, depth int) error {
 	switch {
 	case block.Type == "resource" && len(block.Labels) == 2:
-		g.add(prefix+block.Labels[0]+"."+block.Labels[1], prefix, bodyRefs(block.Body))
+		node := prefix + block.Labels[0] + "." + block.Labels[1]
+		g.add(node, prefix, bodyRefs(block.Body))
+		if attr, ok := block.Body.Attributes["for_each"]; ok {
+			if expr, ok := attr.Expr.(*hclsyntax.ScopeTraversalExpr); ok {
+				if names := traversalNames(expr.Traversal); len(names) == 4 && names[0] == "data" && names[1] == "k8s_services" &&
+					names[3] == "services" && len(names) == len(expr.Traversal) {
+					g.byService[node] = prefix + "data.k8s_services." + names[2]
+				}
+			}
+		}
 	case block.Type == "data" && len(block.Labels) == 2:
 		g.add(prefix+"data."+block.Labels[0]+"."+block.Labels[1], prefix, bodyRefs(block.Body))
 	case block.Type == "locals":
@@ -271,6 +284,43 @@ func (f poolChangeFilter) targets(changed, excluded []string) []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(targeted))
+}
+
+// byServiceInstances narrows targets: a resource whose instances are keyed
+// as a changed fleet's Services (for_each = the fleet's services), and
+// that uses no other changed pool, is targeted by the instances of the
+// Services that changed, so that the others are neither refreshed nor
+// planned. A change of the fleet's skipped list, or of a fleet with keys
+// of its own, keeps the whole resource.
+func (f poolChangeFilter) byServiceInstances(targets []string, changes map[string][]poolChange) []string {
+	if f.graph == nil || len(f.graph.byService) == 0 {
+		return targets
+	}
+	var out []string
+	for _, t := range targets {
+		fleet, keyed := f.graph.byService[t]
+		services, changed := changes[fleet]
+		others := slices.DeleteFunc(slices.Collect(maps.Keys(changes)), func(a string) bool { return a == fleet })
+		if !keyed || !changed || slices.ContainsFunc(services, func(c poolChange) bool { return !strings.Contains(c.Name, "/") }) ||
+			f.graph.dependents(resourcesOf(mapOf(others)))[t] {
+			out = append(out, t)
+			continue
+		}
+		for _, c := range services {
+			out = append(out, fmt.Sprintf("%s[%q]", t, c.Name))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// mapOf is a set of addresses as the keys of a map.
+func mapOf(addresses []string) map[string]bool {
+	out := map[string]bool{}
+	for _, a := range addresses {
+		out[a] = true
+	}
+	return out
 }
 
 // leavesOut says whether something that uses a changed pool also uses an

@@ -152,6 +152,9 @@ func (r *runner) scope(req runRequest) (targets []string, targeted bool, waiting
 		return nil, false, "every resource that uses the changed pools also uses a pool whose read fails or that the shrink guard refused"
 	}
 	targets = r.filter.withDataSources(targets, changed, excluded)
+	if !req.full && r.targetChanged {
+		targets = r.filter.byServiceInstances(targets, req.changes)
+	}
 	if len(excluded) > 0 {
 		r.log.Info("planning the dependents of the readable pools only", "targets", strings.Join(targets, ","),
 			"unreadable", strings.Join(slices.Sorted(maps.Keys(req.unreadable)), ","))

@@ -307,6 +307,15 @@ func TestATargetedRunPlansWhatTheChangedPoolsNeed(t *testing.T) {
 		return r
 	}
 	full := func(r runRequest) runRequest { r.full = true; return r }
+	services := func(address string, names ...string) runRequest {
+		r := runRequest{changes: map[string][]poolChange{}}
+		for _, n := range names {
+			c := change(n, "10.0.0.1:80")
+			c.Name = n
+			r.changes[address] = append(r.changes[address], c)
+		}
+		return r
+	}
 	files := map[string]string{"main.tf": targetedConfig, "lb/main.tf": `
 variable "pool" {}
 resource "terraform_data" "pool" {
@@ -316,16 +325,22 @@ resource "terraform_data" "pool" {
 	for _, tc := range []struct {
 		name string
 		req  runRequest
-		// off turns targeting off; json adds a .tf.json file.
-		off, json bool
-		targets   []string
+		// off turns targeting off; json adds a .tf.json file;
+		// memberUsesWeb makes the fleet's resource use web too, and web
+		// change.
+		off, json, memberUsesWeb bool
+		targets                  []string
 	}{
 		{name: "a pool's change plans the resources that use it, through locals and modules, and the pool itself",
 			req: changed(web), targets: []string{web, "module.local_lb.terraform_data.pool", "terraform_data.both", "terraform_data.web"}},
 		{name: "a module from a registry is planned whole", req: changed(api),
 			targets: []string{api, "module.registry_lb", "terraform_data.api", "terraform_data.both"}},
-		{name: "a fleet plans every instance of the resource that uses it, and reads the fleet once",
+		{name: "a fleet's skipped list plans every instance of the resource that uses it, and reads the fleet once",
 			req: changed(fleet), targets: []string{fleet, "terraform_data.member"}},
+		{name: "a fleet's Services plan the instances of the resource keyed by them, and read the fleet once",
+			req: services(fleet, "apps/a", "apps/b"), targets: []string{fleet, `terraform_data.member["apps/a"]`, `terraform_data.member["apps/b"]`}},
+		{name: "a fleet's Services with another pool's change that the resource also uses plan it whole",
+			req: services(fleet, "apps/a"), off: false, targets: []string{fleet, "terraform_data.member"}, memberUsesWeb: true},
 		{name: "a pool only an output uses plans the pool alone: the output follows it",
 			req: changed(exported), targets: []string{exported}},
 		{name: "two changed pools plan what each needs", req: changed(web, fleet),
@@ -344,13 +359,20 @@ resource "terraform_data" "pool" {
 			if tc.json {
 				writeFiles(t, dir, map[string]string{"extra.tf.json": `{"resource": {"terraform_data": {"json": {"input": "x"}}}}`})
 			}
+			req := tc.req
+			if tc.memberUsesWeb {
+				writeFiles(t, dir, map[string]string{"main.tf": strings.Replace(targetedConfig, "input    = each.value.endpoints",
+					"input    = [each.value.endpoints, local.web]", 1)})
+				req.changes[web] = []poolChange{change("w", "10.0.0.9:80")}
+				tc.targets = []string{web, fleet, "module.local_lb.terraform_data.pool", "terraform_data.both", "terraform_data.member", "terraform_data.web"}
+			}
 			g, err := readConfiguration(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			tf := fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web"}}}
 			r := &runner{tf: &tf, filter: newPoolChangeFilter(g, []string{web, api, fleet, exported}), targetChanged: !tc.off, log: discard()}
-			if o := r.run(context.Background(), tc.req); o.result != resultApplied {
+			if o := r.run(context.Background(), req); o.result != resultApplied {
 				t.Fatalf("result %s (%v), want %s", o.result, o.err, resultApplied)
 			}
 			if len(tf.planned) != 1 || !slices.Equal(tf.planned[0].targets, tc.targets) {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -569,11 +570,17 @@ output "members" {
 }
 `, ns, ns))
 	wantMembers(t, w, []string{"10.244.1.1:8080"})
-	c := startSync(t, w)
+	cli := newCountingCLI(t)
+	c := startSync(t, w, "-terraform", cli.path)
 	runPod(t, ns, "api", "api-2", "10.244.1.2", true)
 	c.waitFor(t, 60*time.Second, "pool differs from state", map[string]string{"pool": ns + "/api", "added": "10.244.1.2:8080"})
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	wantMembers(t, w, []string{"10.244.1.1:8080", "10.244.1.2:8080"})
+	// The run planned api's instance of the resource, not web's.
+	if plans := cli.invocations("plan"); len(plans) != 1 || !slices.Contains(plans[0], fmt.Sprintf(`-target=terraform_data.pool["%s/api"]`, ns)) ||
+		slices.Contains(plans[0], "-target=terraform_data.pool") {
+		t.Errorf("plans %q: want one that targets api's instance of terraform_data.pool", plans)
+	}
 	c.quiet(t, 3*time.Second)
 	if n := c.count("pool differs from state", map[string]string{"pool": ns + "/web"}); n != 0 {
 		t.Errorf("web, unchanged, was seen as changed %d times", n)
