@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -18,12 +19,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/soak"
 	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
@@ -498,12 +497,46 @@ func untilRun(changes []*churnChange, runs []runSpan) []float64 {
 		if c.Seen.IsZero() || c.Superseded || c.Seen.Equal(c.At) {
 			continue
 		}
-		i := sort.Search(len(runs), func(k int) bool { return runs[k].start.After(c.At) })
-		if i < len(runs) && !runs[i].start.After(c.Seen) {
+		if i := nextRun(runs, c.At); i < len(runs) && !runs[i].start.After(c.Seen) {
 			out = append(out, runs[i].start.Sub(c.At).Seconds())
 		}
 	}
 	return out
+}
+
+// nextRun is the index of the first run of runs (in the order they
+// started) that started after at; len(runs) when none did.
+func nextRun(runs []runSpan, at time.Time) int {
+	return sort.Search(len(runs), func(k int) bool { return runs[k].start.After(at) })
+}
+
+// traceChanges writes, for each change, what became of it: when the
+// first run after its write started and ended, and when state showed it.
+func traceChanges(w io.Writer, changes []*churnChange, runs []runSpan) {
+	for n, c := range changes {
+		what := "not ready"
+		if c.ready {
+			what = "ready"
+		}
+		line := fmt.Sprintf("    change %d, %s (pod %s made %s)", n+1, c.Key, c.pod, what)
+		if i := nextRun(runs, c.At); i < len(runs) {
+			line += fmt.Sprintf(": next run started +%.2f s", runs[i].start.Sub(c.At).Seconds())
+			if !runs[i].end.IsZero() {
+				line += fmt.Sprintf(", ended +%.2f s", runs[i].end.Sub(c.At).Seconds())
+			}
+		}
+		switch {
+		case c.Superseded:
+			line += "; superseded"
+		case c.Seen.IsZero():
+			line += "; lost"
+		case c.Seen.Equal(c.At):
+			line += "; undone"
+		default:
+			line += fmt.Sprintf("; in state +%.2f s", c.Seen.Sub(c.At).Seconds())
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // addRuns adds a round's runs to t.
@@ -596,7 +629,7 @@ func (s *syncBench) churn(ctx context.Context, r *Results) error {
 // churnRound is one build's round of cfg in dir.
 func (s *syncBench) churnRound(ctx context.Context, cfg churnConfig, dir string, round int, pools churnPools, t *churnTally) error {
 	o := s.b.opts
-	if err := s.readyAgain(ctx, cfg, pools); err != nil {
+	if err := readyAll(ctx, s, cfg.pools(), pools); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -665,6 +698,7 @@ func (s *syncBench) churnRound(ctx context.Context, cfg churnConfig, dir string,
 	t.tally(changes)
 	runs := pairRuns(c.Events("run started", nil), c.Events("run ended", nil))
 	t.addRuns(runs)
+	traceChanges(benchrun.Log, changes, runs)
 	toRun := untilRun(changes, runs)
 	t.toRun = append(t.toRun, toRun...)
 	results := map[string]int{}
@@ -711,33 +745,6 @@ func (s *syncBench) churnSettle(ctx context.Context, c *companionproc.Proc, j *c
 	}
 	fmt.Fprintf(benchrun.Log, "  after %s: %d change(s) not in state, a run under way: %v\n", wait, j.pending(), c.Seen("run started") != c.Seen("run ended"))
 	return nil
-}
-
-// readyAgain makes every pod of cfg's pools ready, and waits until the
-// EndpointSlice controller has published them.
-func (s *syncBench) readyAgain(ctx context.Context, cfg churnConfig, pools churnPools) error {
-	var services []int
-	for i := range cfg.pools() {
-		again := false
-		for j := range pools[i] {
-			if pools[i][j].ready {
-				continue
-			}
-			if _, err := fixture.WriteReady(ctx, s.client, fixture.Namespace, pools[i][j].name, true); err != nil {
-				return err
-			}
-			pools[i][j].ready, again = true, true
-		}
-		if again {
-			services = append(services, i)
-		}
-	}
-	return fixture.Parallel(ctx, len(services), func(ctx context.Context, k int) error {
-		i := services[k]
-		n := len(pools[i])
-		return testcluster.WaitForSlices(ctx, s.client, fixture.Namespace, fixture.ServiceName(i), 2*time.Minute,
-			testcluster.EndpointCount(discoveryv1.AddressTypeIPv4, n, n))
-	})
 }
 
 // churnFigures are the columns of the churn's table, each of a tally.

@@ -512,29 +512,7 @@ var errNotSettled = errors.New("the companion's CPU did not settle")
 // children's) grows by at most ticks clock ticks over window, and gives it
 // then, with the time.
 func settleCPU(ctx context.Context, pid int, window time.Duration, ticks int64, timeout time.Duration) (procstat.Stat, time.Time, error) {
-	deadline := time.Now().Add(timeout)
-	prev, err := procstat.Read(pid)
-	if err != nil {
-		return procstat.Stat{}, time.Time{}, err
-	}
-	for {
-		select {
-		case <-time.After(window):
-		case <-ctx.Done():
-			return procstat.Stat{}, time.Time{}, ctx.Err()
-		}
-		now, err := procstat.Read(pid)
-		if err != nil {
-			return procstat.Stat{}, time.Time{}, err
-		}
-		if now.Total()-prev.Total() <= ticks {
-			return now, time.Now(), nil
-		}
-		if time.Now().After(deadline) {
-			return procstat.Stat{}, time.Time{}, fmt.Errorf("%w within %s", errNotSettled, timeout)
-		}
-		prev = now
-	}
+	return settleCPUs(ctx, []int{pid}, window, ticks, timeout)
 }
 
 func syncFleetName(i int) string { return fmt.Sprintf("fleet-%04d", i) }
