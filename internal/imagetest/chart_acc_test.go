@@ -38,6 +38,8 @@ var valueSets = []struct {
 	{"baked", "lb-baked", []string{"configuration.source=image", "configuration.path=/config", "backend.kubernetes=false",
 		"backend.envFromSecret=backend-credentials", "leaderElection.enabled=false", "replicas=1", "cli=terraform",
 		"image.repository=registry.example.com/lb/k8s-sync-with-config", "image.tag=1.0.0", "extraArgs={-settle-quiet=10s,-max-shrink=0.3}"}},
+	{"workspaces", "lb-workspaces", []string{"workspaces[0].name=team-a", "workspaces[0].configMap=team-a-lb",
+		"workspaces[0].settings.settle_quiet=1s", "workspaces[1].name=team-b", "workspaces[1].configMap=team-b-lb", "maxConcurrentRuns=2"}},
 }
 
 // TestAccChart is issue 26's item 3: helm lint of the chart with each set of
@@ -78,6 +80,8 @@ func TestAccChart(t *testing.T) {
 			{[]string{"rbac.clusterWide=false"}, "give the namespaces the pools read in rbac.namespaces"},
 			{[]string{"configuration.source=git"}, "configuration.source: use configMap or image"},
 			{[]string{"metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled needs metrics.service.enabled"},
+			{[]string{"workspaces[0].name=Team_A", "workspaces[0].configMap=x"}, `workspaces: name "Team_A"`},
+			{[]string{"workspaces[0].name=a"}, "workspaces: a has no configMap"},
 		} {
 			out, err := helm(t, append([]string{"template", "bad", chart}, setArgs(tc.set)...)...)
 			if err == nil || !strings.Contains(out, tc.want) {
@@ -110,6 +114,10 @@ func kindsOf(set []string) []string {
 	}
 	if strings.Contains(joined, "serviceMonitor.enabled=true") {
 		kinds = append(kinds, "service/", "servicemonitor.monitoring.coreos.com/")
+	}
+	if strings.Contains(joined, "workspaces[") {
+		// The -workspaces file.
+		kinds = append(kinds, "configmap/")
 	}
 	return kinds
 }
