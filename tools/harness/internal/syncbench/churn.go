@@ -424,6 +424,10 @@ type churnTally struct {
 	runs      map[string]int
 	durations []float64
 	unended   int
+	// steady and burst are the latencies of the steady changes and of
+	// the bursts' apart, s; burstWrites how long the writes of each burst
+	// took, from the first to the last, s.
+	steady, burst, burstWrites []float64
 	// applies are the untimed applies before each round, s.
 	applies []float64
 }
@@ -463,7 +467,13 @@ func (t *churnTally) tally(changes []*churnChange) {
 			t.undone++
 		default:
 			t.seen++
-			t.latency = append(t.latency, c.Seen.Sub(c.At).Seconds())
+			lat := c.Seen.Sub(c.At).Seconds()
+			t.latency = append(t.latency, lat)
+			if c.burst {
+				t.burst = append(t.burst, lat)
+			} else {
+				t.steady = append(t.steady, lat)
+			}
 		}
 	}
 }
@@ -674,6 +684,7 @@ func (s *syncBench) churnRound(ctx context.Context, cfg churnConfig, dir string,
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		first := time.Now()
 		for _, i := range e.pools {
 			pod, ready := churnFlip(rng, pools.readiness(i))
 			written, err := fixture.WriteReady(ctx, s.client, fixture.Namespace, pools[i][pod].name, ready)
@@ -682,6 +693,9 @@ func (s *syncBench) churnRound(ctx context.Context, cfg churnConfig, dir string,
 			}
 			pools[i][pod].ready = ready
 			j.record(&churnChange{Change: soak.Change{At: written, Key: cfg.key(i), Want: pools.members(i)}, pod: pools[i][pod].name, ready: ready, burst: e.burst})
+		}
+		if e.burst {
+			t.burstWrites = append(t.burstWrites, time.Since(first).Seconds())
 		}
 	}
 	fmt.Fprintf(benchrun.Log, "  %d changes made over %.0f s; waiting for state\n", j.made(), time.Since(begin).Seconds())
@@ -875,6 +889,24 @@ func churnSection(res *churnResults) string {
 		}
 	}
 	b.Line("")
+	if res.burst > 0 {
+		b.Para("The steady changes and the bursts' apart (a burst's changes are written one after the other, and its first ones wait for the last's quiet time):")
+		b.Table("| configuration | build | steady changes seen | their latency p50, s | p99, s | burst changes seen | their latency p50, s | p99, s | a burst's writes took, s |",
+			"|---|---|---:|---:|---:|---:|---:|---:|---:|")
+		for _, p := range res.points {
+			for _, side := range []struct {
+				name string
+				t    *churnTally
+			}{{"this build", p.current}, {"baseline " + res.baseline, p.base}} {
+				if t := side.t; t != nil {
+					b.Line("| %s | %s | %d | %s | %s | %d | %s | %s | %s |", p.config.title(), side.name,
+						len(t.steady), churnPercentile(t.steady, 50), churnPercentile(t.steady, 99),
+						len(t.burst), churnPercentile(t.burst, 50), churnPercentile(t.burst, 99), stats.MinMax(t.burstWrites, "%.1f"))
+				}
+			}
+		}
+		b.Line("")
+	}
 	for _, p := range res.points {
 		for _, side := range []struct {
 			name string
@@ -901,6 +933,14 @@ func churnFigure(t *churnTally, format string, value func(*churnTally) float64) 
 		return "—"
 	}
 	return fmt.Sprintf(format, v)
+}
+
+// churnPercentile is the p-th percentile of v, or "—" when v is empty.
+func churnPercentile(v []float64, p float64) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", stats.Percentile(v, p))
 }
 
 // ratioText is cur / old, or "—".

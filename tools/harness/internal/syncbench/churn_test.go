@@ -218,8 +218,8 @@ func TestTheChurnJudgePairsEachChangeWithTheStateFileThatFirstShowsIt(t *testing
 	if tally.changes != 8 || tally.seen != 2 || tally.superseded != 4 || tally.undone != 2 || len(tally.lost) != 0 {
 		t.Errorf("tally: %d changes, %d seen, %d superseded, %d undone, %d lost", tally.changes, tally.seen, tally.superseded, tally.undone, len(tally.lost))
 	}
-	if !slices.Equal(tally.latency, []float64{1.5, 1.1}) {
-		t.Errorf("latencies %v, want 1.5 and 1.1", tally.latency)
+	if !slices.Equal(tally.latency, []float64{1.5, 1.1}) || !slices.Equal(tally.steady, tally.latency) || len(tally.burst) != 0 {
+		t.Errorf("latencies %v (steady %v, burst %v), want 1.5 and 1.1, both steady", tally.latency, tally.steady, tally.burst)
 	}
 
 	// A change that nothing resolves is lost, and named.
@@ -246,7 +246,7 @@ func TestRunsArePairedFromTheLogOneAtATime(t *testing.T) {
 	// as a run started, for the next; those superseded, undone or lost
 	// have none.
 	change := func(at, seen float64, superseded bool) *churnChange {
-		c := &churnChange{Change: soak.Change{At: ev(at, "").Time, Superseded: superseded}}
+		c := &churnChange{Change: soak.Change{At: ev(at, "").Time, Key: "svc_000", Superseded: superseded}, pod: "svc-000-1"}
 		if seen >= 0 {
 			c.Seen = ev(seen, "").Time
 		}
@@ -256,6 +256,13 @@ func TestRunsArePairedFromTheLogOneAtATime(t *testing.T) {
 	if !slices.Equal(got, []float64{1, 11}) {
 		t.Errorf("write → next run started %v, want 1 and 11", got)
 	}
+	var trace strings.Builder
+	traceChanges(&trace, []*churnChange{change(4, 8, false), change(19, -1, false), change(6, -1, true)}, runs)
+	textcheck.Contains(t, "trace", trace.String(),
+		"    change 1, svc_000 (pod svc-000-1 made not ready): next run started +1.00 s, ended +4.00 s; in state +4.00 s\n",
+		"    change 2, svc_000 (pod svc-000-1 made not ready): next run started +1.00 s; lost\n",
+		"    change 3, svc_000 (pod svc-000-1 made not ready): next run started +3.00 s, ended +4.00 s; superseded\n",
+	)
 	if !slices.Equal(tally.durations, []float64{2, 3, 1}) || tally.unended != 1 {
 		t.Errorf("durations %v, %d under way; want 2, 3, 1 and one", tally.durations, tally.unended)
 	}
@@ -270,7 +277,7 @@ func churnFixture() *churnResults {
 		for i, v := range latency {
 			toRun[i] = v / 2
 		}
-		t := &churnTally{changes: len(latency) + len(lost), toRun: toRun, seen: len(latency), latency: latency, lost: lost,
+		t := &churnTally{changes: len(latency) + len(lost), toRun: toRun, steady: latency[:1], burst: latency[1:], burstWrites: []float64{1.2, 1.5}, seen: len(latency), latency: latency, lost: lost,
 			runs: map[string]int{"applied": len(durations) - nothing}, durations: durations, applies: []float64{3, 4}}
 		if nothing > 0 {
 			t.runs[resultNoChanges] = nothing
@@ -311,6 +318,8 @@ func TestTheChurnSectionGivesEachBuildAndTheirRatios(t *testing.T) {
 		"| 50 `k8s_ready_endpoints` | this build / baseline | 6.67× | | | | | 0.05× | 0.05× | 0.05× | 0.05× | 0.50× | 0.50× | 0.50× | 1.00× | | | |",
 		"| 500 `k8s_ready_endpoints` | this build | 2 | 2 | 0 | 0 | 0 | 5.00 | 6.00 | 6.00 | 2.50 | 3.00 | 4.00 | 4.00 | 3 | 1 | no_changes 1 |",
 		"| 1 `k8s_services` of 500 Services | this build | 2 | 1 | 0 | 0 | 1 |",
+		"| 50 `k8s_ready_endpoints` | this build | 1 | 0.01 | 0.01 | 19 | 0.11 | 0.20 | 1.2–1.5 |",
+		"| 1 `k8s_services` of 500 Services | baseline c53f66b | 1 | 2.00 | 2.00 | 0 | — | — | 1.2–1.5 |",
 		"Lost (not in state when the round ended), 1 `k8s_services` of 500 Services, this build (1): bench/svc-001: pod svc-001-3 made ready at 10:00:00.000 (want 10 members).",
 	)
 }
