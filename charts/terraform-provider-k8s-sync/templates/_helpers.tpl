@@ -35,6 +35,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 # .terraform of the configuration: written by the init container.
 - name: TF_DATA_DIR
   value: /data/terraform
+{{- include "k8s-sync.backendEnv" . }}
+{{- end -}}
+
+{{/* The backend's part of it: also the init container of each workspace's. */}}
+{{- define "k8s-sync.backendEnv" -}}
 {{- if .Values.backend.kubernetes }}
 # The kubernetes backend connects with the pod's ServiceAccount.
 - name: KUBE_IN_CLUSTER_CONFIG
