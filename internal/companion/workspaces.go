@@ -138,6 +138,10 @@ func (spec workspaceSpec) workspace(base string, defaults SyncOptions) (workspac
 	if !workspaceName.MatchString(spec.Name) {
 		return workspace{}, fmt.Errorf("name %q: give 1 to 40 lowercase letters, digits and '-', starting and ending with a letter or digit", spec.Name)
 	}
+	if strings.HasPrefix(spec.Name, "member-") {
+		// LEASE-NAME-member-IDENTITY are the replicas' own Leases.
+		return workspace{}, fmt.Errorf("name %q: a name starting with member- would be the Lease of a replica: give another", spec.Name)
+	}
 	if spec.Dir == "" {
 		return workspace{}, errors.New("dir: give the working directory of the configuration, initialized")
 	}

@@ -82,6 +82,7 @@ func TestABadWorkspacesFileIsAnErrorNamingWhatIsWrong(t *testing.T) {
 		{"an unknown attribute", "workspaces: [{name: a, dir: a, settle: 1s}]", `unknown field "settle"`},
 		{"a name that cannot name a Lease", "workspaces: [{name: Team_A, dir: a}]", `name "Team_A"`},
 		{"no dir", "workspaces: [{name: a}]", "dir: give the working directory"},
+		{"a name that would be a replica's Lease", "workspaces: [{name: member-a, dir: a}]", "would be the Lease of a replica"},
 		{"a dir that does not exist", "workspaces: [{name: a, dir: nowhere}]", "is not a directory"},
 		{"two workspaces of one name", "workspaces: [{name: a, dir: a}, {name: a, dir: a}]", `workspace "a" is also in`},
 		{"a duration that is not one", "workspaces: [{name: a, dir: a, settle_quiet: 5}]", "a duration is a string"},
