@@ -162,6 +162,8 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		leaseNamespace string
 		leaseName      string
 		identity       string
+		podName        string
+		podUID         string
 		memoryLimitMiB int64
 		workspacesPath string
 		maxRuns        int
@@ -187,6 +189,8 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&leaseNamespace, "lease-namespace", "default", "namespace of the Lease")
 	fs.StringVar(&leaseName, "lease-name", "terraform-provider-k8s-sync", "name of the Lease")
 	fs.StringVar(&identity, "identity", "", "this replica's name in the Lease; default: host name and process id")
+	fs.StringVar(&podName, "pod-name", "", "with -workspaces, the pod this replica runs in (in -lease-namespace), given with -pod-uid from the downward API: the pod owns the replica's member Lease, which the garbage collector deletes with it")
+	fs.StringVar(&podUID, "pod-uid", "", "with -pod-name, the pod's UID (metadata.uid)")
 	fs.Int64Var(&memoryLimitMiB, "memory-limit-mib", 128, "soft memory limit of the Go runtime, in MiB (0: none; $GOMEMLIMIT wins)")
 	fs.StringVar(&workspacesPath, "workspaces", "", "a file, or a directory of files, listing the working directories to keep current, each with its settings (the flags give the rest); in place of -chdir")
 	fs.IntVar(&maxRuns, "max-concurrent-runs", 4, "with -workspaces, the most runs of this replica at once (0: no bound)")
@@ -207,6 +211,10 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "give -chdir (one working directory) or -workspaces (a list of them), not both")
 			return exitError
 		}
+	}
+	if (podName == "") != (podUID == "") {
+		fmt.Fprintf(stderr, "-pod-name %q and -pod-uid %q: give both (the chart sets them from the downward API) or neither\n", podName, podUID)
+		return exitError
 	}
 	// Reading a large state makes short-lived copies of it; a soft limit
 	// makes the collector reclaim them before the heap doubles, for a
@@ -282,6 +290,9 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		lease := kube.LeaseConfig{Namespace: leaseNamespace, Name: leaseName, Identity: identity}.WithDefaults()
 		r.lease = &lease
+	}
+	if podName != "" {
+		r.pod = &kube.PodRef{Name: podName, UID: podUID}
 	}
 	if err := r.serve(ctx); err != nil {
 		log.Error("stopped", "error", explain(err, c.opts.Terraform, c.opts.Dir).Error())

@@ -34,6 +34,9 @@ type replica struct {
 	// group whose Leases the replicas share (Name is the prefix of each
 	// workspace's).
 	lease *kube.LeaseConfig
+	// pod, when set, is the pod this replica runs in: it owns the
+	// replica's member Lease.
+	pod *kube.PodRef
 	// slots bound the runs under way on this replica; nil: no bound.
 	slots chan struct{}
 	// members are the replicas of the group, when they share Leases.
@@ -56,7 +59,7 @@ func newReplica(workspaces []workspace, single bool, client *kube.Client, h *hub
 func (r *replica) serve(ctx context.Context) error {
 	if r.lease != nil && !r.single {
 		members, err := r.client.JoinGroup(ctx, kube.MemberConfig{Namespace: r.lease.Namespace, Group: r.lease.Name,
-			Identity: r.lease.Identity, LeaseDuration: r.lease.LeaseDuration, RetryPeriod: r.lease.RetryPeriod}, r.log)
+			Identity: r.lease.Identity, LeaseDuration: r.lease.LeaseDuration, RetryPeriod: r.lease.RetryPeriod, Pod: r.pod}, r.log)
 		if err != nil {
 			return fmt.Errorf("the replicas' Leases in %s: %w; the companion needs get, list, create and update on leases there",
 				r.lease.Namespace, err)

@@ -108,3 +108,12 @@ func TestHelpNamesTheExitCodes(t *testing.T) {
 		}
 	}
 }
+
+func TestAPodIsNamedWithItsUID(t *testing.T) {
+	for _, args := range [][]string{{"-pod-name", "sync-0"}, {"-pod-uid", "0b0c"}} {
+		var stderr bytes.Buffer
+		if code := Main("sync", args, &bytes.Buffer{}, &stderr); code != exitError || !strings.Contains(stderr.String(), "give both") {
+			t.Errorf("sync %v exited %d: %s", args, code, stderr.String())
+		}
+	}
+}

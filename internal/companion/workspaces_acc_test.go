@@ -12,6 +12,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
@@ -63,8 +64,20 @@ func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Each replica runs in a pod (an object of its own here), which owns
+	// its member Lease, as the chart's replicas do.
+	pods := map[string]string{}
+	for i, id := range []string{"r-a", "r-b", "r-c"} {
+		runPod(t, ns, "replica-"+id, id, fmt.Sprintf("10.246.0.%d", i+1), true)
+		pod, err := acc.client.CoreV1().Pods(ns).Get(testCtx(t), id, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods[id] = string(pod.UID)
+	}
 	lease := func(id string) []string {
-		return []string{"-leader-elect", "-lease-namespace", ns, "-lease-name", "ws", "-identity", id, "-max-concurrent-runs", "3"}
+		return []string{"-leader-elect", "-lease-namespace", ns, "-lease-name", "ws", "-identity", id, "-max-concurrent-runs", "3",
+			"-pod-name", id, "-pod-uid", pods[id]}
 	}
 	replicas := map[string]*companion{}
 	for _, id := range []string{"r-a", "r-b", "r-c"} {
@@ -178,6 +191,15 @@ func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
 		}
 	}
 	judge.waitFor(t, 30*time.Second, "every workspace held by the survivor the group prefers for it", preferred(survivors))
+	// The killed replica's pod is deleted, as its Deployment would: the
+	// garbage collector deletes its member Lease; the survivors' stay.
+	deletePod(t, ns, victim)
+	memberGone(t, ns, victim, pods)
+	for _, id := range survivors {
+		if _, err := acc.client.CoordinationV1().Leases(ns).Get(testCtx(t), kube.MemberLeaseName("ws", id), metav1.GetOptions{}); err != nil {
+			t.Errorf("the member Lease of %s, which is live: %v", id, err)
+		}
+	}
 	for _, c := range replicas {
 		c.quiet(t, 3*time.Second)
 	}
@@ -187,6 +209,30 @@ func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
 		}
 	}
 	judge.check(t, replicas)
+}
+
+// memberGone waits for the member Lease of id, owned by its pod, to be
+// deleted by the garbage collector once the pod is gone.
+func memberGone(t *testing.T, ns, id string, pods map[string]string) {
+	t.Helper()
+	name := kube.MemberLeaseName("ws", id)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		lease, err := acc.client.CoordinationV1().Leases(ns).Get(testCtx(t), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owners := lease.OwnerReferences; len(owners) != 1 || owners[0].Kind != "Pod" || owners[0].Name != id || string(owners[0].UID) != pods[id] {
+			t.Fatalf("the member Lease %s has owners %+v, want the pod %s (%s)", name, owners, id, pods[id])
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the member Lease %s of %s is still there 60 s after its pod was deleted", name, id)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // countOf3 counts workspaces by holder.

@@ -36,6 +36,9 @@ type LeaseConfig struct {
 	Patience func(lastHolder string) time.Duration
 	// Labels are set on the Lease when this replica creates it.
 	Labels map[string]string
+	// OwnerReferences are set on the Lease when this replica creates it:
+	// the garbage collector deletes the Lease once its owner is gone.
+	OwnerReferences []metav1.OwnerReference
 }
 
 // WithDefaults fills the durations client-go's users commonly use: 15 s,
@@ -169,7 +172,7 @@ func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time)
 		}
 		seconds := int32(l.cfg.LeaseDuration.Seconds())
 		lease = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: l.cfg.Namespace, Name: l.cfg.Name, Labels: l.cfg.Labels},
+			ObjectMeta: metav1.ObjectMeta{Namespace: l.cfg.Namespace, Name: l.cfg.Name, Labels: l.cfg.Labels, OwnerReferences: l.cfg.OwnerReferences},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity: &l.cfg.Identity, LeaseDurationSeconds: &seconds,
 				AcquireTime: &now, RenewTime: &now, LeaseTransitions: new(int32),

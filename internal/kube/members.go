@@ -12,6 +12,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The replicas that share Leases out know each other by a Lease of each
@@ -27,6 +28,23 @@ const MemberLabel = "terraform-provider-k8s-sync/member-of"
 type MemberConfig struct {
 	Namespace, Group, Identity string
 	LeaseDuration, RetryPeriod time.Duration
+	// Pod, when set, is the pod the replica runs in (its name and UID), in
+	// Namespace: it owns the member Lease, so that the garbage collector
+	// deletes the Lease with the pod and those of replicas gone do not
+	// accumulate.
+	Pod *PodRef
+}
+
+// PodRef names a pod: its name and its UID.
+type PodRef struct{ Name, UID string }
+
+// ownerReferences make p the owner of an object in its namespace; none
+// when p is nil.
+func (p *PodRef) ownerReferences() []metav1.OwnerReference {
+	if p == nil {
+		return nil
+	}
+	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: types.UID(p.UID)}}
 }
 
 // Membership is what a replica knows of its group.
@@ -72,7 +90,7 @@ func (c *Client) JoinGroup(ctx context.Context, cfg MemberConfig, log *slog.Logg
 	m := &Membership{cfg: cfg, seen: map[string]memberSeen{}, since: map[string]time.Time{}}
 	own := &leaseHolder{client: leases, requestTimeout: c.opts.RequestTimeout, cfg: LeaseConfig{
 		Namespace: cfg.Namespace, Name: MemberLeaseName(cfg.Group, cfg.Identity), Identity: cfg.Identity,
-		LeaseDuration: cfg.LeaseDuration, Labels: map[string]string{MemberLabel: cfg.Group},
+		LeaseDuration: cfg.LeaseDuration, Labels: map[string]string{MemberLabel: cfg.Group}, OwnerReferences: cfg.Pod.ownerReferences(),
 	}}
 	step := func() error {
 		if _, err := own.tryAcquireOrRenew(ctx, time.Now().Add(c.opts.RequestTimeout)); err != nil {
