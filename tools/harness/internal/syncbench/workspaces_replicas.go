@@ -207,12 +207,20 @@ func endedRuns(procs []*companionproc.Proc) []syncproc.Event {
 	return out
 }
 
-// runStart is when the run of a `run ended` line started: its time minus
-// its duration.
+// runStart is when the run of a `run ended` line was decided: its time
+// minus its duration and, when it waited for the replica's slot, minus
+// that wait (`queued`, which the duration leaves out).
 func runStart(e syncproc.Event) (time.Time, bool) {
 	d, err := time.ParseDuration(e.Str("duration"))
 	if err != nil {
 		return time.Time{}, false
+	}
+	if q := e.Str("queued"); q != "" {
+		queued, err := time.ParseDuration(q)
+		if err != nil {
+			return time.Time{}, false
+		}
+		d += queued
 	}
 	return e.Time.Add(-d), true
 }
@@ -247,10 +255,10 @@ type runTally struct {
 // tallyRuns counts the `run ended` lines of ended, one replica's whose
 // runs are one at a time (-max-concurrent-runs 1), whose time is in
 // [from, to): applied (with their durations) and the other results. A
-// run's duration counts from the decision to run, and so includes its
-// wait for the replica's slot: its time in the slot is from the later of
-// its decision and the end of the run before it (the slot is given in
-// the order asked, a channel's) to its end.
+// run's tallied duration counts from the decision to run (runStart), and
+// so includes its wait for the replica's slot: its time in the slot is
+// from the later of its decision and the end of the run before it (the
+// slot is given in the order asked, a channel's) to its end.
 func tallyRuns(ended []syncproc.Event, from, to time.Time) runTally {
 	t := runTally{other: map[string]int{}}
 	ended = slices.Clone(ended)

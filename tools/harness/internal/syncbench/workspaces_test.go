@@ -120,6 +120,12 @@ func ended(workspace string, at time.Time, result, d string) syncproc.Event {
 	return syncproc.Event{Time: at, Msg: "run ended", Fields: map[string]any{"workspace": workspace, "result": result, "duration": d}}
 }
 
+// queued is e with the wait for the replica's slot that the companion logs.
+func queued(e syncproc.Event, d string) syncproc.Event {
+	e.Fields["queued"] = d
+	return e
+}
+
 func TestAFlipIsTakenByAnAppliedRunThatStartedAfterIt(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	flipped := map[string]time.Time{"ws-000": t0, "ws-001": t0, "ws-002": t0, "ws-003": t0}
@@ -134,9 +140,13 @@ func TestAFlipIsTakenByAnAppliedRunThatStartedAfterIt(t *testing.T) {
 		ended("ws-009", t0.Add(5*time.Second), "applied", "1s"),
 		// No duration: its start is unknown.
 		ended("ws-003", t0.Add(5*time.Second), "applied", ""),
+		// Decided 1 s before the flip, it waited 2 s for the replica's
+		// slot (`queued`, left out of its duration): not taken.
+		queued(ended("ws-004", t0.Add(3*time.Second), "applied", "2s"), "2s"),
 	}
+	flipped["ws-004"] = t0
 	got := takenFlips(runs, flipped)
-	if !got["ws-000"] || got["ws-001"] || got["ws-002"] || got["ws-003"] || got["ws-009"] || len(got) != 1 {
+	if !got["ws-000"] || got["ws-001"] || got["ws-002"] || got["ws-003"] || got["ws-004"] || got["ws-009"] || len(got) != 1 {
 		t.Errorf("taken %v, want ws-000 alone", got)
 	}
 }
@@ -156,8 +166,9 @@ func TestRunsAreTalliedWithinTheWindow(t *testing.T) {
 		ended("ws-001", from.Add(30*time.Second), "applied", "4.5s"),
 		ended("ws-002", from.Add(40*time.Second), "failed", "1s"),
 		ended("ws-003", from.Add(50*time.Second), "no_changes", "1s"),
-		// Decided at 45 s, the slot free at 50 s: 3 s in it.
-		ended("ws-005", from.Add(53*time.Second), "applied", "8s"),
+		// Decided at 45 s, the slot free at 50 s: 3 s in it; the
+		// companion logs the 5 s wait apart.
+		queued(ended("ws-005", from.Add(53*time.Second), "applied", "3s"), "5s"),
 	}
 	got := tallyRuns(runs, from, to)
 	if got.applied != 3 || got.other["failed"] != 1 || got.other["no_changes"] != 1 || len(got.other) != 2 {
