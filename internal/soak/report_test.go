@@ -52,7 +52,7 @@ func singleResult() *Result {
 	return &Result{
 		Options: o, Start: at, Elapsed: 2*time.Minute + 3*time.Second,
 		Changes: 60, Bursts: 20, Seen: 50, Superseded: 9, Lost: 1, Late: 1, FaultAffected: 12,
-		Noise: 110, NoiseRuns: 0, NoiseStretch: 12 * time.Second, Windows: 40, Applies: 38,
+		Noise: 110, NoiseRuns: 0, NoiseStretch: 12 * time.Second, Windows: 40, Applies: 38, FaultWindows: 6, FaultApplies: 7,
 		Runs:          map[string]int{"applied": 38, "failed": 2},
 		ShrinkRefused: 1,
 		LatencyAll:    []float64{1.2, 1.5, 3.2, 9.8}, LatencyCalm: []float64{1.2, 1.5},

@@ -22,10 +22,13 @@ type Result struct {
 	Noise                                                        int
 	NoiseRuns                                                    int
 	NoiseStretch                                                 time.Duration
-	// Windows are the settled windows the driver's changes make.
-	Windows, Applies int
-	Runs             map[string]int
-	ShrinkRefused    int
+	// Windows are the settled windows the driver's changes make, and
+	// Applies the applied and state_updated runs, outside faults; the
+	// Fault ones during them (countRuns).
+	Windows, Applies           int
+	FaultWindows, FaultApplies int
+	Runs                       map[string]int
+	ShrinkRefused              int
 	// Latency of the changes seen, s: all and outside faults.
 	LatencyAll, LatencyCalm []float64
 	RunDurations            []float64
@@ -51,8 +54,9 @@ type workspaceLine struct {
 	pools               int
 	changes, lost, late int
 	// calm are the latencies outside faults, s.
-	calm             []float64
-	windows, applies int
+	calm                       []float64
+	windows, applies           int
+	faultWindows, faultApplies int
 	// holders are the holders its Lease named, polled, in order.
 	holders []holding
 }
@@ -259,28 +263,32 @@ func (s *soak) verdict() *Result {
 
 	// No run for nothing: each workspace's applies against the settled
 	// windows the driver's changes of its pools make (changes closer than
-	// the quiet time, for at most settle-max, are one window).
-	times := map[string][]time.Time{}
+	// the quiet time, for at most settle-max, are one window), outside
+	// faults (countRuns).
+	made := map[string][]madeChange{}
 	for _, c := range j.changes {
-		times[c.workspace] = append(times[c.workspace], c.At)
+		m := madeChange{at: c.At}
+		if t, ok := resolved[&c.Change]; ok {
+			m.seen = t
+		}
+		made[c.workspace] = append(made[c.workspace], m)
 	}
+	ran := map[string][]runSpan{}
 	for _, sp := range runs {
 		r.Runs[sp.result]++
-		if sp.result == "applied" || sp.result == "state_updated" {
-			r.Applies++
-			if line := lines[sp.workspace]; line != nil {
-				line.applies++
-			}
-		}
+		ran[sp.workspace] = append(ran[sp.workspace], sp)
 		r.RunDurations = append(r.RunDurations, sp.end.Sub(sp.start).Seconds())
 	}
 	for _, w := range s.workspaces {
 		line := lines[w.name]
-		slices.SortFunc(times[w.name], time.Time.Compare)
-		line.windows = windows(times[w.name], s.o.Quiet, s.o.SettleMax)
-		r.Windows += line.windows
-		if line.applies > line.windows {
-			r.Violations = append(r.Violations, fmt.Sprintf("%s%d applies for %d settled windows that changed a pool", w.label(), line.applies, line.windows))
+		n := countRuns(made[w.name], ran[w.name], s.o.Quiet, s.o.SettleMax, inFault)
+		line.windows, line.applies, line.faultWindows, line.faultApplies = n.windows, n.applies, n.faultWindows, n.faultApplies
+		r.Windows += n.windows
+		r.Applies += n.applies
+		r.FaultWindows += n.faultWindows
+		r.FaultApplies += n.faultApplies
+		if n.applies > n.windows {
+			r.Violations = append(r.Violations, fmt.Sprintf("%s%d applies for %d settled windows that changed a pool, outside faults", w.label(), n.applies, n.windows))
 		}
 		if s.many() {
 			r.Workspaces = append(r.Workspaces, *line)
@@ -640,7 +648,7 @@ func (r *Result) Markdown(title string) string {
 	}
 	w("## Runs")
 	w("")
-	w("Settled windows that changed a pool (from the driver's change times): %d; applies (applied + state_updated): %d.", r.Windows, r.Applies)
+	w("Outside faults, settled windows that changed a pool (from the driver's change times): %d; applies (applied + state_updated): %d. During faults (a window with a change made or waiting for state during one, a run under way during one; a fault can bring a window's changes to the companion in pieces, each a run that applies a real change): %d windows, %d applies.", r.Windows, r.Applies, r.FaultWindows, r.FaultApplies)
 	w("")
 	w("| result | runs |")
 	w("|---|---|")
@@ -742,13 +750,13 @@ func (r *Result) workspacesSection(w func(format string, args ...any)) {
 	w("## Workspaces")
 	w("")
 	w("Per workspace: changes made to its pools, lost and late; latency from a change's write to its state showing it, outside faults, s;")
-	w("settled windows of its changes and its applies (no run for nothing: applies <= windows).")
+	w("settled windows of its changes and its applies outside faults (no run for nothing: applies <= windows), and during faults (not judged).")
 	w("")
-	w("| workspace | pools | changes | lost | late | n | p50 | p99 | max | windows | applies |")
-	w("|---|---|---|---|---|---|---|---|---|---|---|")
+	w("| workspace | pools | changes | lost | late | n | p50 | p99 | max | windows | applies | windows in faults | applies in faults |")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, l := range r.Workspaces {
-		w("| %s | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f | %d | %d |", l.name, l.pools, l.changes, l.lost, l.late, len(l.calm),
-			percentile(l.calm, 50), percentile(l.calm, 99), percentile(l.calm, 100), l.windows, l.applies)
+		w("| %s | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f | %d | %d | %d | %d |", l.name, l.pools, l.changes, l.lost, l.late, len(l.calm),
+			percentile(l.calm, 50), percentile(l.calm, 99), percentile(l.calm, 100), l.windows, l.applies, l.faultWindows, l.faultApplies)
 	}
 	w("")
 }

@@ -255,14 +255,80 @@ func (s *soak) waitShared(ctx context.Context, bound time.Duration) (time.Durati
 // closer than quiet, for at most most, are one window, as the companion's
 // settle window makes them one run.
 func windows(times []time.Time, quiet, most time.Duration) int {
-	n := 0
+	return len(windowsOf(times, quiet, most))
+}
+
+// windowsOf is the settled windows of change times (sorted), each the
+// indexes of its changes.
+func windowsOf(times []time.Time, quiet, most time.Duration) [][]int {
+	var out [][]int
 	var open, last time.Time
-	for _, t := range times {
+	for i, t := range times {
 		if open.IsZero() || t.Sub(last) > quiet || t.Sub(open) > most {
-			n++
+			out = append(out, nil)
 			open = t
 		}
+		out[len(out)-1] = append(out[len(out)-1], i)
 		last = t
+	}
+	return out
+}
+
+// madeChange is one change of the driver's to a workspace's pools: when it
+// was written and when state showed it (zero if it never did).
+type madeChange struct {
+	at, seen time.Time
+}
+
+// runCount is one workspace's settled windows and applies (applied and
+// state_updated runs), outside faults and during them.
+type runCount struct {
+	windows, applies           int
+	faultWindows, faultApplies int
+}
+
+// countRuns counts a workspace's windows and applies for the check that no
+// run is for nothing (applies <= windows), leaving faults out as the
+// latency does. A fault delays what the companion sees of the driver's
+// changes (a cut watch, 429s, etcd down, a killed run to retry), so that
+// the changes of one window can reach it in pieces at the fault's end, each
+// a run that applies a real change: those windows and runs are counted
+// apart. A window is in a fault when one of its changes was made or waited
+// for state during one (inFault of its write and its sight); a run, when
+// it was under way during one.
+func countRuns(changes []madeChange, runs []runSpan, quiet, most time.Duration, inFault func(from, to time.Time) bool) runCount {
+	changes = slices.Clone(changes)
+	slices.SortFunc(changes, func(a, b madeChange) int { return a.at.Compare(b.at) })
+	times := make([]time.Time, len(changes))
+	for i, c := range changes {
+		times[i] = c.at
+	}
+	var n runCount
+	for _, w := range windowsOf(times, quiet, most) {
+		affected := false
+		for _, i := range w {
+			c := changes[i]
+			to := c.seen
+			if to.IsZero() {
+				to = c.at
+			}
+			affected = affected || inFault(c.at, to)
+		}
+		if affected {
+			n.faultWindows++
+		} else {
+			n.windows++
+		}
+	}
+	for _, sp := range runs {
+		if sp.result != "applied" && sp.result != "state_updated" {
+			continue
+		}
+		if inFault(sp.start, sp.end) {
+			n.faultApplies++
+		} else {
+			n.applies++
+		}
 	}
 	return n
 }

@@ -109,6 +109,53 @@ func TestChangesCloserThanTheQuietTimeForAtMostSettleMaxAreOneWindow(t *testing.
 	}
 }
 
+func TestAWindowBroughtInPiecesByAFaultIsNotARunForNothingButOneSplitInCalmIs(t *testing.T) {
+	// A fault from 10 s to 12 s, caught up 1 s after.
+	inFault := func(from, to time.Time) bool { return from.Before(at(13)) && to.After(at(10)) }
+	applied := func(start, end float64) runSpan { return runSpan{start: at(start), end: at(end), result: "applied"} }
+	for _, tt := range []struct {
+		name    string
+		changes []madeChange
+		runs    []runSpan
+		want    runCount
+	}{
+		{"a window and its run, in calm",
+			[]madeChange{{at(0), at(1.5)}, {at(0.3), at(1.5)}},
+			[]runSpan{applied(1, 1.5)},
+			runCount{windows: 1, applies: 1}},
+		{"a window split into two runs in calm is counted as two applies for one window",
+			[]madeChange{{at(0), at(1.5)}, {at(0.3), at(2.5)}},
+			[]runSpan{applied(1, 1.5), applied(2, 2.5)},
+			runCount{windows: 1, applies: 2}},
+		{"a window whose changes waited for state through a fault, applied in two runs at its end, is counted apart",
+			[]madeChange{{at(9.8), at(12.4)}, {at(10.1), at(12.9)}},
+			[]runSpan{applied(12.1, 12.4), applied(12.5, 12.9)},
+			runCount{faultWindows: 1, faultApplies: 2}},
+		{"a run under way when the fault began is counted apart",
+			[]madeChange{{at(9), at(10.5)}},
+			[]runSpan{applied(9.6, 10.5)},
+			runCount{faultWindows: 1, faultApplies: 1}},
+		{"a run that did not apply is no apply; a change never seen is judged at its write",
+			[]madeChange{{at(20), time.Time{}}},
+			[]runSpan{{start: at(21), end: at(22), result: "no_changes"}, {start: at(23), end: at(24), result: "failed"}},
+			runCount{windows: 1}},
+		{"state_updated is an apply",
+			[]madeChange{{at(30), at(31)}},
+			[]runSpan{{start: at(30.5), end: at(31), result: "state_updated"}},
+			runCount{windows: 1, applies: 1}},
+		{"changes out of order are sorted before they are windowed",
+			[]madeChange{{at(0.9), at(2)}, {at(0), at(2)}, {at(0.5), at(2)}},
+			[]runSpan{applied(1.5, 2)},
+			runCount{windows: 1, applies: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := countRuns(tt.changes, tt.runs, 500*time.Millisecond, 3*time.Second, inFault); got != tt.want {
+				t.Errorf("countRuns = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
 func ev(msg string, s float64, fields ...string) syncproc.Event {
 	e := syncproc.Event{Time: at(s), Msg: msg, Fields: map[string]any{}}
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -243,7 +290,7 @@ func manyResult() *Result {
 	r.Faults[1].detail = "soak-a-1 killed leading 1 of 2 workspaces; 1 taken over (soak-b-1 1) 16.2 to 16.2 s later"
 	r.Checks = []string{"13:21:00: 0 change(s) pending, the oldest 0.0 s; leading soak-a-1 1, soak-b-1 1; RSS soak-a-1 40.1 MiB, soak-b-1 38.0 MiB"}
 	r.Workspaces = []workspaceLine{
-		{name: "ws-000", pools: 7, changes: 31, lost: 1, late: 0, calm: []float64{1.2, 1.4, 2.0}, windows: 20, applies: 19,
+		{name: "ws-000", pools: 7, changes: 31, lost: 1, late: 0, calm: []float64{1.2, 1.4, 2.0}, windows: 20, applies: 19, faultWindows: 3, faultApplies: 4,
 			holders: []holding{{"soak-a-1", at(1)}, {"soak-b-1", at(41)}, {"soak-a-2", at(90)}}},
 		{name: "ws-001", pools: 7, changes: 29, lost: 0, late: 1, calm: []float64{1.5}, windows: 20, applies: 19,
 			holders: []holding{{"soak-c-1", at(2)}, {"soak-b-1", at(60)}}},
