@@ -77,6 +77,25 @@ func (c *companion) get(t *testing.T, path string) string {
 	return string(body)
 }
 
+// waitHealthz waits until /healthz has want, for at most within: the loop
+// writes what /healthz says after it has taken the event in, a moment
+// after the line that logs the event.
+func (c *companion) waitHealthz(t *testing.T, within time.Duration, want string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		h := c.get(t, "/healthz")
+		if strings.Contains(h, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("/healthz lacks %q after %s:\n%s", want, within, h)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // wantMetric checks that /metrics has the line.
 func (c *companion) wantMetric(t *testing.T, line string) {
 	t.Helper()
