@@ -54,9 +54,9 @@ type workspaceLine struct {
 	pools               int
 	changes, lost, late int
 	// calm are the latencies outside faults, s.
-	calm                       []float64
-	windows, applies           int
-	faultWindows, faultApplies int
+	calm []float64
+	// runCount is its windows and applies, outside faults and in them.
+	runCount
 	// holders are the holders its Lease named, polled, in order.
 	holders []holding
 }
@@ -282,7 +282,7 @@ func (s *soak) verdict() *Result {
 	for _, w := range s.workspaces {
 		line := lines[w.name]
 		n := countRuns(made[w.name], ran[w.name], s.o.Quiet, s.o.SettleMax, inFault)
-		line.windows, line.applies, line.faultWindows, line.faultApplies = n.windows, n.applies, n.faultWindows, n.faultApplies
+		line.runCount = n
 		r.Windows += n.windows
 		r.Applies += n.applies
 		r.FaultWindows += n.faultWindows

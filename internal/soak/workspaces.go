@@ -251,15 +251,9 @@ func (s *soak) waitShared(ctx context.Context, bound time.Duration) (time.Durati
 	}
 }
 
-// windows counts the settled windows of change times (sorted): changes
-// closer than quiet, for at most most, are one window, as the companion's
-// settle window makes them one run.
-func windows(times []time.Time, quiet, most time.Duration) int {
-	return len(windowsOf(times, quiet, most))
-}
-
 // windowsOf is the settled windows of change times (sorted), each the
-// indexes of its changes.
+// indexes of its changes: changes closer than quiet, for at most most, are
+// one window, as the companion's settle window makes them one run.
 func windowsOf(times []time.Time, quiet, most time.Duration) [][]int {
 	var out [][]int
 	var open, last time.Time

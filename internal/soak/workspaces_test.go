@@ -102,7 +102,7 @@ func TestChangesCloserThanTheQuietTimeForAtMostSettleMaxAreOneWindow(t *testing.
 		{"a stream closer than quiet, cut at settle-max", []time.Time{at(0), at(0.4), at(0.8), at(1.2), at(1.6), at(2.0), at(2.4), at(2.8), at(3.2)}, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := windows(tt.times, 500*time.Millisecond, 3*time.Second); got != tt.want {
+			if got := len(windowsOf(tt.times, 500*time.Millisecond, 3*time.Second)); got != tt.want {
 				t.Errorf("windows = %d, want %d", got, tt.want)
 			}
 		})
@@ -290,9 +290,9 @@ func manyResult() *Result {
 	r.Faults[1].detail = "soak-a-1 killed leading 1 of 2 workspaces; 1 taken over (soak-b-1 1) 16.2 to 16.2 s later"
 	r.Checks = []string{"13:21:00: 0 change(s) pending, the oldest 0.0 s; leading soak-a-1 1, soak-b-1 1; RSS soak-a-1 40.1 MiB, soak-b-1 38.0 MiB"}
 	r.Workspaces = []workspaceLine{
-		{name: "ws-000", pools: 7, changes: 31, lost: 1, late: 0, calm: []float64{1.2, 1.4, 2.0}, windows: 20, applies: 19, faultWindows: 3, faultApplies: 4,
+		{name: "ws-000", pools: 7, changes: 31, lost: 1, late: 0, calm: []float64{1.2, 1.4, 2.0}, runCount: runCount{windows: 20, applies: 19, faultWindows: 3, faultApplies: 4},
 			holders: []holding{{"soak-a-1", at(1)}, {"soak-b-1", at(41)}, {"soak-a-2", at(90)}}},
-		{name: "ws-001", pools: 7, changes: 29, lost: 0, late: 1, calm: []float64{1.5}, windows: 20, applies: 19,
+		{name: "ws-001", pools: 7, changes: 29, lost: 0, late: 1, calm: []float64{1.5}, runCount: runCount{windows: 20, applies: 19},
 			holders: []holding{{"soak-c-1", at(2)}, {"soak-b-1", at(60)}}},
 	}
 	return r
