@@ -136,7 +136,10 @@ defaults
 %[4]s
 frontend traffic
     bind 127.0.0.1:%[2]d
-    bind [::1]:%[2]d
+    # The kernel makes a socket bound to ::1 v6only: said here, a reload's
+    # new worker takes it over from the old one instead of binding its own
+    # (HAProxy 2.6), and nothing waiting on it is reset.
+    bind [::1]:%[2]d v6only
     default_backend %[3]s
 `, h.opts.Backend, h.opts.Port, h.pool, extra.String())
 }

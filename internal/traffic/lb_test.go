@@ -3,6 +3,7 @@ package traffic
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -340,4 +341,61 @@ func TestAnHAProxyReloadThatCannotTakeOverTheOldSocketsResetsWhatWaitsOnThem(t *
 	if r.Failures["read: read: connection reset by peer"] == 0 {
 		t.Errorf("no connection reset: %v", r)
 	}
+}
+
+// TestAReloadKeepsTheListeningSocketsOfBothAddresses: a connection that
+// waits to be accepted waits on a listening socket, and a reload that
+// replaces that socket resets what waits on it as the old one is closed. So
+// each load balancer's reload keeps the very sockets (the same inodes) on
+// 127.0.0.1 and [::1]. HAProxy 2.6 takes over the old worker's sockets only
+// when the bind line says what the kernel made of them: a socket bound to a
+// given IPv6 address is v6only whatever the line says, and without
+// `v6only` on it the new worker bound a socket of its own at each reload
+// (a reset or two every few dozen reloads on a busy host: the rollout
+// test's failure of 2026-12-06).
+func TestAReloadKeepsTheListeningSocketsOfBothAddresses(t *testing.T) {
+	for _, lb := range loadBalancers {
+		t.Run(lb.name, func(t *testing.T) {
+			running := startLB(t, lb, nil)
+			port := running.(interface{ Port() int }).Port()
+			before := listeningSockets(t, port)
+			if len(before) != 2 {
+				t.Fatalf("listening sockets on port %d: %v, want one on 127.0.0.1 and one on [::1]", port, before)
+			}
+			for i := range 3 {
+				if err := running.Reload(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if after := listeningSockets(t, port); !maps.Equal(after, before) {
+					t.Fatalf("after reload %d the listening sockets are %v, were %v: want the same ones", i+1, after, before)
+				}
+			}
+		})
+	}
+}
+
+// listeningSockets are the inodes of the TCP sockets listening on port, by
+// the file of /proc/net they are in (tcp, tcp6).
+func listeningSockets(t *testing.T, port int) map[string]string {
+	t.Helper()
+	sockets := map[string]string{}
+	for _, file := range []string{"tcp", "tcp6"} {
+		data, err := os.ReadFile(filepath.Join("/proc/net", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			// sl local_address rem_address st ... inode: fields 1, 3 and 9.
+			fields := strings.Fields(line)
+			if len(fields) < 10 || fields[3] != "0A" || !strings.HasSuffix(fields[1], fmt.Sprintf(":%04X", port)) {
+				continue
+			}
+			if _, dup := sockets[file]; dup {
+				sockets[file] += "," + fields[9]
+				continue
+			}
+			sockets[file] = fields[9]
+		}
+	}
+	return sockets
 }
