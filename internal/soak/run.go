@@ -24,6 +24,9 @@ func (s *soak) run(ctx context.Context) (*Result, error) {
 	}()
 	wg.Go(func() { s.judge.watchState(bg) })
 	wg.Go(func() { s.judge.watchLease(bg) })
+	if err := s.judge.watchSlices(bg); err != nil {
+		return nil, err
+	}
 
 	// A leader, watching; or every workspace led, and watched, by the
 	// replica the group prefers for it.

@@ -262,12 +262,13 @@ func (s *soak) verdict() *Result {
 	}
 
 	// No run for nothing: each workspace's applies against the settled
-	// windows the driver's changes of its pools make (changes closer than
-	// the quiet time, for at most settle-max, are one window), outside
-	// faults (countRuns).
+	// windows the changes of its pools make as their EndpointSlices show
+	// them (changes closer than the quiet time, for at most settle-max, are
+	// one window), outside faults (countRuns).
 	made := map[string][]madeChange{}
+	sliced := j.sliceSeen()
 	for _, c := range j.changes {
-		m := madeChange{at: c.At}
+		m := madeChange{at: c.At, sliced: sliced[c]}
 		if t, ok := resolved[&c.Change]; ok {
 			m.seen = t
 		}

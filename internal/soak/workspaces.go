@@ -269,9 +269,19 @@ func windowsOf(times []time.Time, quiet, most time.Duration) [][]int {
 }
 
 // madeChange is one change of the driver's to a workspace's pools: when it
-// was written and when state showed it (zero if it never did).
+// was written, when its pool's EndpointSlices showed it and when state did
+// (zero if they never did).
 type madeChange struct {
-	at, seen time.Time
+	at, sliced, seen time.Time
+}
+
+// shown is when the companion could see c: when the slices showed it, or,
+// if they never did, when it was written.
+func (c madeChange) shown() time.Time {
+	if c.sliced.IsZero() {
+		return c.at
+	}
+	return c.sliced
 }
 
 // runCount is one workspace's settled windows and applies (applied and
@@ -283,7 +293,10 @@ type runCount struct {
 
 // countRuns counts a workspace's windows and applies for the check that no
 // run is for nothing (applies <= windows), leaving faults out as the
-// latency does. A fault delays what the companion sees of the driver's
+// latency does. The windows are those of the changes as the slices showed
+// them (shown): the companion settles on what it sees, and a burst written
+// at once can reach it in two windows when the EndpointSlice controller
+// writes its slices over more than the quiet time. A fault delays what the companion sees of the driver's
 // changes (a cut watch, 429s, etcd down, a killed run to retry), so that
 // the changes of one window can reach it in pieces at the fault's end, each
 // a run that applies a real change: those windows and runs are counted
@@ -292,10 +305,10 @@ type runCount struct {
 // it was under way during one.
 func countRuns(changes []madeChange, runs []runSpan, quiet, most time.Duration, inFault func(from, to time.Time) bool) runCount {
 	changes = slices.Clone(changes)
-	slices.SortFunc(changes, func(a, b madeChange) int { return a.at.Compare(b.at) })
+	slices.SortFunc(changes, func(a, b madeChange) int { return a.shown().Compare(b.shown()) })
 	times := make([]time.Time, len(changes))
 	for i, c := range changes {
-		times[i] = c.at
+		times[i] = c.shown()
 	}
 	var n runCount
 	for _, w := range windowsOf(times, quiet, most) {

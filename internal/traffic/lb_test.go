@@ -22,6 +22,7 @@ import (
 // loadBalancer is what the tests drive of HAProxy and nginx alike.
 type loadBalancer interface {
 	URL(ipv6 bool) string
+	Port() int
 	PID() int
 	PIDFile() string
 	Reload(ctx context.Context) error
@@ -357,7 +358,7 @@ func TestAReloadKeepsTheListeningSocketsOfBothAddresses(t *testing.T) {
 	for _, lb := range loadBalancers {
 		t.Run(lb.name, func(t *testing.T) {
 			running := startLB(t, lb, nil)
-			port := running.(interface{ Port() int }).Port()
+			port := running.Port()
 			before := listeningSockets(t, port)
 			if len(before) != 2 {
 				t.Fatalf("listening sockets on port %d: %v, want one on 127.0.0.1 and one on [::1]", port, before)
