@@ -99,11 +99,10 @@ func (j *judge) sliceMatch(p pool, members []string, now time.Time) {
 	MatchState(j.slicePairs, p.String(), members, now)
 }
 
-// sliceSeen is when each change's pool was shown by its slices: when it,
-// or a later change of its pool that superseded it, was (Resolutions).
-func (j *judge) sliceSeen() map[*change]time.Time {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+// sliceSeenLocked is when each change's pool was shown by its slices: when
+// it, or a later change of its pool that superseded it, was (Resolutions).
+// The caller holds j.mu (the verdict does).
+func (j *judge) sliceSeenLocked() map[*change]time.Time {
 	resolved := Resolutions(j.slicePairs)
 	out := map[*change]time.Time{}
 	for i, c := range j.changes {

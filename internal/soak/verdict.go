@@ -22,9 +22,9 @@ type Result struct {
 	Noise                                                        int
 	NoiseRuns                                                    int
 	NoiseStretch                                                 time.Duration
-	// Windows are the settled windows the driver's changes make, and
-	// Applies the applied and state_updated runs, outside faults; the
-	// Fault ones during them (countRuns).
+	// Windows are the settled windows of the driver's changes as the slices
+	// showed them, and Applies the applied and state_updated runs, outside
+	// faults; the Fault ones during them (countRuns).
 	Windows, Applies           int
 	FaultWindows, FaultApplies int
 	Runs                       map[string]int
@@ -266,7 +266,7 @@ func (s *soak) verdict() *Result {
 	// them (changes closer than the quiet time, for at most settle-max, are
 	// one window), outside faults (countRuns).
 	made := map[string][]madeChange{}
-	sliced := j.sliceSeen()
+	sliced := j.sliceSeenLocked()
 	for _, c := range j.changes {
 		m := madeChange{at: c.At, sliced: sliced[c]}
 		if t, ok := resolved[&c.Change]; ok {
@@ -289,7 +289,8 @@ func (s *soak) verdict() *Result {
 		r.FaultWindows += n.faultWindows
 		r.FaultApplies += n.faultApplies
 		if n.applies > n.windows {
-			r.Violations = append(r.Violations, fmt.Sprintf("%s%d applies for %d settled windows that changed a pool, outside faults", w.label(), n.applies, n.windows))
+			r.Violations = append(r.Violations, fmt.Sprintf("%s%d applies for %d settled windows that changed a pool, outside faults: %s", w.label(), n.applies, n.windows,
+				calmText(made[w.name], ran[w.name], s.o.Quiet, s.o.SettleMax, inFault)))
 		}
 		if s.many() {
 			r.Workspaces = append(r.Workspaces, *line)
@@ -649,7 +650,7 @@ func (r *Result) Markdown(title string) string {
 	}
 	w("## Runs")
 	w("")
-	w("Outside faults, settled windows that changed a pool (from the driver's change times): %d; applies (applied + state_updated): %d. During faults (a window with a change made or waiting for state during one, a run under way during one; a fault can bring a window's changes to the companion in pieces, each a run that applies a real change): %d windows, %d applies.", r.Windows, r.Applies, r.FaultWindows, r.FaultApplies)
+	w("Outside faults, settled windows that changed a pool (from when their EndpointSlices showed the changes, as the companion sees them): %d; applies (applied + state_updated): %d. During faults (a window with a change made or waiting for state during one, a run under way during one; a fault can bring a window's changes to the companion in pieces, each a run that applies a real change): %d windows, %d applies.", r.Windows, r.Applies, r.FaultWindows, r.FaultApplies)
 	w("")
 	w("| result | runs |")
 	w("|---|---|")

@@ -284,6 +284,18 @@ func (c madeChange) shown() time.Time {
 	return c.sliced
 }
 
+// inFault says whether a fault came between c's write and the moment the
+// companion would start its run (shown, and the quiet time after it): a
+// fault delays what the companion sees of the changes. What comes after,
+// the run and state showing its result, is the run's: a run under way
+// during a fault is counted apart by its own span. (Judged up to state's
+// sight instead, a change seen in state 0.1 s after a fault began, its
+// run ended just before, was a window in a fault applied by a run in calm:
+// a run for nothing, wrongly, in the short soak of 2026-12-06.)
+func (c madeChange) inFault(quiet time.Duration, inFault func(from, to time.Time) bool) bool {
+	return inFault(c.at, c.shown().Add(quiet))
+}
+
 // runCount is one workspace's settled windows and applies (applied and
 // state_updated runs), outside faults and during them.
 type runCount struct {
@@ -300,9 +312,9 @@ type runCount struct {
 // changes (a cut watch, 429s, etcd down, a killed run to retry), so that
 // the changes of one window can reach it in pieces at the fault's end, each
 // a run that applies a real change: those windows and runs are counted
-// apart. A window is in a fault when one of its changes was made or waited
-// for state during one (inFault of its write and its sight); a run, when
-// it was under way during one.
+// apart. A window is in a fault when one came between one of its changes'
+// write and its run's start (madeChange.inFault); a run, when it was under
+// way during one.
 func countRuns(changes []madeChange, runs []runSpan, quiet, most time.Duration, inFault func(from, to time.Time) bool) runCount {
 	changes = slices.Clone(changes)
 	slices.SortFunc(changes, func(a, b madeChange) int { return a.shown().Compare(b.shown()) })
@@ -314,12 +326,7 @@ func countRuns(changes []madeChange, runs []runSpan, quiet, most time.Duration, 
 	for _, w := range windowsOf(times, quiet, most) {
 		affected := false
 		for _, i := range w {
-			c := changes[i]
-			to := c.seen
-			if to.IsZero() {
-				to = c.at
-			}
-			affected = affected || inFault(c.at, to)
+			affected = affected || changes[i].inFault(quiet, inFault)
 		}
 		if affected {
 			n.faultWindows++
@@ -338,6 +345,42 @@ func countRuns(changes []madeChange, runs []runSpan, quiet, most time.Duration, 
 		}
 	}
 	return n
+}
+
+// calmText lists what countRuns counted outside faults, for a violation
+// to be read without the logs: each window (the first and last time its
+// changes were shown, written, how many) and each apply (start-end).
+func calmText(changes []madeChange, runs []runSpan, quiet, most time.Duration, inFault func(from, to time.Time) bool) string {
+	changes = slices.Clone(changes)
+	slices.SortFunc(changes, func(a, b madeChange) int { return a.shown().Compare(b.shown()) })
+	times := make([]time.Time, len(changes))
+	for i, c := range changes {
+		times[i] = c.shown()
+	}
+	var windows, applies []string
+	for _, w := range windowsOf(times, quiet, most) {
+		first, last := changes[w[0]], changes[w[len(w)-1]]
+		affected := false
+		for _, i := range w {
+			affected = affected || changes[i].inFault(quiet, inFault)
+		}
+		if !affected {
+			windows = append(windows, fmt.Sprintf("%s-%s (%d, written from %s)", clock(first.shown()), clock(last.shown()), len(w), clock(first.at)))
+		}
+	}
+	for _, sp := range runs {
+		if (sp.result == "applied" || sp.result == "state_updated") && !inFault(sp.start, sp.end) {
+			applies = append(applies, clock(sp.start)+"-"+clock(sp.end))
+		}
+	}
+	unsliced := 0
+	for _, c := range changes {
+		if c.sliced.IsZero() {
+			unsliced++
+		}
+	}
+	return fmt.Sprintf("windows shown %s; applies %s; %d of %d changes never shown by the slices (windowed at their writes)",
+		strings.Join(windows, ", "), strings.Join(applies, ", "), unsliced, len(changes))
 }
 
 // runSpans pairs one replica's "run started" and "run ended" lines,
