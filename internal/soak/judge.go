@@ -32,10 +32,9 @@ type judge struct {
 	// changes in the order they were made.
 	changes []*change
 	// sliced is each pool's members as its EndpointSlices show them, and
-	// slicePairs the changes (one for each of changes, in its order) as
-	// they are paired with those (watchSlices).
-	sliced     map[pool][]string
-	slicePairs []*Change
+	// sliceEvents when they changed (watchSlices).
+	sliced      map[pool][]string
+	sliceEvents map[pool][]time.Time
 	// initial is each pool's members at the start.
 	initial map[string][]string
 	faults  []*fault
@@ -89,7 +88,8 @@ type sample struct {
 
 func newJudge(s *soak) *judge {
 	return &judge{s: s, state: map[string][]string{}, history: map[string][]observation{}, initial: map[string][]string{},
-		lease: map[string][]leaseSample{}, paused: map[*workspace]bool{}, sliced: map[pool][]string{}}
+		lease: map[string][]leaseSample{}, paused: map[*workspace]bool{}, sliced: map[pool][]string{},
+		sliceEvents: map[pool][]time.Time{}}
 }
 
 // readState reads w's state file and records what changed; an error when
@@ -153,12 +153,7 @@ func (j *judge) record(c *change) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.changes = append(j.changes, c)
-	now := time.Now()
-	j.match(c.Key, now)
-	j.slicePairs = append(j.slicePairs, &Change{At: c.At, Key: c.pool.String(), Want: c.Want})
-	if members, ok := j.sliced[c.pool]; ok {
-		MatchState(j.slicePairs, c.pool.String(), members, now)
-	}
+	j.match(c.Key, time.Now())
 }
 
 // watchState reads the state files every 250 ms until ctx ends.

@@ -16,10 +16,12 @@ import (
 // sees of them, not on the driver's writes. The EndpointSlice controller
 // writes a burst's slices over a second or more when it is busy, so that
 // the changes the driver wrote in 0.4 s can reach the companion as two
-// settled windows, each one run that applies a real change. The check that
-// no run is for nothing windows a workspace's changes by when its pools'
-// slices showed them (sliceSeen), as the companion does; faults and the
-// latency still go by the driver's writes.
+// settled windows, each one run that applies a real change; and a pod
+// replaced reaches it as two changes when the new pod is ready more than
+// the quiet time after the old one left. The check that no run is for
+// nothing windows a workspace's changes by when its pools' slices changed
+// (shownChanges), as the companion does; the latency still goes from the
+// driver's writes.
 
 // sliceMembers are a Service's ready endpoints as its IPv4 EndpointSlices
 // say, address:port, sorted and without duplicates, computed here apart
@@ -46,8 +48,8 @@ func sliceMembers(list []*discoveryv1.EndpointSlice) []string {
 }
 
 // watchSlices keeps, until ctx ends, each pool's members as its
-// EndpointSlices show them, and pairs them with the changes (sliceMatch),
-// from a shared informer of the cluster's EndpointSlices.
+// EndpointSlices show them and when they changed (sliceMatch), from a
+// shared informer of the cluster's EndpointSlices.
 func (j *judge) watchSlices(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(j.s.client, 0)
 	inf := factory.Discovery().V1().EndpointSlices()
@@ -60,7 +62,9 @@ func (j *judge) watchSlices(ctx context.Context) error {
 		if !ok || sl.Labels[discoveryv1.LabelServiceName] == "" {
 			return
 		}
-		p := pool{namespace: sl.Namespace, service: sl.Labels[discoveryv1.LabelServiceName]}
+		// The pool as the driver names it (the fleet's Services are those
+		// of their namespace).
+		p := pool{namespace: sl.Namespace, service: sl.Labels[discoveryv1.LabelServiceName], fleet: sl.Namespace == nsFleet}
 		all, err := lister.EndpointSlices(p.namespace).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: p.service}))
 		if err != nil {
 			return
@@ -85,29 +89,53 @@ func (j *judge) watchSlices(ctx context.Context) error {
 	return nil
 }
 
-// sliceMatch pairs what p's slices now show with the changes of p, as
-// state's members are paired (MatchState), in the judge's own list of
-// them: the last change of p not yet shown whose pool the slices show is
-// shown at now, the earlier ones superseded.
+// sliceMatch records a change of p's members as its slices show them at
+// now: an event the companion sees. The first sight of a pool (the
+// informer's first list) is none.
 func (j *judge) sliceMatch(p pool, members []string, now time.Time) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if prev, ok := j.sliced[p]; ok && slices.Equal(prev, members) {
+	prev, ok := j.sliced[p]
+	if ok && slices.Equal(prev, members) {
 		return
 	}
 	j.sliced[p] = members
-	MatchState(j.slicePairs, p.String(), members, now)
+	if ok {
+		j.sliceEvents[p] = append(j.sliceEvents[p], now)
+	}
 }
 
-// sliceSeenLocked is when each change's pool was shown by its slices: when
-// it, or a later change of its pool that superseded it, was (Resolutions).
-// The caller holds j.mu (the verdict does).
-func (j *judge) sliceSeenLocked() map[*change]time.Time {
-	resolved := Resolutions(j.slicePairs)
-	out := map[*change]time.Time{}
-	for i, c := range j.changes {
-		if t, ok := resolved[j.slicePairs[i]]; ok {
-			out[c] = t
+// shownChanges are what the companion could see of one workspace's
+// changes, for countRuns: each change of a pool's members as its slices
+// showed it (events), with the write of the driver's latest change of that
+// pool before it (an event that no change preceded is not the driver's and
+// is left out); and, at their writes, the changes that no event followed
+// before the next change of their pool (undone before the controller
+// wrote them, or never shown). A change the controller writes in two
+// steps (a pod replaced: the old one's removal, then the new one's
+// readiness) is two events, as the companion sees them.
+func shownChanges(written map[pool][]time.Time, events map[pool][]time.Time) []madeChange {
+	var out []madeChange
+	for p, writes := range written {
+		writes = slices.Clone(writes)
+		slices.SortFunc(writes, time.Time.Compare)
+		followed := make([]bool, len(writes))
+		for _, t := range events[p] {
+			// The latest write at or before t.
+			i, found := slices.BinarySearchFunc(writes, t, time.Time.Compare)
+			if !found {
+				i--
+			}
+			if i < 0 {
+				continue
+			}
+			followed[i] = true
+			out = append(out, madeChange{at: writes[i], sliced: t})
+		}
+		for i, at := range writes {
+			if !followed[i] {
+				out = append(out, madeChange{at: at})
+			}
 		}
 	}
 	return out

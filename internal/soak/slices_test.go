@@ -1,8 +1,10 @@
 package soak
 
 import (
+	"cmp"
 	"slices"
 	"testing"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
@@ -42,6 +44,39 @@ func TestTheJudgeReadsAPoolFromItsSlicesApartFromTheProvidersRules(t *testing.T)
 		t.Run(tt.name, func(t *testing.T) {
 			if got := sliceMembers(tt.list); !slices.Equal(got, tt.want) {
 				t.Errorf("sliceMembers = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWhatTheCompanionCouldSeeOfTheChangesIsEachChangeOfTheSlices(t *testing.T) {
+	p, q := pool{namespace: "soak", service: "p"}, pool{namespace: "soak", service: "q"}
+	for _, tt := range []struct {
+		name            string
+		written, events map[pool][]time.Time
+		want            []madeChange
+	}{
+		{"a pod replaced, its removal and the new pod's readiness written apart, is two changes",
+			map[pool][]time.Time{p: {at(0)}}, map[pool][]time.Time{p: {at(0.3), at(1.5)}},
+			[]madeChange{{at: at(0), sliced: at(0.3)}, {at: at(0), sliced: at(1.5)}}},
+		{"an event that no change preceded is not the driver's",
+			map[pool][]time.Time{p: {at(5)}}, map[pool][]time.Time{p: {at(1), at(5.2)}},
+			[]madeChange{{at: at(5), sliced: at(5.2)}}},
+		{"a change that no event followed before the next one of its pool is kept at its write",
+			map[pool][]time.Time{p: {at(0.2), at(0)}}, map[pool][]time.Time{p: {at(0.5)}},
+			[]madeChange{{at: at(0)}, {at: at(0.2), sliced: at(0.5)}}},
+		{"the events of a pool are paired with its own changes only",
+			map[pool][]time.Time{p: {at(0)}, q: {at(1)}}, map[pool][]time.Time{p: {at(0.4)}, q: {at(0.9), at(2)}},
+			[]madeChange{{at: at(0), sliced: at(0.4)}, {at: at(1), sliced: at(2)}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := shownChanges(tt.written, tt.events)
+			order := func(a, b madeChange) int {
+				return cmp.Or(a.at.Compare(b.at), a.sliced.Compare(b.sliced))
+			}
+			slices.SortFunc(got, order)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("shownChanges = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -262,17 +262,19 @@ func (s *soak) verdict() *Result {
 	}
 
 	// No run for nothing: each workspace's applies against the settled
-	// windows the changes of its pools make as their EndpointSlices show
-	// them (changes closer than the quiet time, for at most settle-max, are
-	// one window), outside faults (countRuns).
-	made := map[string][]madeChange{}
-	sliced := j.sliceSeenLocked()
+	// windows of the changes of its pools as their EndpointSlices showed
+	// them (shownChanges; changes closer than the quiet time, for at most
+	// settle-max, are one window), outside faults (countRuns).
+	written := map[string]map[pool][]time.Time{}
 	for _, c := range j.changes {
-		m := madeChange{at: c.At, sliced: sliced[c]}
-		if t, ok := resolved[&c.Change]; ok {
-			m.seen = t
+		if written[c.workspace] == nil {
+			written[c.workspace] = map[pool][]time.Time{}
 		}
-		made[c.workspace] = append(made[c.workspace], m)
+		written[c.workspace][c.pool] = append(written[c.workspace][c.pool], c.At)
+	}
+	made := map[string][]madeChange{}
+	for name, pools := range written {
+		made[name] = shownChanges(pools, j.sliceEvents)
 	}
 	ran := map[string][]runSpan{}
 	for _, sp := range runs {

@@ -268,11 +268,11 @@ func windowsOf(times []time.Time, quiet, most time.Duration) [][]int {
 	return out
 }
 
-// madeChange is one change of the driver's to a workspace's pools: when it
-// was written, when its pool's EndpointSlices showed it and when state did
-// (zero if they never did).
+// madeChange is one change of a workspace's pools as the companion could
+// see it: when the driver wrote it, and when the pool's EndpointSlices
+// showed it (zero if they never did; shownChanges).
 type madeChange struct {
-	at, sliced, seen time.Time
+	at, sliced time.Time
 }
 
 // shown is when the companion could see c: when the slices showed it, or,
