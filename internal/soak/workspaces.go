@@ -305,43 +305,19 @@ type runCount struct {
 
 // countRuns counts a workspace's windows and applies for the check that no
 // run is for nothing (applies <= windows), leaving faults out as the
-// latency does. The windows are those of the changes as the slices showed
-// them (shown): the companion settles on what it sees, and a burst written
-// at once can reach it in two windows when the EndpointSlice controller
-// writes its slices over more than the quiet time. A fault delays what the companion sees of the driver's
-// changes (a cut watch, 429s, etcd down, a killed run to retry), so that
-// the changes of one window can reach it in pieces at the fault's end, each
-// a run that applies a real change: those windows and runs are counted
-// apart. A window is in a fault when one came between one of its changes'
-// write and its run's start (madeChange.inFault); a run, when it was under
-// way during one.
+// latency does (judged).
 func countRuns(changes []madeChange, runs []runSpan, quiet, most time.Duration, inFault func(from, to time.Time) bool) runCount {
-	changes = slices.Clone(changes)
-	slices.SortFunc(changes, func(a, b madeChange) int { return a.shown().Compare(b.shown()) })
-	times := make([]time.Time, len(changes))
-	for i, c := range changes {
-		times[i] = c.shown()
-	}
 	var n runCount
-	for _, w := range windowsOf(times, quiet, most) {
-		affected := false
-		for _, i := range w {
-			affected = affected || changes[i].inFault(quiet, inFault)
-		}
-		if affected {
-			n.faultWindows++
-		} else {
-			n.windows++
-		}
-	}
-	for _, sp := range runs {
-		if sp.result != "applied" && sp.result != "state_updated" {
-			continue
-		}
-		if inFault(sp.start, sp.end) {
+	for _, w := range judged(changes, runs, quiet, most, inFault) {
+		switch {
+		case w.apply && w.fault:
 			n.faultApplies++
-		} else {
+		case w.apply:
 			n.applies++
+		case w.fault:
+			n.faultWindows++
+		default:
+			n.windows++
 		}
 	}
 	return n
@@ -349,28 +325,16 @@ func countRuns(changes []madeChange, runs []runSpan, quiet, most time.Duration, 
 
 // calmText lists what countRuns counted outside faults, for a violation
 // to be read without the logs: each window (the first and last time its
-// changes were shown, written, how many) and each apply (start-end).
+// changes were shown, written from, how many) and each apply (start-end).
 func calmText(changes []madeChange, runs []runSpan, quiet, most time.Duration, inFault func(from, to time.Time) bool) string {
-	changes = slices.Clone(changes)
-	slices.SortFunc(changes, func(a, b madeChange) int { return a.shown().Compare(b.shown()) })
-	times := make([]time.Time, len(changes))
-	for i, c := range changes {
-		times[i] = c.shown()
-	}
 	var windows, applies []string
-	for _, w := range windowsOf(times, quiet, most) {
-		first, last := changes[w[0]], changes[w[len(w)-1]]
-		affected := false
-		for _, i := range w {
-			affected = affected || changes[i].inFault(quiet, inFault)
-		}
-		if !affected {
-			windows = append(windows, fmt.Sprintf("%s-%s (%d, written from %s)", clock(first.shown()), clock(last.shown()), len(w), clock(first.at)))
-		}
-	}
-	for _, sp := range runs {
-		if (sp.result == "applied" || sp.result == "state_updated") && !inFault(sp.start, sp.end) {
-			applies = append(applies, clock(sp.start)+"-"+clock(sp.end))
+	for _, w := range judged(changes, runs, quiet, most, inFault) {
+		switch {
+		case w.fault:
+		case w.apply:
+			applies = append(applies, clock(w.from)+"-"+clock(w.to))
+		default:
+			windows = append(windows, fmt.Sprintf("%s-%s (%d, written from %s)", clock(w.from), clock(w.to), w.changes, clock(w.written)))
 		}
 	}
 	unsliced := 0
@@ -381,6 +345,48 @@ func calmText(changes []madeChange, runs []runSpan, quiet, most time.Duration, i
 	}
 	return fmt.Sprintf("windows shown %s; applies %s; %d of %d changes never shown by the slices (windowed at their writes)",
 		strings.Join(windows, ", "), strings.Join(applies, ", "), unsliced, len(changes))
+}
+
+// judgedSpan is a settled window of changes (from its first change shown
+// to its last, written from written, changes of them) or an apply (its
+// run's start and end), in a fault or not.
+type judgedSpan struct {
+	from, to, written time.Time
+	changes           int
+	apply, fault      bool
+}
+
+// judged are a workspace's settled windows and applies as the check that
+// no run is for nothing sees them. The windows are those of the changes
+// as the slices showed them (shown): the companion settles on what it
+// sees. A fault delays what the companion sees of the changes (a cut
+// watch, 429s, etcd down, a killed run to retry), so that the changes of
+// one window can reach it in pieces at the fault's end, each a run that
+// applies a real change: those are left apart. A window is in a fault when
+// one came between one of its changes' write and its run's start
+// (madeChange.inFault); an apply (an applied or state_updated run), when
+// it was under way during one.
+func judged(changes []madeChange, runs []runSpan, quiet, most time.Duration, inFault func(from, to time.Time) bool) []judgedSpan {
+	changes = slices.Clone(changes)
+	slices.SortFunc(changes, func(a, b madeChange) int { return a.shown().Compare(b.shown()) })
+	times := make([]time.Time, len(changes))
+	for i, c := range changes {
+		times[i] = c.shown()
+	}
+	var out []judgedSpan
+	for _, w := range windowsOf(times, quiet, most) {
+		span := judgedSpan{from: times[w[0]], to: times[w[len(w)-1]], written: changes[w[0]].at, changes: len(w)}
+		for _, i := range w {
+			span.fault = span.fault || changes[i].inFault(quiet, inFault)
+		}
+		out = append(out, span)
+	}
+	for _, sp := range runs {
+		if sp.result == "applied" || sp.result == "state_updated" {
+			out = append(out, judgedSpan{from: sp.start, to: sp.end, apply: true, fault: inFault(sp.start, sp.end)})
+		}
+	}
+	return out
 }
 
 // runSpans pairs one replica's "run started" and "run ended" lines,
