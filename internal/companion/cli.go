@@ -189,7 +189,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&leaseNamespace, "lease-namespace", "default", "namespace of the Lease")
 	fs.StringVar(&leaseName, "lease-name", "terraform-provider-k8s-sync", "name of the Lease")
 	fs.StringVar(&identity, "identity", "", "this replica's name in the Lease; default: host name and process id")
-	fs.StringVar(&podName, "pod-name", "", "with -workspaces, the pod this replica runs in (in -lease-namespace), given with -pod-uid from the downward API: the pod owns the replica's member Lease, which the garbage collector deletes with it")
+	fs.StringVar(&podName, "pod-name", "", "with -workspaces and -leader-elect, the pod this replica runs in (in -lease-namespace), given with -pod-uid from the downward API: the pod owns the replica's member Lease, which the garbage collector deletes with it")
 	fs.StringVar(&podUID, "pod-uid", "", "with -pod-name, the pod's UID (metadata.uid)")
 	fs.Int64Var(&memoryLimitMiB, "memory-limit-mib", 128, "soft memory limit of the Go runtime, in MiB (0: none; $GOMEMLIMIT wins)")
 	fs.StringVar(&workspacesPath, "workspaces", "", "a file, or a directory of files, listing the working directories to keep current, each with its settings (the flags give the rest); in place of -chdir")
@@ -214,6 +214,10 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if (podName == "") != (podUID == "") {
 		fmt.Fprintf(stderr, "-pod-name %q and -pod-uid %q: give both (the chart sets them from the downward API) or neither\n", podName, podUID)
+		return exitError
+	}
+	if podName != "" && (workspacesPath == "" || !leaderElect) {
+		fmt.Fprintf(stderr, "-pod-name %q: only with -workspaces and -leader-elect, whose replica's member Lease the pod owns; without them there is none\n", podName)
 		return exitError
 	}
 	// Reading a large state makes short-lived copies of it; a soft limit

@@ -117,3 +117,19 @@ func TestAPodIsNamedWithItsUID(t *testing.T) {
 		}
 	}
 }
+
+// The pod owns a replica's member Lease, which only -workspaces with
+// -leader-elect has: elsewhere the pod's name would be ignored.
+func TestAPodIsNamedOnlyWhereItOwnsAMemberLease(t *testing.T) {
+	pod := []string{"-pod-name", "sync-0", "-pod-uid", "0b0c"}
+	for _, args := range [][]string{
+		pod,
+		append([]string{"-leader-elect"}, pod...),
+		append([]string{"-workspaces", "workspaces.yaml"}, pod...),
+	} {
+		var stderr bytes.Buffer
+		if code := Main("sync", args, &bytes.Buffer{}, &stderr); code != exitError || !strings.Contains(stderr.String(), "-pod-name \"sync-0\": only with -workspaces and -leader-elect") {
+			t.Errorf("sync %v exited %d: %s", args, code, stderr.String())
+		}
+	}
+}
