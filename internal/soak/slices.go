@@ -48,7 +48,7 @@ func sliceMembers(list []*discoveryv1.EndpointSlice) []string {
 }
 
 // watchSlices keeps, until ctx ends, each pool's members as its
-// EndpointSlices show them and when they changed (sliceMatch), from a
+// EndpointSlices show them and when they changed (sliceChanged), from a
 // shared informer of the cluster's EndpointSlices.
 func (j *judge) watchSlices(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(j.s.client, 0)
@@ -69,7 +69,7 @@ func (j *judge) watchSlices(ctx context.Context) error {
 		if err != nil {
 			return
 		}
-		j.sliceMatch(p, sliceMembers(all), time.Now())
+		j.sliceChanged(p, sliceMembers(all), time.Now())
 	}
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    changed,
@@ -89,10 +89,10 @@ func (j *judge) watchSlices(ctx context.Context) error {
 	return nil
 }
 
-// sliceMatch records a change of p's members as its slices show them at
+// sliceChanged records a change of p's members as its slices show them at
 // now: an event the companion sees. The first sight of a pool (the
 // informer's first list) is none.
-func (j *judge) sliceMatch(p pool, members []string, now time.Time) {
+func (j *judge) sliceChanged(p pool, members []string, now time.Time) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	prev, ok := j.sliced[p]
