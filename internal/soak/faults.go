@@ -162,13 +162,20 @@ func (s *soak) faultLeader(ctx context.Context, f *fault) error {
 					f.detail = fmt.Sprintf("%s killed; %s leading %.1f s later", r.identity, o.identity, e[len(e)-1].Time.Sub(r.killedAt).Seconds())
 				}
 				// The bound counts from the killed leader's last renewal,
-				// which the Lease's history gives to 0.5 s.
+				// which the Lease's history gives to 0.5 s. A replica
+				// sees a renewal up to one RetryPeriod after it is made
+				// (it reads the Lease at each tick and counts
+				// LeaseDuration from when it saw it, as client-go does),
+				// and takes the Lease at its next tick after that, up to
+				// one RetryPeriod later; 2 s more for the requests on a
+				// busy machine. (One RetryPeriod less was exceeded by
+				// 0.3 s in the many-workspace soak of 2026-12-06.)
 				since := r.killedAt
 				if !lastRenew[w].IsZero() {
 					since = lastRenew[w]
 				}
-				if d := e[len(e)-1].Time.Sub(since); d > leaseDuration+retryPeriod+2*time.Second {
-					f.violation = fmt.Sprintf("%stakeover %.1f s after the last renewal, more than the Lease's %s + %s", w.label(), d.Seconds(), leaseDuration, retryPeriod)
+				if d := e[len(e)-1].Time.Sub(since); d > leaseDuration+2*retryPeriod+2*time.Second {
+					f.violation = fmt.Sprintf("%stakeover %.1f s after the last renewal, more than the Lease's %s + 2 x %s + 2 s", w.label(), d.Seconds(), leaseDuration, retryPeriod)
 				}
 				break
 			}
