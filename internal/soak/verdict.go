@@ -204,6 +204,13 @@ func (s *soak) verdict() *Result {
 		return false
 	}
 
+	// For each workspace, faults last as long as the companion held its
+	// pools out of runs for one (withOutages).
+	faultFor := map[string]func(from, to time.Time) bool{}
+	for _, w := range s.workspaces {
+		faultFor[w.name] = withOutages(inFault, j.faults, s.outages(w), s.o.Quiet)
+	}
+
 	// Each change: seen within the bound, superseded, or lost.
 	for _, c := range j.changes {
 		r.Changes++
@@ -222,7 +229,7 @@ func (s *soak) verdict() *Result {
 		default:
 			r.Seen++
 		}
-		affected := inFault(c.At, t)
+		affected := faultFor[c.workspace](c.At, t)
 		if affected {
 			r.FaultAffected++
 		}
@@ -284,7 +291,7 @@ func (s *soak) verdict() *Result {
 	}
 	for _, w := range s.workspaces {
 		line := lines[w.name]
-		n := countRuns(made[w.name], ran[w.name], s.o.Quiet, s.o.SettleMax, inFault)
+		n := countRuns(made[w.name], ran[w.name], s.o.Quiet, s.o.SettleMax, faultFor[w.name])
 		line.runCount = n
 		r.Windows += n.windows
 		r.Applies += n.applies
@@ -292,7 +299,7 @@ func (s *soak) verdict() *Result {
 		r.FaultApplies += n.faultApplies
 		if n.applies > n.windows {
 			r.Violations = append(r.Violations, fmt.Sprintf("%s%d applies for %d settled windows that changed a pool, outside faults: %s", w.label(), n.applies, n.windows,
-				calmText(made[w.name], ran[w.name], s.o.Quiet, s.o.SettleMax, inFault)))
+				calmText(made[w.name], ran[w.name], s.o.Quiet, s.o.SettleMax, faultFor[w.name])))
 		}
 		if s.many() {
 			r.Workspaces = append(r.Workspaces, *line)

@@ -296,6 +296,72 @@ func (c madeChange) inFault(quiet time.Duration, inFault func(from, to time.Time
 	return inFault(c.at, c.shown().Add(quiet))
 }
 
+// The companion's own messages for its probe of a cluster: it holds the
+// cluster's pools out of runs from the first to the second.
+const (
+	msgClusterDown = "cluster does not answer: its pools are left as they are and out of runs"
+	msgClusterUp   = "cluster answers again"
+)
+
+// outages are the spans in which a replica held w's pools out of runs
+// because their cluster did not answer its probe, from each replica's log.
+func (s *soak) outages(w *workspace) []holdSpan {
+	now := time.Now()
+	var out []holdSpan
+	for _, rep := range s.allReplicas() {
+		last := now
+		if !rep.killedAt.IsZero() {
+			last = rep.killedAt
+		}
+		var downs, ups []time.Time
+		for _, e := range rep.proc.Events(msgClusterDown, w.fields()) {
+			downs = append(downs, e.Time)
+		}
+		for _, e := range rep.proc.Events(msgClusterUp, w.fields()) {
+			ups = append(ups, e.Time)
+		}
+		out = append(out, spansOf(rep.identity, downs, ups, last)...)
+	}
+	return out
+}
+
+// timerSlack is how late a settle timer may fire, and a run start after
+// it, on a busy machine.
+const timerSlack = 500 * time.Millisecond
+
+// withOutages is inFault for one workspace: a fault lasts, for it, as long
+// as the companion held its pools out of runs for one (an outage that
+// began during a fault, or in the minute after it, as a probe that failed
+// once may take a period to answer again; its state catch-up alone can end
+// before), and the quiet time after: what the companion finds changed
+// when its cluster answers again is settled and run then, a change the
+// fault brought. (The many-workspace soak of 2026-12-06 04:26 counted such
+// a run, 1 s after "cluster answers again" and 1.6 s after the judge's
+// catch-up for the API server's kill, as a run for nothing.) An outage
+// outside any fault is left to be judged as calm.
+func withOutages(inFault func(from, to time.Time) bool, faults []*fault, outages []holdSpan, quiet time.Duration) func(from, to time.Time) bool {
+	var spans []holdSpan
+	for _, o := range outages {
+		for _, f := range faults {
+			if o.start.After(f.start) && o.start.Before(f.end.Add(f.catchUp+time.Minute)) {
+				spans = append(spans, o)
+				break
+			}
+		}
+	}
+	return func(from, to time.Time) bool {
+		if inFault(from, to) {
+			return true
+		}
+		for _, o := range spans {
+			if from.Before(o.end.Add(quiet+timerSlack)) && to.After(o.start) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // runCount is one workspace's settled windows and applies (applied and
 // state_updated runs), outside faults and during them.
 type runCount struct {

@@ -168,6 +168,56 @@ func TestAWindowBroughtInPiecesByAFaultIsNotARunForNothingButOneSplitInCalmIs(t 
 	}
 }
 
+func TestAFaultLastsForAWorkspaceAsLongAsTheCompanionHeldItsPoolsOutOfRunsAndItsQuietTime(t *testing.T) {
+	// The API server killed from 10 s to 13 s, state caught up 1 s after
+	// (14 s); quiet time 1 s, so a run the companion starts on its own
+	// recovery starts 1 s after it.
+	faults := []*fault{{start: at(10), end: at(13), catchUp: time.Second}}
+	inFault := func(from, to time.Time) bool { return from.Before(at(14)) && to.After(at(10)) }
+	applied := func(start, end float64) runSpan { return runSpan{start: at(start), end: at(end), result: "applied"} }
+	down := func(from, to float64) holdSpan { return holdSpan{replica: "a", start: at(from), end: at(to)} }
+	for _, tt := range []struct {
+		name    string
+		outages []holdSpan
+		changes []madeChange
+		runs    []runSpan
+		want    runCount
+	}{
+		{"a change made while the cluster was held out, run 1 s after it answered again, after the state's catch-up, is the fault's",
+			[]holdSpan{down(13.2, 18.2)},
+			[]madeChange{{at: at(13.5), sliced: at(13.6)}},
+			[]runSpan{applied(19.2012, 20)},
+			runCount{faultWindows: 1, faultApplies: 1}},
+		{"without the companion's outage, the same run is in calm (the judge's model before)",
+			nil,
+			[]madeChange{{at: at(13.5), sliced: at(13.6)}},
+			[]runSpan{applied(19.2012, 20)},
+			runCount{faultWindows: 1, applies: 1}},
+		{"a change made after the outage and its quiet time is calm",
+			[]holdSpan{down(13.2, 18.2)},
+			[]madeChange{{at: at(20), sliced: at(20.1)}},
+			[]runSpan{applied(21.1, 22)},
+			runCount{windows: 1, applies: 1}},
+		{"an outage beginning more than a minute after the fault's catch-up is no fault's: its runs are judged in calm",
+			[]holdSpan{down(80, 85)},
+			[]madeChange{{at: at(82), sliced: at(82.1)}},
+			[]runSpan{applied(86, 87), applied(88, 89)},
+			runCount{windows: 1, applies: 2}},
+		{"an outage beginning before the fault is no fault's",
+			[]holdSpan{down(5, 9)},
+			[]madeChange{{at: at(6), sliced: at(6.1)}},
+			[]runSpan{applied(9.5, 9.9)},
+			runCount{windows: 1, applies: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := withOutages(inFault, faults, tt.outages, time.Second)
+			if got := countRuns(tt.changes, tt.runs, time.Second, 3*time.Second, f); got != tt.want {
+				t.Errorf("countRuns = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
 func ev(msg string, s float64, fields ...string) syncproc.Event {
 	e := syncproc.Event{Time: at(s), Msg: msg, Fields: map[string]any{}}
 	for i := 0; i+1 < len(fields); i += 2 {
