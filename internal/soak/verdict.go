@@ -659,7 +659,7 @@ func (r *Result) Markdown(title string) string {
 	}
 	w("## Runs")
 	w("")
-	w("Outside faults, settled windows that changed a pool (from when their EndpointSlices showed the changes, as the companion sees them): %d; applies (applied + state_updated): %d. During faults (a window with a fault between a change's write and its run's start, a run under way during one; a fault can bring a window's changes to the companion in pieces, each a run that applies a real change): %d windows, %d applies.", r.Windows, r.Applies, r.FaultWindows, r.FaultApplies)
+	w("Outside faults, settled windows that changed a pool (from when their EndpointSlices showed the changes, as the companion sees them): %d; applies (applied + state_updated): %d. During faults (a window with a fault between a change's write and its run's start, a run under way during one; for a workspace, a fault lasts until the companion's probe found its cluster again and the quiet time after; a fault can bring a window's changes to the companion in pieces, each a run that applies a real change): %d windows, %d applies.", r.Windows, r.Applies, r.FaultWindows, r.FaultApplies)
 	w("")
 	w("| result | runs |")
 	w("|---|---|")
