@@ -95,6 +95,9 @@ type pod struct {
 	volumes map[string]string
 	// secretsDir holds the ServiceAccount's token, ca.crt and namespace.
 	secretsDir string
+	// uid is the UID of the pod's object in the API server, for the
+	// downward API ("" when the pod has none).
+	uid string
 }
 
 // newPod makes what the kubelet makes before the first container starts:
@@ -207,11 +210,16 @@ func (pd *pod) runArgs(t *testing.T, c corev1.Container, args []string) []string
 		}
 		run = append(run, "-v", dir+":"+m.MountPath+":"+mode)
 	}
+	// The container's environment, and the $(NAME) of its args made from
+	// it, as the kubelet does.
+	vars := map[string]string{}
 	for _, e := range c.Env {
+		value := e.Value
 		if e.ValueFrom != nil {
-			t.Fatalf("container %s: env %s from a reference is not run here", c.Name, e.Name)
+			value = pd.fieldRef(t, c.Name, e)
 		}
-		run = append(run, "-e", e.Name+"="+e.Value)
+		vars[e.Name] = value
+		run = append(run, "-e", e.Name+"="+value)
 	}
 	for _, from := range c.EnvFrom {
 		if from.SecretRef == nil {
@@ -235,7 +243,30 @@ func (pd *pod) runArgs(t *testing.T, c corev1.Container, args []string) []string
 	if args == nil {
 		args = c.Args
 	}
-	return append(run, args...)
+	for _, a := range args {
+		for name, value := range vars {
+			a = strings.ReplaceAll(a, "$("+name+")", value)
+		}
+		run = append(run, a)
+	}
+	return run
+}
+
+// fieldRef is the value of env e from the downward API: the pod's name and
+// UID are the fields run here.
+func (pd *pod) fieldRef(t *testing.T, container string, e corev1.EnvVar) string {
+	t.Helper()
+	switch f := e.ValueFrom.FieldRef; {
+	case f == nil:
+		t.Fatalf("container %s: env %s from a reference other than the pod's fields is not run here", container, e.Name)
+	case f.FieldPath == "metadata.name":
+		return pd.name
+	case f.FieldPath == "metadata.uid" && pd.uid != "":
+		return pd.uid
+	default:
+		t.Fatalf("container %s: env %s from field %s is not run here (metadata.uid needs the pod's object)", container, e.Name, f.FieldPath)
+	}
+	return ""
 }
 
 func runAs(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) string {
