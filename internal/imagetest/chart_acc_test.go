@@ -89,6 +89,31 @@ func TestAccChart(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a change of a workspace's settings rolls the pods", func(t *testing.T) {
+		// The companion reads the -workspaces file at start: the pod
+		// template's checksum of it changes with it, and only with it.
+		checksum := func(set ...string) string {
+			t.Helper()
+			rendered, err := helm(t, append([]string{"template", "roll", chart, "--namespace", "lb-roll"},
+				setArgs(append([]string{"workspaces[0].name=team-a", "workspaces[0].configMap=team-a-lb"}, set...))...)...)
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, rendered)
+			}
+			s := &scenario{objects: decode(t, []byte(rendered))}
+			sum := s.deployment(t).Spec.Template.Annotations["checksum/workspaces"]
+			if len(sum) != 64 {
+				t.Fatalf("the pod template's checksum/workspaces is %q, want a sha256", sum)
+			}
+			return sum
+		}
+		base := checksum("workspaces[0].settings.settle_quiet=1s")
+		if again := checksum("workspaces[0].settings.settle_quiet=1s", "replicas=3"); again != base {
+			t.Errorf("checksum/workspaces changed with replicas alone: %s, then %s", base, again)
+		}
+		if changed := checksum("workspaces[0].settings.settle_quiet=2s"); changed == base {
+			t.Errorf("checksum/workspaces is %s with settle_quiet 1s and 2s: a helm upgrade would not roll the pods", base)
+		}
+	})
 	t.Run("the pod of the chart's rendering", func(t *testing.T) {
 		rendered, err := helm(t, "template", "chart-sync", chart, "--namespace", "lb-chart",
 			"--set", "rbac.clusterWide=false", "--set", "rbac.namespaces={shop}",
