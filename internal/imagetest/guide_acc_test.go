@@ -121,7 +121,7 @@ func TestAccGuide(t *testing.T) {
 	}
 	port := freePort(t)
 	args := append(slices.Clone(p.container(t, syncContainer).Args), "-listen=127.0.0.1:"+strconv.Itoa(port))
-	stop, log := p.start(ctx, t, syncContainer, args)
+	stop, log := p.start(ctx, t, args)
 	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return metric(port, "k8s_sync_pools_watched") == 1 && strings.Contains(log.String(), `"msg":"watching"`), nil
 	})

@@ -177,7 +177,7 @@ func (s *scenario) checkSyncCheck(t *testing.T) {
 
 	port := freePort(t)
 	args := append(slices.Clone(s.pod.container(t, syncContainer).Args), settleForTests, "-settle-max=2s", "-listen=127.0.0.1:"+strconv.Itoa(port))
-	stop, log := s.pod.start(ctx, t, syncContainer, args)
+	stop, log := s.pod.start(ctx, t, args)
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		return metric(port, `k8s_sync_runs_total{result="applied"}`) >= 1, nil
 	})
@@ -258,7 +258,7 @@ func (s *scenario) eachRuleNeeded(t *testing.T) {
 			restore := cutRule(ctx, t, c.kind, c.namespace, c.name, c.rule, c.verb)
 			defer restore()
 			start := time.Now()
-			stop, log := s.pod.start(ctx, t, syncContainer, args)
+			stop, log := s.pod.start(ctx, t, args)
 			var ended result
 			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
 				return strings.Contains(log.String(), `"msg":"stopped"`) || strings.Contains(log.String(), `"msg":"not started"`), nil

@@ -313,10 +313,11 @@ func (pd *pod) exec(ctx context.Context, t *testing.T, name string, args []strin
 	return result{stdout: stdout.String(), stderr: stderr.String()}
 }
 
-// start starts container name in the background; stop sends it SIGTERM
-// (the kubelet's stop) and gives how it ended.
-func (pd *pod) start(ctx context.Context, t *testing.T, name string, args []string) (stop func() result, stderr *syncBuffer) {
+// start starts the pod's sync container in the background, with args;
+// stop sends it SIGTERM (the kubelet's stop) and gives how it ended.
+func (pd *pod) start(ctx context.Context, t *testing.T, args []string) (stop func() result, stderr *syncBuffer) {
 	t.Helper()
+	name := syncContainer
 	runArgs := pd.runArgs(t, pd.container(t, name), args)
 	// --rm after the name's removal at the end: a container name of its own.
 	cname := fmt.Sprintf("%s-%s-%d", pd.name, name, time.Now().UnixNano())

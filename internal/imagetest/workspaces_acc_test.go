@@ -103,7 +103,7 @@ func TestAccChartWorkspacesInPods(t *testing.T) {
 			}
 		}
 		args := append(slices.Clone(r.pod.container(t, syncContainer).Args), "-listen=127.0.0.1:"+strconv.Itoa(r.port))
-		r.stop, r.log = r.pod.start(ctx, t, syncContainer, args)
+		r.stop, r.log = r.pod.start(ctx, t, args)
 		replicas = append(replicas, r)
 	}
 	logs := func() string {
