@@ -59,7 +59,7 @@ func newReplica(workspaces []workspace, single bool, client *kube.Client, h *hub
 func (r *replica) serve(ctx context.Context) error {
 	if r.lease != nil && !r.single {
 		members, err := r.client.JoinGroup(ctx, kube.MemberConfig{Namespace: r.lease.Namespace, Group: r.lease.Name,
-			Identity: r.lease.Identity, LeaseDuration: r.lease.LeaseDuration, RetryPeriod: r.lease.RetryPeriod, Pod: r.pod}, r.log)
+			Identity: r.lease.Identity, LeaseDuration: r.lease.LeaseDuration, RetryPeriod: r.lease.RetryPeriod, Pod: r.pod, Keys: r.names()}, r.log)
 		if err != nil {
 			return fmt.Errorf("the replicas' Leases in %s: %w; the companion needs get, list, create and update on leases there",
 				r.lease.Namespace, err)
@@ -141,22 +141,29 @@ func (r *replica) lead(ctx context.Context, w workspace, s *syncer) error {
 	return err
 }
 
-// order is the order in which the live replicas but without try the Lease
-// of workspace name (kube.Shares over every workspace of the file).
-func (r *replica) order(name string, live []string) []string {
+// names are the names of the file's workspaces: the keys this replica
+// shares out with the group.
+func (r *replica) names() []string {
 	names := make([]string, len(r.workspaces))
 	for i, w := range r.workspaces {
 		names[i] = w.name
 	}
-	return kube.Shares(names, live)[name]
+	return names
+}
+
+// order is the order in which the live replicas but without try the Lease
+// of workspace name (kube.Shares over every workspace of the file).
+func (r *replica) order(name string, live []string) []string {
+	return kube.Shares(r.names(), live)[name]
 }
 
 // patience is how long this replica waits, once the Lease of workspace
 // name can be taken, before it takes it: none when the group gives it the
-// workspace among the live replicas (the last holder left out: it is gone,
-// or handing over), two retry periods for each replica before it.
+// workspace among the live replicas that read the same workspaces
+// (Agreeing; the last holder left out: it is gone, or handing over), two
+// retry periods for each replica before it.
 func (r *replica) patience(name, lastHolder string) time.Duration {
-	live := r.members.Live()
+	live := r.members.Agreeing()
 	if lastHolder != r.lease.Identity {
 		live = slices.DeleteFunc(live, func(id string) bool { return id == lastHolder })
 	}
@@ -165,7 +172,10 @@ func (r *replica) patience(name, lastHolder string) time.Duration {
 
 // handOverWhenPreferred ends the run of workspace name (handOver), between
 // two runs, once the group gives it to another live replica that has been
-// up for a Lease duration: replicas that start take their share.
+// up for a Lease duration: replicas that start take their share. The group
+// is the replicas that read the same workspaces (Agreeing): while a
+// rollout runs replicas of two lists, each keeps what it holds rather than
+// pass a workspace back and forth.
 func (r *replica) handOverWhenPreferred(ctx context.Context, name string, s *syncer, handOver context.CancelFunc) {
 	ticker := time.NewTicker(r.lease.RetryPeriod)
 	defer ticker.Stop()
@@ -175,7 +185,7 @@ func (r *replica) handOverWhenPreferred(ctx context.Context, name string, s *syn
 			return
 		case <-ticker.C:
 		}
-		preferred := r.order(name, r.members.Live())[0]
+		preferred := r.order(name, r.members.Agreeing())[0]
 		if preferred == r.lease.Identity || s.busy.Load() || !r.members.Settled(preferred) {
 			continue
 		}

@@ -403,3 +403,87 @@ func pairs(replica string, starts, ends []syncproc.Event, last time.Time) []span
 	}
 	return out
 }
+
+// A rollout that adds a workspace runs, for a while, replicas of two lists;
+// the lists give some workspaces to different replicas (kube.Shares:
+// here team-04 to r-a by the old list, to r-b by the new one). Handing
+// those to each other, two replicas passed team-04 back and forth every few
+// seconds, at times with no holder (16 transitions in 2 minutes before the
+// fix): a replica now shares its workspaces only among the replicas that
+// read the same list, and keeps what it holds.
+func TestAccSyncReplicasReadingDifferentListsDoNotPassAWorkspaceBackAndForth(t *testing.T) {
+	needCluster(t)
+	ns := namespace(t)
+	names := []string{"team-00", "team-01", "team-02", "team-03", "team-04", "new-01"}
+	old, added := names[:5], names
+	if kube.Shares(old, []string{"r-a", "r-b"})["team-04"][0] != "r-a" || kube.Shares(added, []string{"r-a", "r-b"})["team-04"][0] != "r-b" {
+		t.Fatal("the lists no longer give team-04 to r-a (old) and r-b (new): choose others")
+	}
+	dirs := map[string]string{}
+	for i, n := range names {
+		createService(t, ns, n, "ClusterIP")
+		runPod(t, ns, n, n+"-1", fmt.Sprintf("10.245.%d.1", i), true)
+	}
+	for _, n := range names {
+		waitForReady(t, ns, n, 1, 1)
+		dirs[n] = newWorkdir(t, workspacePool(ns, n)).dir
+	}
+	file := func(list []string) string {
+		var b strings.Builder
+		b.WriteString("workspaces:\n")
+		for _, n := range list {
+			fmt.Fprintf(&b, "  - name: %s\n    dir: %s\n", n, dirs[n])
+		}
+		path := filepath.Join(t.TempDir(), "workspaces.yaml")
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	lease := func(id string) []string {
+		return []string{"-leader-elect", "-lease-namespace", ns, "-lease-name", "ws", "-identity", id}
+	}
+	// r-a reads the new list, r-b the old: each prefers the other for
+	// team-04.
+	replicas := map[string]*companion{"r-a": startReplica(t, file(added), lease("r-a")...), "r-b": startReplica(t, file(old), lease("r-b")...)}
+	transitions := func() map[string]int32 {
+		list, err := acc.client.CoordinationV1().Leases(ns).List(testCtx(t), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int32{}
+		for _, l := range list.Items {
+			if n, ok := strings.CutPrefix(l.Name, "ws-"); ok && slices.Contains(names, n) && l.Spec.LeaseTransitions != nil {
+				out[n] = *l.Spec.LeaseTransitions
+			}
+		}
+		return out
+	}
+	judge := newLeaseJudge(t, ns, names)
+	defer judge.stop()
+	judge.waitFor(t, 90*time.Second, "every workspace held", func(holders map[string]string) bool { return len(holders) == len(names) })
+	// Both replicas up for longer than a Lease duration (15 s), when a
+	// replica hands a workspace to the one it prefers.
+	time.Sleep(20 * time.Second)
+	before := transitions()
+	held := judge.holders()
+	for range 40 {
+		time.Sleep(time.Second)
+		if h := judge.holders(); len(h) != len(names) {
+			t.Errorf("a workspace without a holder: %v", h)
+			break
+		}
+	}
+	after := transitions()
+	for _, n := range names {
+		if after[n] != before[n] {
+			t.Errorf("%s changed holder %d times in 40 s (%s at first): the replicas passed it back and forth", n, after[n]-before[n], held[n])
+		}
+	}
+	for id, c := range replicas {
+		if n := c.count("handing the workspace over to the replica the group prefers for it", nil); n > 0 {
+			t.Errorf("%s handed %d workspaces over to a replica of another list", id, n)
+		}
+	}
+	t.Logf("holders: %v; transitions %v", held, after)
+}

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"maps"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,9 @@ type LeaseConfig struct {
 	// OwnerReferences are set on the Lease when this replica creates it:
 	// the garbage collector deletes the Lease once its owner is gone.
 	OwnerReferences []metav1.OwnerReference
+	// Annotations are set on the Lease when this replica creates, takes
+	// or renews it.
+	Annotations map[string]string
 }
 
 // WithDefaults fills the durations client-go's users commonly use: 15 s,
@@ -172,7 +176,8 @@ func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time)
 		}
 		seconds := int32(l.cfg.LeaseDuration.Seconds())
 		lease = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: l.cfg.Namespace, Name: l.cfg.Name, Labels: l.cfg.Labels, OwnerReferences: l.cfg.OwnerReferences},
+			ObjectMeta: metav1.ObjectMeta{Namespace: l.cfg.Namespace, Name: l.cfg.Name, Labels: l.cfg.Labels, OwnerReferences: l.cfg.OwnerReferences,
+				Annotations: l.cfg.Annotations},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity: &l.cfg.Identity, LeaseDurationSeconds: &seconds,
 				AcquireTime: &now, RenewTime: &now, LeaseTransitions: new(int32),
@@ -220,6 +225,12 @@ func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time)
 	lease.Spec.HolderIdentity = &l.cfg.Identity
 	lease.Spec.LeaseDurationSeconds = &seconds
 	lease.Spec.RenewTime = &now
+	if len(l.cfg.Annotations) > 0 {
+		if lease.Annotations == nil {
+			lease.Annotations = map[string]string{}
+		}
+		maps.Copy(lease.Annotations, l.cfg.Annotations)
+	}
 	err = l.client.Put().Namespace(l.cfg.Namespace).Resource("leases").Name(l.cfg.Name).Body(lease).Do(ctx).Error()
 	if err != nil {
 		return false, err

@@ -24,10 +24,17 @@ import (
 // MemberLabel is the label of the members' Leases; its value is the group.
 const MemberLabel = "terraform-provider-k8s-sync/member-of"
 
+// MemberKeysAnnotation is the annotation of a member's Lease that gives a
+// digest of the keys the replica shares out (its workspaces).
+const MemberKeysAnnotation = "terraform-provider-k8s-sync/keys"
+
 // MemberConfig names a replica and its group.
 type MemberConfig struct {
 	Namespace, Group, Identity string
 	LeaseDuration, RetryPeriod time.Duration
+	// Keys are the keys the replica shares out with the group (its
+	// workspaces); their digest is on its Lease (Agreeing).
+	Keys []string
 	// Pod, when set, is the pod the replica runs in (its name and UID), in
 	// Namespace: it owns the member Lease, so that the garbage collector
 	// deletes the Lease with the pod and those of replicas gone do not
@@ -61,6 +68,14 @@ type Membership struct {
 type memberSeen struct {
 	renew time.Time
 	at    time.Time
+	// keys is the digest of the member's keys, "" when its Lease has none.
+	keys string
+}
+
+// keysDigest is the digest of keys, in any order.
+func keysDigest(keys []string) string {
+	sum := sha256.Sum256([]byte(strings.Join(slices.Sorted(slices.Values(keys)), "\n")))
+	return hex.EncodeToString(sum[:16])
 }
 
 // MemberLeaseName is the name of identity's Lease in group: the identity
@@ -91,6 +106,7 @@ func (c *Client) JoinGroup(ctx context.Context, cfg MemberConfig, log *slog.Logg
 	own := &leaseHolder{client: leases, requestTimeout: c.opts.RequestTimeout, cfg: LeaseConfig{
 		Namespace: cfg.Namespace, Name: MemberLeaseName(cfg.Group, cfg.Identity), Identity: cfg.Identity,
 		LeaseDuration: cfg.LeaseDuration, Labels: map[string]string{MemberLabel: cfg.Group}, OwnerReferences: cfg.Pod.ownerReferences(),
+		Annotations: map[string]string{MemberKeysAnnotation: keysDigest(cfg.Keys)},
 	}}
 	step := func() error {
 		if _, err := own.tryAcquireOrRenew(ctx, time.Now().Add(c.opts.RequestTimeout)); err != nil {
@@ -138,9 +154,12 @@ func (m *Membership) observe(leases []coordinationv1.Lease, now time.Time) {
 			continue
 		}
 		id, renew := *l.Spec.HolderIdentity, l.Spec.RenewTime.Time
-		if prev, ok := m.seen[id]; !ok || !prev.renew.Equal(renew) {
-			m.seen[id] = memberSeen{renew: renew, at: now}
+		s, ok := m.seen[id]
+		if !ok || !s.renew.Equal(renew) {
+			s = memberSeen{renew: renew, at: now}
 		}
+		s.keys = l.Annotations[MemberKeysAnnotation]
+		m.seen[id] = s
 		if _, ok := m.since[id]; !ok {
 			m.since[id] = now
 		}
@@ -150,11 +169,28 @@ func (m *Membership) observe(leases []coordinationv1.Lease, now time.Time) {
 // Live are the members whose renewal was seen to move within
 // LeaseDuration, this replica always among them, sorted.
 func (m *Membership) Live() []string {
+	return m.live(func(memberSeen) bool { return true })
+}
+
+// Agreeing are the live members that share out the same keys as this
+// replica (the same digest on their Lease), this replica always among
+// them, sorted: those it shares its keys among. Replicas that read
+// different lists, as in a rollout that adds a workspace, give some keys
+// to different members: handing those to each other, two replicas passed
+// a workspace back and forth every few seconds, at times with no holder,
+// for as long as both ran (16 times in 2 minutes, 2026-12-06). A member
+// whose Lease has no digest (a version before it) is taken to agree.
+func (m *Membership) Agreeing() []string {
+	own := keysDigest(m.cfg.Keys)
+	return m.live(func(s memberSeen) bool { return s.keys == "" || s.keys == own })
+}
+
+func (m *Membership) live(keep func(memberSeen) bool) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := []string{m.cfg.Identity}
 	for id, s := range m.seen {
-		if id != m.cfg.Identity && time.Since(s.at) < m.cfg.LeaseDuration {
+		if id != m.cfg.Identity && time.Since(s.at) < m.cfg.LeaseDuration && keep(s) {
 			out = append(out, id)
 		}
 	}

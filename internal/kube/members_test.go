@@ -84,6 +84,37 @@ func TestAMemberIsLiveWhileItsRenewalMoves(t *testing.T) {
 	}
 }
 
+func TestAReplicaSharesItsKeysOnlyAmongTheLiveReplicasThatReadTheSameKeys(t *testing.T) {
+	m := &Membership{cfg: MemberConfig{Identity: "me", LeaseDuration: time.Minute, Keys: []string{"team-a", "team-b"}},
+		seen: map[string]memberSeen{}, since: map[string]time.Time{}}
+	renew := metav1.MicroTime{Time: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}
+	lease := func(holder string, keys ...string) coordinationv1.Lease {
+		l := coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: &renew}}
+		if keys != nil {
+			l.Annotations = map[string]string{MemberKeysAnnotation: keysDigest(keys)}
+		}
+		return l
+	}
+	m.observe([]coordinationv1.Lease{
+		lease("me", "team-a", "team-b"),
+		lease("same-in-another-order", "team-b", "team-a"),
+		lease("one-more", "team-a", "team-b", "team-c"),
+		lease("one-less", "team-a"),
+		lease("before-the-digest"),
+	}, time.Now())
+	if got, want := m.Live(), []string{"before-the-digest", "me", "one-less", "one-more", "same-in-another-order"}; !slices.Equal(got, want) {
+		t.Errorf("live %v, want %v", got, want)
+	}
+	if got, want := m.Agreeing(), []string{"before-the-digest", "me", "same-in-another-order"}; !slices.Equal(got, want) {
+		t.Errorf("agreeing %v, want %v", got, want)
+	}
+	// A replica restarted with the new list agrees from its next renewal.
+	m.observe([]coordinationv1.Lease{lease("one-more", "team-a", "team-b")}, time.Now())
+	if got := m.Agreeing(); !slices.Contains(got, "one-more") {
+		t.Errorf("agreeing %v once one-more reads the same keys, want it among them", got)
+	}
+}
+
 func TestAMemberLeaseNameIsADNSLabel(t *testing.T) {
 	for identity, want := range map[string]string{
 		"k8s-sync-7d9f-x2": "g-member-k8s-sync-7d9f-x2",
