@@ -1,11 +1,11 @@
 package kube
 
 import (
-	"maps"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
