@@ -57,6 +57,8 @@ func (p *PodRef) ownerReferences() []metav1.OwnerReference {
 // Membership is what a replica knows of its group.
 type Membership struct {
 	cfg MemberConfig
+	// keys is the digest of cfg.Keys, on this replica's Lease.
+	keys string
 
 	mu sync.Mutex
 	// seen are the members' renewals as last seen, and when they were seen
@@ -95,6 +97,10 @@ func MemberLeaseName(group, identity string) string {
 	return name
 }
 
+func newMembership(cfg MemberConfig) *Membership {
+	return &Membership{cfg: cfg, keys: keysDigest(cfg.Keys), seen: map[string]memberSeen{}, since: map[string]time.Time{}}
+}
+
 // JoinGroup keeps this replica's member Lease and reads the group's every
 // RetryPeriod, until ctx ends; the first read is done when it returns.
 func (c *Client) JoinGroup(ctx context.Context, cfg MemberConfig, log *slog.Logger) (*Membership, error) {
@@ -102,11 +108,11 @@ func (c *Client) JoinGroup(ctx context.Context, cfg MemberConfig, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	m := &Membership{cfg: cfg, seen: map[string]memberSeen{}, since: map[string]time.Time{}}
+	m := newMembership(cfg)
 	own := &leaseHolder{client: leases, requestTimeout: c.opts.RequestTimeout, cfg: LeaseConfig{
 		Namespace: cfg.Namespace, Name: MemberLeaseName(cfg.Group, cfg.Identity), Identity: cfg.Identity,
 		LeaseDuration: cfg.LeaseDuration, Labels: map[string]string{MemberLabel: cfg.Group}, OwnerReferences: cfg.Pod.ownerReferences(),
-		Annotations: map[string]string{MemberKeysAnnotation: keysDigest(cfg.Keys)},
+		Annotations: map[string]string{MemberKeysAnnotation: m.keys},
 	}}
 	step := func() error {
 		if _, err := own.tryAcquireOrRenew(ctx, time.Now().Add(c.opts.RequestTimeout)); err != nil {
@@ -181,8 +187,7 @@ func (m *Membership) Live() []string {
 // for as long as both ran (16 times in 2 minutes, 2026-12-06). A member
 // whose Lease has no digest (a version before it) is taken to agree.
 func (m *Membership) Agreeing() []string {
-	own := keysDigest(m.cfg.Keys)
-	return m.live(func(s memberSeen) bool { return s.keys == "" || s.keys == own })
+	return m.live(func(s memberSeen) bool { return s.keys == "" || s.keys == m.keys })
 }
 
 func (m *Membership) live(keep func(memberSeen) bool) []string {

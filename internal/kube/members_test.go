@@ -58,8 +58,7 @@ func TestAMemberThatLeavesMovesOnlyItsOwnKeys(t *testing.T) {
 }
 
 func TestAMemberIsLiveWhileItsRenewalMoves(t *testing.T) {
-	m := &Membership{cfg: MemberConfig{Identity: "me", LeaseDuration: time.Minute}, seen: map[string]memberSeen{},
-		since: map[string]time.Time{}}
+	m := newMembership(MemberConfig{Identity: "me", LeaseDuration: time.Minute})
 	lease := func(holder string, renew time.Time) coordinationv1.Lease {
 		return coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: &metav1.MicroTime{Time: renew}}}
 	}
@@ -85,8 +84,7 @@ func TestAMemberIsLiveWhileItsRenewalMoves(t *testing.T) {
 }
 
 func TestAReplicaSharesItsKeysOnlyAmongTheLiveReplicasThatReadTheSameKeys(t *testing.T) {
-	m := &Membership{cfg: MemberConfig{Identity: "me", LeaseDuration: time.Minute, Keys: []string{"team-a", "team-b"}},
-		seen: map[string]memberSeen{}, since: map[string]time.Time{}}
+	m := newMembership(MemberConfig{Identity: "me", LeaseDuration: time.Minute, Keys: []string{"team-a", "team-b"}})
 	renew := metav1.MicroTime{Time: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}
 	lease := func(holder string, keys ...string) coordinationv1.Lease {
 		l := coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: &renew}}
