@@ -35,6 +35,12 @@ type fault struct {
 	address string
 }
 
+// nearby says whether t is during f or within a minute after its
+// catch-up: what the fault may still bring about then.
+func (f *fault) nearby(t time.Time) bool {
+	return !t.Before(f.start) && t.Before(f.end.Add(f.catchUp+time.Minute))
+}
+
 type faultFunc func(s *soak, ctx context.Context, f *fault) error
 
 // scheduled is a fault of the schedule.

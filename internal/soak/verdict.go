@@ -424,7 +424,7 @@ func (j *judge) badInputShrank(t time.Time, reason string) bool {
 		if f.address == "" || !strings.Contains(reason, "."+f.address+" ") {
 			continue
 		}
-		if !t.Before(f.start) && t.Before(f.end.Add(f.catchUp+time.Minute)) {
+		if f.nearby(t) {
 			return true
 		}
 	}
@@ -491,20 +491,7 @@ func (s *soak) judgeHolders(r *Result, runs []runSpan) {
 	for _, w := range s.workspaces {
 		var leads, ran []holdSpan
 		for _, rep := range s.allReplicas() {
-			last := now
-			if !rep.killedAt.IsZero() {
-				last = rep.killedAt
-			}
-			var starts, ends []time.Time
-			for _, e := range rep.proc.Events("leading", w.leaseFields()) {
-				starts = append(starts, e.Time)
-			}
-			for _, msg := range []string{"released the Lease", "lost the Lease: stopping"} {
-				for _, e := range rep.proc.Events(msg, w.leaseFields()) {
-					ends = append(ends, e.Time)
-				}
-			}
-			leads = append(leads, spansOf(rep.identity, starts, ends, last)...)
+			leads = append(leads, rep.spans(now, w.leaseFields(), "leading", "released the Lease", "lost the Lease: stopping")...)
 		}
 		for _, sp := range runs {
 			if sp.workspace == w.name {

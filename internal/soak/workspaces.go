@@ -309,20 +309,29 @@ func (s *soak) outages(w *workspace) []holdSpan {
 	now := time.Now()
 	var out []holdSpan
 	for _, rep := range s.allReplicas() {
-		last := now
-		if !rep.killedAt.IsZero() {
-			last = rep.killedAt
-		}
-		var downs, ups []time.Time
-		for _, e := range rep.proc.Events(msgClusterDown, w.fields()) {
-			downs = append(downs, e.Time)
-		}
-		for _, e := range rep.proc.Events(msgClusterUp, w.fields()) {
-			ups = append(ups, e.Time)
-		}
-		out = append(out, spansOf(rep.identity, downs, ups, last)...)
+		out = append(out, rep.spans(now, w.fields(), msgClusterDown, msgClusterUp)...)
 	}
 	return out
+}
+
+// spans are the spans of the replica's log from each line start (of
+// fields) to the first line of ends after it, or to the replica's death,
+// or now.
+func (r *replica) spans(now time.Time, fields map[string]string, start string, ends ...string) []holdSpan {
+	last := now
+	if !r.killedAt.IsZero() {
+		last = r.killedAt
+	}
+	var starts, stops []time.Time
+	for _, e := range r.proc.Events(start, fields) {
+		starts = append(starts, e.Time)
+	}
+	for _, msg := range ends {
+		for _, e := range r.proc.Events(msg, fields) {
+			stops = append(stops, e.Time)
+		}
+	}
+	return spansOf(r.identity, starts, stops, last)
 }
 
 // timerSlack is how late a settle timer may fire, and a run start after
@@ -343,7 +352,7 @@ func withOutages(inFault func(from, to time.Time) bool, faults []*fault, outages
 	var spans []holdSpan
 	for _, o := range outages {
 		for _, f := range faults {
-			if o.start.After(f.start) && o.start.Before(f.end.Add(f.catchUp+time.Minute)) {
+			if f.nearby(o.start) {
 				spans = append(spans, o)
 				break
 			}
