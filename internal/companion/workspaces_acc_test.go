@@ -32,6 +32,38 @@ func workspacePool(ns, svc string) string {
 	return strings.Replace(poolConfig(ns, ""), `service   = "web"`, fmt.Sprintf(`service   = %q`, svc), 1)
 }
 
+// newWorkspaces makes a workspace for each of names: a Service of that name
+// in ns with one Ready pod, and a working directory of its pool, applied.
+func newWorkspaces(t *testing.T, ns string, names []string) []*workdir {
+	t.Helper()
+	for i, name := range names {
+		createService(t, ns, name, "ClusterIP")
+		runPod(t, ns, name, name+"-1", fmt.Sprintf("10.245.%d.1", i), true)
+	}
+	workdirs := make([]*workdir, len(names))
+	for i, name := range names {
+		waitForReady(t, ns, name, 1, 1)
+		workdirs[i] = newWorkdir(t, workspacePool(ns, name))
+	}
+	return workdirs
+}
+
+// writeWorkspacesFile writes a -workspaces file of names, each at the directory
+// of its workdir, and gives its path.
+func writeWorkspacesFile(t *testing.T, names []string, workdirs []*workdir) string {
+	t.Helper()
+	var file strings.Builder
+	file.WriteString("workspaces:\n")
+	for i, name := range names {
+		fmt.Fprintf(&file, "  - name: %s\n    dir: %s\n", name, workdirs[i].dir)
+	}
+	path := filepath.Join(t.TempDir(), "workspaces.yaml")
+	if err := os.WriteFile(path, []byte(file.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // startReplica starts `sync -workspaces file` with args.
 func startReplica(t *testing.T, file string, args ...string) *companion {
 	t.Helper()
@@ -43,26 +75,11 @@ func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
 	ns := namespace(t)
 	const n = 20
 	names := make([]string, n)
-	dir := t.TempDir()
-	var file strings.Builder
-	file.WriteString("workspaces:\n")
-	workdirs := make([]*workdir, n)
 	for i := range n {
 		names[i] = fmt.Sprintf("team-%02d", i)
-		createService(t, ns, names[i], "ClusterIP")
-		runPod(t, ns, names[i], names[i]+"-1", fmt.Sprintf("10.245.%d.1", i), true)
 	}
-	for i := range n {
-		waitForReady(t, ns, names[i], 1, 1)
-		workdirs[i] = newWorkdir(t, workspacePool(ns, names[i]))
-	}
-	for i := range n {
-		fmt.Fprintf(&file, "  - name: %s\n    dir: %s\n", names[i], workdirs[i].dir)
-	}
-	path := filepath.Join(dir, "workspaces.yaml")
-	if err := os.WriteFile(path, []byte(file.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	workdirs := newWorkspaces(t, ns, names)
+	path := writeWorkspacesFile(t, names, workdirs)
 
 	// Each replica runs in a pod (an object of its own here), which owns
 	// its member Lease, as the chart's replicas do.
@@ -419,33 +436,14 @@ func TestAccSyncReplicasReadingDifferentListsDoNotPassAWorkspaceBackAndForth(t *
 	if kube.Shares(old, []string{"r-a", "r-b"})["team-04"][0] != "r-a" || kube.Shares(added, []string{"r-a", "r-b"})["team-04"][0] != "r-b" {
 		t.Fatal("the lists no longer give team-04 to r-a (old) and r-b (new): choose others")
 	}
-	dirs := map[string]string{}
-	for i, n := range names {
-		createService(t, ns, n, "ClusterIP")
-		runPod(t, ns, n, n+"-1", fmt.Sprintf("10.245.%d.1", i), true)
-	}
-	for _, n := range names {
-		waitForReady(t, ns, n, 1, 1)
-		dirs[n] = newWorkdir(t, workspacePool(ns, n)).dir
-	}
-	file := func(list []string) string {
-		var b strings.Builder
-		b.WriteString("workspaces:\n")
-		for _, n := range list {
-			fmt.Fprintf(&b, "  - name: %s\n    dir: %s\n", n, dirs[n])
-		}
-		path := filepath.Join(t.TempDir(), "workspaces.yaml")
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	workdirs := newWorkspaces(t, ns, names)
 	lease := func(id string) []string {
 		return []string{"-leader-elect", "-lease-namespace", ns, "-lease-name", "ws", "-identity", id}
 	}
 	// r-a reads the new list, r-b the old: each prefers the other for
 	// team-04.
-	replicas := map[string]*companion{"r-a": startReplica(t, file(added), lease("r-a")...), "r-b": startReplica(t, file(old), lease("r-b")...)}
+	replicas := map[string]*companion{"r-a": startReplica(t, writeWorkspacesFile(t, added, workdirs), lease("r-a")...),
+		"r-b": startReplica(t, writeWorkspacesFile(t, old, workdirs[:len(old)]), lease("r-b")...)}
 	transitions := func() map[string]int32 {
 		list, err := acc.client.CoordinationV1().Leases(ns).List(testCtx(t), metav1.ListOptions{})
 		if err != nil {
