@@ -19,13 +19,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // The companion with its state in the backends teams keep it in (issue 27):
 // Kubernetes itself (a Secret, a Lease as the lock) on the test's control
 // plane, and PostgreSQL (Debian's server, one per test, started by
-// internal/testcluster). Only a CLI built with its backends runs them: the
+// test/testcluster). Only a CLI built with its backends runs them: the
 // release terraform and OpenTofu; a Terraform built from source has the local
 // backend alone, and these tests skip on it, saying so.
 

@@ -20,14 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // The companion's acceptance tests run the provider binary twice over, as
 // users do: as the plugin the real terraform (or tofu) CLI starts, through
 // a dev_overrides CLI configuration, and as `sync` / `check`, against the
-// local control plane of internal/testcluster. The pools are kept by
+// local control plane of test/testcluster. The pools are kept by
 // terraform_data resources (built into the CLI), so nothing is downloaded.
 
 var acc struct {

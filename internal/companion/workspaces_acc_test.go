@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
 )
 
 // Issue 40: one deployment for many configurations. Three replicas serve

@@ -26,11 +26,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // The acceptance tests run the real terraform (or tofu) CLI against a real
-// cluster: the local control plane of internal/testcluster, which TestMain
+// cluster: the local control plane of test/testcluster, which TestMain
 // starts when TF_ACC is set, or any cluster named by K8S_TF_KUBECONFIG, whose
 // current context must be allowed to create namespaces, nodes, pods and RBAC
 // objects. Pods run nowhere: the tests create a Node object without a kubelet

@@ -16,9 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
-	"github.com/vigie/terraform-provider-k8s/internal/traffic"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/traffic"
 )
 
 // TestAccTrafficRollingUpdate replaces the 5 pods of a Service one by one

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/traffic"
+	"github.com/vigie/terraform-provider-k8s/test/traffic"
 )
 
 func TestOnlyResetsAtAReloadThatHAProxySaysLostItsSocketsAreCountedApart(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
-	"github.com/vigie/terraform-provider-k8s/internal/traffic"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/traffic"
 )
 
 // Real traffic: pods with a network of their own (testcluster.NetKubelet),

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // helm prints the path of helm, built from tools/helm if needed (make docs

@@ -1,5 +1,5 @@
 // Command harness drives the project's local tooling: the local control plane
-// (internal/testcluster) for make cluster-up, cluster-down and demo, the
+// (test/testcluster) for make cluster-up, cluster-down and demo, the
 // pinned CLIs of the acceptance tests, and make bench. It is a module of its
 // own under tools/, like the other build-only modules, so that `go install
 // ./...` of the provider never installs it; the Makefile builds it into bin/.
@@ -35,7 +35,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/bench"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/controlplane"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/demo"

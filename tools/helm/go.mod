@@ -1,4 +1,4 @@
-// Build-only module for helm (harness helm, internal/toolbuild): the chart's
+// Build-only module for helm (harness helm, test/toolbuild): the chart's
 // lint, its rendering into examples/sync/kubernetes/companion.yaml (make docs)
 // and the tests of charts/. A module of its own so that helm's dependency
 // graph never mixes with the provider's.

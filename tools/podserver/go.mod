@@ -1,4 +1,4 @@
-// The process of a pod with a real network (internal/testcluster/podnet.go):
+// The process of a pod with a real network (test/testcluster/podnet.go):
 // an HTTP server run inside the pod's network namespace, and the keeper that
 // removes the namespaces when the test process dies. A module of its own,
 // standard library only, so that `go install ./...` of the provider never

@@ -1,5 +1,5 @@
 // Command podserver is what runs in a pod with a real network
-// (internal/testcluster/podnet.go builds it and starts it; nobody runs it by
+// (test/testcluster/podnet.go builds it and starts it; nobody runs it by
 // hand):
 //
 //	podserver serve -name POD -health FILE -port 8080 [-port 8443]
@@ -21,7 +21,7 @@
 // sweep removes what keepers could not (a keeper killed too): the namespaces
 // and links named after a process that no longer exists.
 //
-// The names, shared with internal/testcluster/podnet.go:
+// The names, shared with test/testcluster/podnet.go:
 //
 //	network namespace  k8stc-<pid>-<network>-<pod number>
 //	bridge             k8stc<pid>b<network>

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
 )
 

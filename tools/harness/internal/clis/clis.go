@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vigie/terraform-provider-k8s/internal/toolbuild"
+	"github.com/vigie/terraform-provider-k8s/test/toolbuild"
 )
 
 // The CLIs the acceptance tests run on, by the name the Makefile's ACC_CLIS

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/vigie/terraform-provider-k8s/internal/toolbuild"
+	"github.com/vigie/terraform-provider-k8s/test/toolbuild"
 )
 
 // moduleCLI builds a Terraform or OpenTofu CLI from its own Go module, at

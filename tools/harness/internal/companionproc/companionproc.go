@@ -1,5 +1,5 @@
 // Package companionproc drives a running companion (`sync`) for the
-// benches, followed by its JSON log (internal/syncproc of the provider's
+// benches, followed by its JSON log (test/syncproc of the provider's
 // module, as the companion's acceptance tests follow it): its events, never
 // its text.
 package companionproc
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
 )
 
 // Proc is a running `sync`.

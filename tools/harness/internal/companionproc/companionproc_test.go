@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
 )
 
 func TestChangeLatencyFromTheLogLine(t *testing.T) {

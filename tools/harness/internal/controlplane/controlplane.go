@@ -1,5 +1,5 @@
 // Package controlplane is the commands of the local control plane
-// (internal/testcluster): up starts it in the background under a
+// (test/testcluster): up starts it in the background under a
 // supervisor (serve), down stops it and deletes its state, build builds (or
 // finds) its binaries, pin rewrites tools/cluster for another Kubernetes
 // version.
@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // Options are the flags of up, serve and down: the state directory, the

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/traffic"
+	"github.com/vigie/terraform-provider-k8s/test/traffic"
 )
 
 // HAProxyOptions are the flags of the command haproxy (main.go parses
@@ -23,7 +23,7 @@ type HAProxyOptions struct {
 	Ready        string
 }
 
-// HAProxy runs HAProxy on a rendered backend file (internal/traffic): a
+// HAProxy runs HAProxy on a rendered backend file (test/traffic): a
 // frontend on 127.0.0.1 and [::1], master-worker mode. It writes the port to
 // the -ready file, reloads on SIGHUP (after rewriting the backend file: what
 // a companion or a provisioner does), and stops on SIGTERM or SIGINT, when

@@ -2,7 +2,7 @@
 // `make bench-image`, `bench -only image`): its size, compressed and by
 // layer (the report of make image), the cold start of `sync` to its line
 // `watching` against a state of fixture.FleetServices pools, in the image's
-// container (podman, run as internal/imagetest runs it) and as the plain
+// container (podman, run as test/imagetest runs it) and as the plain
 // binary, alternately, and a pod's Ready to the apply's end in each. See
 // bench/README.md.
 package imagebench
@@ -21,7 +21,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/clis"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
@@ -296,7 +296,7 @@ func coldStart(ctx context.Context, argv, env []string) (float64, error) {
 }
 
 // benchPodman is podman with storage and configuration of its own
-// (testcluster.PodmanEnv), as internal/imagetest runs it.
+// (testcluster.PodmanEnv), as test/imagetest runs it.
 type benchPodman struct{ vars []string }
 
 func newBenchPodman(dir string) (*benchPodman, error) {

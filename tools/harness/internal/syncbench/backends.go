@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
@@ -21,7 +21,7 @@ import (
 // a pod's Ready condition written to the end of the apply that brings it into
 // the pool, with the state in a local file, in the kubernetes backend (a
 // Secret and a Lease on the bench's control plane) and in the pg backend (a
-// PostgreSQL server of the bench's own, internal/testcluster), in the same
+// PostgreSQL server of the bench's own, test/testcluster), in the same
 // run: one Service, one pool and one companion per backend, and rounds that
 // change each in turn, in an order that rotates.
 

@@ -21,8 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vigie/terraform-provider-k8s/internal/soak"
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/soak"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/companionproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/fixture"
@@ -35,7 +35,7 @@ import (
 // each kept by a terraform_data of its own, and of one k8s_services fleet
 // of the fixture's Services (-churn-fleet) kept by a terraform_data per
 // Service (for_each), as the soak's configuration keeps its pools; under
-// the soak's churn (internal/soak's Long: 10 pool changes a minute spread
+// the soak's churn (test/soak's Long: 10 pool changes a minute spread
 // over the pools, and a burst of 50 at once, here in the middle of each
 // round) with the soak's settle window (1 s quiet, 5 s max). The pools are
 // the fixture's Services of 10 pods (fixture.Create); a change makes one
@@ -848,7 +848,7 @@ func churnSection(res *churnResults) string {
 	if res.baseline != "" {
 		builds = fmt.Sprintf("this build (%s) and the baseline's (%s) in turn, this build first in odd rounds and the baseline first in even ones, each on a directory, state and companion of its own", res.current, res.baseline)
 	}
-	b.Para("The companion under churn: for each configuration, %d round(s) of %s of churn, %s. A round: every pod of the configuration's Services made ready again, the configuration applied, the companion started (`-settle-quiet %s -settle-max %s`, it plans and applies), then the soak's churn: %d pool changes a minute, each a pod of a pool drawn at random made not ready or ready again (a pool keeps more than half its pods ready), and a burst of %d changes in distinct pools at once in the middle of the round; the same draw for every build of a round. Then the wait, %s at most, for every change to be in state: a change not in state when it ends is lost, and named below. Latency is from the write of the pod's Ready condition to the writing of the terraform.tfstate that first shows the pool it made (the judge of internal/soak, on the file's modification time); of which, the wait for the next run to start after the write (the settle window, or a run under way); run durations are from the companion's `run started` and `run ended` lines. Superseded: a later change of the pool was in state first; undone: the change brought its pool back to what state showed. Percentiles are nearest-rank.",
+	b.Para("The companion under churn: for each configuration, %d round(s) of %s of churn, %s. A round: every pod of the configuration's Services made ready again, the configuration applied, the companion started (`-settle-quiet %s -settle-max %s`, it plans and applies), then the soak's churn: %d pool changes a minute, each a pod of a pool drawn at random made not ready or ready again (a pool keeps more than half its pods ready), and a burst of %d changes in distinct pools at once in the middle of the round; the same draw for every build of a round. Then the wait, %s at most, for every change to be in state: a change not in state when it ends is lost, and named below. Latency is from the write of the pod's Ready condition to the writing of the terraform.tfstate that first shows the pool it made (the judge of test/soak, on the file's modification time); of which, the wait for the next run to start after the write (the settle window, or a run under way); run durations are from the companion's `run started` and `run ended` lines. Superseded: a later change of the pool was in state first; undone: the change brought its pool back to what state showed. Percentiles are nearest-rank.",
 		res.rounds, res.duration, builds, churnQuiet, churnSettleMax, res.perMinute, res.burst, res.wait)
 	head := "| configuration | build | changes | seen | superseded | undone | lost |"
 	align := "|---|---|---:|---:|---:|---:|---:|"

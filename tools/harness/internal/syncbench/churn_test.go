@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/soak"
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/soak"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/textcheck"
 )
 

@@ -13,7 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/textcheck"
 )
 

@@ -33,9 +33,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
-	"github.com/vigie/terraform-provider-k8s/internal/traffic"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/traffic"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/stats"
 )

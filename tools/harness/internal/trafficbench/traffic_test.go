@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/textcheck"
 )
 
@@ -96,7 +96,7 @@ func TestHasAddressInWhatEachExampleRenders(t *testing.T) {
 	}
 }
 
-// The nginx reload of the bench runs the reload command of internal/traffic
+// The nginx reload of the bench runs the reload command of test/traffic
 // on the directory the bench starts nginx in.
 func TestNginxReloadRunsTheCommandOfTraffic(t *testing.T) {
 	tf := nginxReload("/usr/sbin/nginx", "/srv/bench/traffic-nginx")

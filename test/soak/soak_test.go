@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // TestSoak runs the soak: SOAK_DURATION long (default 2m, the short

@@ -5,7 +5,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/vigie/terraform-provider-k8s/internal/toolbuild"
+	"github.com/vigie/terraform-provider-k8s/test/toolbuild"
 )
 
 // Helm finds or builds helm from its build-only module, tools/helm of the

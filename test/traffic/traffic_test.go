@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 func TestLoadRefusesWhatIsNotBounded(t *testing.T) {

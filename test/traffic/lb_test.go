@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // loadBalancer is what the tests drive of HAProxy and nginx alike.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
 )
 
 var t0 = time.Date(2026, 12, 2, 13, 20, 0, 0, time.UTC)

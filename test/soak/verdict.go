@@ -598,7 +598,7 @@ func (r *Result) Markdown(title string) string {
 		if least == most {
 			share = strconv.Itoa(least)
 		}
-		w("Written by `internal/soak` (issues 28 and 40) at %s: the companion (three replicas of `sync -workspaces`, `-leader-elect`,", r.Start.UTC().Format("2006-01-02 15:04 UTC"))
+		w("Written by `test/soak` (issues 28 and 40) at %s: the companion (three replicas of `sync -workspaces`, `-leader-elect`,", r.Start.UTC().Format("2006-01-02 15:04 UTC"))
 		w("`-max-concurrent-runs` %d) against the local control plane, %d workspaces, each its own working directory, configuration and state", o.RunsPerReplica, o.Workspaces)
 		w("in the local backend, and its own Lease (%s-NAME), shared out among the replicas: %d single `k8s_ready_endpoints` data sources", leaseGroup, o.Singles)
 		w("in all, %s a workspace, %d pods each at the start, pools kept by `terraform_data`. Settle window %s quiet, %s max;", share, o.Pods, o.Quiet, o.SettleMax)
@@ -607,7 +607,7 @@ func (r *Result) Markdown(title string) string {
 		w("bursts of %d every %s, a change that must start nothing every %s. The judge reads each terraform.tfstate every 250 ms, the", o.Burst, o.BurstEvery, o.NoiseEvery)
 		w("Leases every 500 ms, the replicas' /metrics every %s, and their JSON logs.", o.SampleEvery)
 	} else {
-		w("Written by `internal/soak` (issue 28) at %s: the companion (two replicas, leader election) against the local control plane,", r.Start.UTC().Format("2006-01-02 15:04 UTC"))
+		w("Written by `test/soak` (issue 28) at %s: the companion (two replicas, leader election) against the local control plane,", r.Start.UTC().Format("2006-01-02 15:04 UTC"))
 		w("%d single `k8s_ready_endpoints` data sources, a `k8s_services` fleet of %d Services and the Service of a namespace deleted on", o.Singles, o.Fleet)
 		w("purpose, %d pods each at the start, pools kept by `terraform_data`, state in the local backend. Settle window %s quiet, %s max;", o.Pods, o.Quiet, o.SettleMax)
 		w("`-lock-timeout` %s; `-state-interval` %s. Churn for **%s** (asked: %s): %d pool changes a minute, bursts of %d every %s,", o.LockTimeout, o.StateInterval,

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
-	"github.com/vigie/terraform-provider-k8s/internal/toolbuild"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/toolbuild"
 )
 
 const guidePath = "templates/guides/companion-in-cluster.md.tmpl"

@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/tied"
-	"github.com/vigie/terraform-provider-k8s/internal/toolbuild"
+	"github.com/vigie/terraform-provider-k8s/test/tied"
+	"github.com/vigie/terraform-provider-k8s/test/toolbuild"
 )
 
 // Pods with a real network, opt-in: each pod gets a network namespace of its

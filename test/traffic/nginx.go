@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/tied"
+	"github.com/vigie/terraform-provider-k8s/test/tied"
 )
 
 // NginxPath is the nginx binary on PATH, or an error that names what is
@@ -102,7 +102,7 @@ func (n *Nginx) mainConfig() string {
 	if os.Geteuid() == 0 {
 		user = "user root;\n"
 	}
-	return fmt.Sprintf(`# Written by internal/traffic: the server of the tests; the upstream is the
+	return fmt.Sprintf(`# Written by test/traffic: the server of the tests; the upstream is the
 # file Terraform rendered (%[2]s), included below.
 daemon off;
 master_process on;

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // writeUpstream writes an nginx upstream in the shape that

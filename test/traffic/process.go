@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/tied"
+	"github.com/vigie/terraform-provider-k8s/test/tied"
 )
 
 // lbProcess is a running load balancer: a master that holds the listening

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
 )
 
 // The many-workspace soak (issue 40): K working directories, each its own

@@ -1,6 +1,6 @@
 // Package soak runs the sync companion for a long time under churn and
 // faults, and judges it from outside (issue 28): the local control plane of
-// internal/testcluster, Services of fake pods spread over single
+// test/testcluster, Services of fake pods spread over single
 // k8s_ready_endpoints data sources and a k8s_services fleet that feed
 // terraform_data pools, two companion replicas with leader election, a
 // churn driver that changes pools at a steady rate (and makes changes that
@@ -30,8 +30,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/vigie/terraform-provider-k8s/internal/syncproc"
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/syncproc"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // Options of a soak.

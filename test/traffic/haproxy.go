@@ -4,7 +4,7 @@
 // a bounded load client. Requests go only to
 // loopback and to the test pods' addresses (10.244.0.0/16, fd00:10:244::/48),
 // which live in network namespaces the tests create
-// (internal/testcluster/podnet.go).
+// (test/testcluster/podnet.go).
 package traffic
 
 import (
@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigie/terraform-provider-k8s/internal/tied"
+	"github.com/vigie/terraform-provider-k8s/test/tied"
 )
 
 // HAProxyPath is the haproxy binary on PATH, or an error that names what is
@@ -115,7 +115,7 @@ func (h *HAProxy) frontendConfig() string {
 	for _, line := range h.opts.Defaults {
 		extra.WriteString("    " + line + "\n")
 	}
-	return fmt.Sprintf(`# Written by internal/traffic: the frontend of the tests; the backend is the
+	return fmt.Sprintf(`# Written by test/traffic: the frontend of the tests; the backend is the
 # file Terraform rendered (%s), loaded after this one.
 global
     nbthread 1

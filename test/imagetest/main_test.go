@@ -2,7 +2,7 @@
 // it: in a container that podman starts the way the kubelet would start the
 // pod of examples/sync/kubernetes/companion.yaml or of the chart
 // (charts/terraform-provider-k8s-sync), against the local control plane of
-// internal/testcluster, with the state in the `kubernetes` backend. It also
+// test/testcluster, with the state in the `kubernetes` backend. It also
 // lints and applies the chart, and runs the commands of the companion's
 // guide. `make testacc-image` runs it (it builds the image and installs
 // podman); it needs TF_ACC=1 and K8S_TF_IMAGE, the image's docker-archive.
@@ -20,7 +20,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/vigie/terraform-provider-k8s/internal/testcluster"
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // env is what the tests share: one control plane, one podman with the
