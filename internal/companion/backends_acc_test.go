@@ -285,6 +285,7 @@ func (c *companion) metric(t *testing.T, sample string) float64 {
 // The scenarios of a shared state, in order on one working directory whose
 // state is in each backend: each leaves the pool current for the next.
 func TestAccSyncWithTheStateInABackend(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	for _, name := range []string{"kubernetes", "pg"} {
 		t.Run(name, func(t *testing.T) {
@@ -426,6 +427,7 @@ func backendSIGTERMReleasesTheLock(t *testing.T, b *stateBackend, w *workdir, ns
 // the state read is retried with backoff, each failure logged naming the
 // backend and counted, and the run is made once PostgreSQL is back.
 func TestAccSyncWaitsForABackendDownAtStart(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	b := pgBackend(t)
@@ -465,6 +467,7 @@ func TestAccSyncWaitsForABackendDownAtStart(t *testing.T) {
 // run fails, is retried with backoff (a log line naming the backend, a
 // metric), and applies once PostgreSQL is back.
 func TestAccSyncRetriesARunWhileTheBackendRestarts(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	b := pgBackend(t)
@@ -509,6 +512,7 @@ func TestAccSyncRetriesARunWhileTheBackendRestarts(t *testing.T) {
 // the CLI's error, which names the Lease; once the Role has the rule again,
 // the run is made.
 func TestAccSyncBackendThatRefusesTheLock(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	webWithPods(t, ns, 2)
@@ -578,6 +582,7 @@ func TestAccSyncBackendThatRefusesTheLock(t *testing.T) {
 // exits 1 with the CLI's error meanwhile. Once the password is back, the
 // run is made.
 func TestAccSyncBackendThatRefusesTheCredentials(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	b := pgBackend(t)
@@ -617,6 +622,7 @@ func TestAccSyncBackendThatRefusesTheCredentials(t *testing.T) {
 // A state with nothing to watch is permanent: with the state in a backend
 // too, the companion does not start (exit 1), and says why.
 func TestAccSyncRefusesToStartOnABackendStateWithoutPools(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	b := pgBackend(t)
 	w := &workdir{dir: t.TempDir()}

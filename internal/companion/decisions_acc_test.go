@@ -161,6 +161,7 @@ func selectorless(t *testing.T, ns, name string) {
 // The run is retried although state's pool equals the cluster's, and the
 // retry's plan replaces the tainted resource.
 func TestAccSyncRetriesAFailedApplyThatWroteThePoolIntoState(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 2)
 	marker := filepath.Join(w.dir, "fail-once")
 	w.write(t, strings.Replace(poolConfig(ns, ""), `resource "terraform_data" "pool" {
@@ -197,6 +198,7 @@ func TestAccSyncRetriesAFailedApplyThatWroteThePoolIntoState(t *testing.T) {
 // reads only address:port. One run brings the state's data source current,
 // then nothing: no plan per settle window, and check says the pool matches.
 func TestAccSyncAChangeNoResourceUsesIsOneRunThatBringsStateCurrent(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	selectorless(t, ns, "web")
@@ -225,6 +227,7 @@ func TestAccSyncAChangeNoResourceUsesIsOneRunThatBringsStateCurrent(t *testing.T
 // pipeline that applies later) runs once per distinct change, not once
 // per settle window.
 func TestAccSyncCommandRunsOncePerDistinctChange(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 2)
 	calls := filepath.Join(t.TempDir(), "calls")
 	c := startSync(t, w, "-listen", "127.0.0.1:0", "-command", fmt.Sprintf(`echo "$K8S_SYNC_CHANGES" >> %q`, calls))
@@ -265,6 +268,7 @@ func waitForLines(t *testing.T, path string, n int) []string {
 // Service no pool reads is a change of x; relabelled to another watched
 // Service, of both, named in the log and $K8S_SYNC_CHANGES.
 func TestAccSyncARelabelledSliceChangesItsOldService(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	for _, name := range []string{"web", "other", "api"} {
@@ -334,6 +338,7 @@ func webAndAPI(t *testing.T) (string, *workdir) {
 // (-target), without a stream of failing plans, and says so in its log,
 // its metrics and /healthz.
 func TestAccSyncAnUnreadablePoolDoesNotBlockTheOthers(t *testing.T) {
+	t.Parallel()
 	ns, w := webAndAPI(t)
 	cli := newCountingCLI(t)
 	c := startSync(t, w, "-terraform", cli.path, "-listen", "127.0.0.1:0")
@@ -415,6 +420,7 @@ func serviceAccountKubeconfig(t *testing.T, ns string) string {
 // cannot start (no Role there), the cache of the old scope goes on and the
 // pools it covers stay current; the new pool is unreadable, not frozen in.
 func TestAccSyncANewNamespaceItMayNotWatchLeavesTheOthersWatched(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns, other := namespace(t), namespace(t)
 	webWithPods(t, ns, 2)
@@ -439,6 +445,7 @@ func TestAccSyncANewNamespaceItMayNotWatchLeavesTheOthersWatched(t *testing.T) {
 // -command runs stops that command before another replica can take the
 // Lease and start its own: the command is serialised by nothing else.
 func TestAccSyncALeaderThatLosesItsLeaseStopsItsCommandFirst(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 2)
 	proxy, err := testcluster.StartProxy(strings.TrimPrefix(acc.cluster.Server, "https://"))
 	if err != nil {

@@ -77,6 +77,7 @@ func wantMembers(t *testing.T, w *workdir, want []string) {
 }
 
 func TestAccSyncAPodThatBecomesReadyIsOneRun(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 2)
 	wantCheck(t, w, "after apply", t.Fatalf)
 	c := startSync(t, w)
@@ -94,6 +95,7 @@ func TestAccSyncAPodThatBecomesReadyIsOneRun(t *testing.T) {
 }
 
 func TestAccSyncCheckNamesWhatDiffers(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 2)
 	deletePod(t, ns, "web-2")
 	runPod(t, ns, "web", "web-4", "10.244.0.4", true)
@@ -117,6 +119,7 @@ func TestAccSyncCheckNamesWhatDiffers(t *testing.T) {
 }
 
 func TestAccSyncFiftyUpdatesInASecondAreOneRun(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 5)
 	c := startSync(t, w, "-settle-quiet", "2s", "-settle-max", "10s")
 	start := time.Now()
@@ -136,6 +139,7 @@ func TestAccSyncFiftyUpdatesInASecondAreOneRun(t *testing.T) {
 }
 
 func TestAccSyncUnrelatedChangesStartNothing(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 2)
 	c := startSync(t, w)
 	// Another Service with a ready pod, and a pod of web that is not ready.
@@ -153,6 +157,7 @@ func TestAccSyncUnrelatedChangesStartNothing(t *testing.T) {
 // A plan of the whole configuration (-target-changed=false, or the full
 // plan of -full-plan-interval) that also changes something else is refused.
 func TestAccSyncRefusesAPlanThatChangesMoreThanPools(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 2)
 	c := startSync(t, w, "-target-changed=false")
 	// Someone adds an unrelated resource to the configuration, not applied.
@@ -168,6 +173,7 @@ func TestAccSyncRefusesAPlanThatChangesMoreThanPools(t *testing.T) {
 // of the configuration alone: the pool is applied, the other change waits
 // for whoever made it.
 func TestAccSyncATargetedRunLeavesAnUnrelatedChangeAlone(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 2)
 	c := startSync(t, w)
 	w.write(t, poolConfig(ns, "resource \"terraform_data\" \"unrelated\" {\n  input = \"x\"\n}\n"))
@@ -182,6 +188,7 @@ func TestAccSyncATargetedRunLeavesAnUnrelatedChangeAlone(t *testing.T) {
 }
 
 func TestAccSyncAChangeDuringARunIsExactlyOneMoreRun(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	webWithPods(t, ns, 2)
@@ -195,6 +202,7 @@ func TestAccSyncAChangeDuringARunIsExactlyOneMoreRun(t *testing.T) {
 }
 
 func TestAccSyncRetriesAFailingCommandWithBackoff(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 2)
 	// A terraform that fails its first three plans, then works.
 	dir := t.TempDir()
@@ -251,6 +259,7 @@ func TestAccSyncRecoversFromAnAPIServerRestart(t *testing.T) {
 }
 
 func TestAccSyncShrinkGuardRefusesAPoolHalvedAtOnce(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 4)
 	// A quiet time that takes the three deletions into one run.
 	c := startSync(t, w, "-settle-quiet", "3s", "-settle-max", "10s")
@@ -265,6 +274,7 @@ func TestAccSyncShrinkGuardRefusesAPoolHalvedAtOnce(t *testing.T) {
 }
 
 func TestAccSyncSIGTERMDuringARunEndsItCleanly(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	webWithPods(t, ns, 2)
@@ -279,6 +289,7 @@ func TestAccSyncSIGTERMDuringARunEndsItCleanly(t *testing.T) {
 }
 
 func TestAccSyncNodePoolRunsWhenANodeIsTaintedForDeletion(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	nodes := []string{"sync-pool-a-" + ns, "sync-pool-b-" + ns}
@@ -338,6 +349,7 @@ output "members" {
 }
 
 func TestAccSyncTwoReplicasOneLeaderRuns(t *testing.T) {
+	t.Parallel()
 	ns, w := webPool(t, 2)
 	lease := []string{"-leader-elect", "-lease-namespace", ns, "-lease-name", "sync"}
 	a := startSync(t, w, append(lease, "-identity", "a")...)
@@ -358,6 +370,7 @@ func TestAccSyncTwoReplicasOneLeaderRuns(t *testing.T) {
 }
 
 func TestAccSyncRefusesToStartOnBadInput(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	webWithPods(t, ns, 1)
@@ -400,6 +413,7 @@ func TestAccSyncRefusesToStartOnBadInput(t *testing.T) {
 }
 
 func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	svc := &corev1.Service{
@@ -469,6 +483,7 @@ func TestAccCheckBlockExampleWarnsWhenThePoolIsStale(t *testing.T) {
 }
 
 func TestAccSyncWaitsForAStateLockAndServesMetrics(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	webWithPods(t, ns, 2)
@@ -549,6 +564,7 @@ resource "terraform_data" "slow" {
 }
 
 func TestAccSyncAFleetRunsForTheServiceThatChanged(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	for i, name := range []string{"web", "api"} {
@@ -622,6 +638,7 @@ func runProbedPod(t *testing.T, ns, name, ip, path string, ready bool) {
 // pod is one run that brings its health check; a Pod's status written again
 // (as kubelets do all the time) starts nothing.
 func TestAccSyncPodHealthChecksFollowThePods(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	createService(t, ns, "web", corev1.ServiceTypeClusterIP)

@@ -18,6 +18,7 @@ import (
 // leaves api_pool as it is. The full plan on the interval brings it
 // current.
 func TestAccSyncARunPlansWhatTheChangedPoolNeedsAndAFullPlanCatchesTheRest(t *testing.T) {
+	t.Parallel()
 	ns, w := webAndAPI(t)
 	runPod(t, ns, "api", "api-2", "10.244.1.2", true)
 	waitForReady(t, ns, "api", 2, 2)

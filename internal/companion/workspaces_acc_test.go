@@ -71,6 +71,7 @@ func startReplica(t *testing.T, file string, args ...string) *companion {
 }
 
 func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	const n = 20
@@ -429,6 +430,7 @@ func pairs(replica string, starts, ends []syncproc.Event, last time.Time) []span
 // fix): a replica now shares its workspaces only among the replicas that
 // read the same list, and keeps what it holds.
 func TestAccSyncReplicasReadingDifferentListsDoNotPassAWorkspaceBackAndForth(t *testing.T) {
+	t.Parallel()
 	needCluster(t)
 	ns := namespace(t)
 	names := []string{"team-00", "team-01", "team-02", "team-03", "team-04", "new-01"}

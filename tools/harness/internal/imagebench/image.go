@@ -10,8 +10,10 @@ package imagebench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +62,8 @@ type Results struct {
 	readyContainer, readyBinary []float64
 	// skipped says why the cold starts were not measured.
 	skipped string
+	// notBuilt says why nothing of the image was measured.
+	notBuilt string
 }
 
 // imageLayers names the layers tools/image writes, in its order.
@@ -77,6 +81,13 @@ func Measure(ctx context.Context, run *benchrun.Run, client kubernetes.Interface
 	b := &part{Run: run, opts: o}
 	r := &Results{pools: fixture.FleetServices}
 	raw, err := os.ReadFile(filepath.Join(b.Root, o.report))
+	if errors.Is(err, fs.ErrNotExist) {
+		// A part that cannot run is said in the report, and the parts
+		// measured beside it are still written.
+		r.notBuilt = fmt.Sprintf("the image is not built: %s is missing (make image, or make bench-image, builds it)", o.report)
+		b.Say("image: skipped, %s", r.notBuilt)
+		return r, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the image's sizes (make image writes %s): %w", o.report, err)
 	}
@@ -325,6 +336,10 @@ func Section(r *Results) string {
 		return ""
 	}
 	b := benchrun.NewSection("The companion's image (`make image`)")
+	if r.notBuilt != "" {
+		b.Para("Not measured: %s.", r.notBuilt)
+		return b.String()
+	}
 	b.Table("| layer | compressed | uncompressed |", "|---|---:|---:|")
 	p := b.Line
 	for i, l := range r.report.Layers {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/benchrun"
 	"github.com/vigie/terraform-provider-k8s/tools/harness/internal/textcheck"
 )
 
@@ -31,5 +32,21 @@ func TestTheImageSectionOfAFixedRun(t *testing.T) {
 	}
 	if Section(nil) != "" {
 		t.Error("no image part gave a section")
+	}
+	notBuilt := &Results{notBuilt: "the image is not built"}
+	if got := Section(notBuilt); !strings.Contains(got, "Not measured: the image is not built.") || strings.Contains(got, "| layer") {
+		t.Errorf("image not built:\n%s", got)
+	}
+}
+
+// bench -image-part on a tree where make image did not run: the part says
+// so and the bench goes on to write what the other parts measured.
+func TestAnImageNotBuiltIsSkippedAndSaid(t *testing.T) {
+	r, err := Measure(t.Context(), &benchrun.Run{Root: t.TempDir()}, nil, Options{report: "bin/image/report.json"})
+	if err != nil {
+		t.Fatalf("Measure without the image: %v", err)
+	}
+	if got := Section(r); !strings.Contains(got, "Not measured: the image is not built: bin/image/report.json is missing") {
+		t.Errorf("section:\n%s", got)
 	}
 }
