@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The reference of every flag of sync and check and of every metric sync
@@ -153,17 +154,36 @@ func workspaceMetrics() ([]metricDoc, error) {
 	return docs, nil
 }
 
-// metricKind is a collector's Prometheus type. A Gauge is also a Counter
-// (both Inc and Add), so it is asked first.
+// metricKind is a collector's Prometheus type: a vector's by its Go type
+// (it has no child to write before a label is given), a single metric's
+// by what it writes.
 func metricKind(col prometheus.Collector) string {
 	switch col.(type) {
-	case prometheus.Gauge, *prometheus.GaugeVec:
+	case *prometheus.GaugeVec:
 		return "gauge"
-	case prometheus.Counter, *prometheus.CounterVec:
+	case *prometheus.CounterVec:
 		return "counter"
-	case prometheus.Histogram, *prometheus.HistogramVec:
+	case *prometheus.HistogramVec:
 		return "histogram"
-	case prometheus.Summary, *prometheus.SummaryVec:
+	case *prometheus.SummaryVec:
+		return "summary"
+	}
+	m, ok := col.(prometheus.Metric)
+	if !ok {
+		return "untyped"
+	}
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		return "untyped"
+	}
+	switch {
+	case out.Gauge != nil:
+		return "gauge"
+	case out.Counter != nil:
+		return "counter"
+	case out.Histogram != nil:
+		return "histogram"
+	case out.Summary != nil:
 		return "summary"
 	}
 	return "untyped"

@@ -29,15 +29,15 @@ func TestTheReferenceReadsTheFlagSetsAndTheRegistry(t *testing.T) {
 	}
 	for _, want := range []string{
 		// A flag of both subcommands, once under each.
-		"| `-request-timeout` | duration | `15s` | bound of one API request |",
+		"| `-request-timeout` | duration | `15s` |",
 		// Defaults as the flag set prints them: a string, a bool, a number.
 		"| `-listen` | string | `127.0.0.1:9464` |",
 		"| `-target-changed` | bool | `true` |",
 		"| `-max-shrink` | float | `0.5` |",
-		// A zero default is none, and a "(default from ...)" in the usage is
-		// not taken for one.
-		"| `-identity` | string |  | this replica's name in the Lease",
-		"| `-terraform` | string | `terraform` | the CLI: terraform or tofu, on PATH or a path (default from $K8S_SYNC_TERRAFORM, which the image sets) |",
+		// A zero default is none; the binary's own default, not the one the
+		// image's environment sets.
+		"| `-identity` | string |  |",
+		"| `-terraform` | string | `terraform` |",
 		"| `-cpuprofile` | string |  |",
 		// Every kind of metric, with its labels.
 		"| `k8s_sync_leading` | gauge |  |",
