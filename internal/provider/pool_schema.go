@@ -45,7 +45,7 @@ func poolArguments[T any](args func(*T) *poolArgumentsModel) []attribute[T] {
 				"grace period): " + enumList(endpoints.TerminatingPolicies) + ". `exclude` (the default) leaves them out; " +
 				"`fallback` gives them only when no endpoint is ready, as kube-proxy does since Kubernetes 1.28; " +
 				"`include` gives them beside the ready ones, for pools that drain connections gracefully. Endpoints " +
-				"that no longer serve are never given.",
+				"that are not serving are never given.",
 			Validators: []validator.String{stringvalidator.OneOf(enumStrings(endpoints.TerminatingPolicies)...)},
 		},
 			write: func(w stateWriter, v *T) { w.str(args(v).TerminatingEndpoints.ValueString()) },
