@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -128,7 +129,11 @@ func parseQuickStart(markdown string) (quickStart, error) {
 	if diags.HasErrors() {
 		return q, fmt.Errorf("README.md:%d: the quick start's main.tf: %s", q.hclLine, diags.Error())
 	}
-	for _, b := range file.Body.(*hclsyntax.Body).Blocks {
+	body, ok := file.Body.(*hclsyntax.Body)
+	if !ok {
+		return q, fmt.Errorf("README.md:%d: the quick start's main.tf is not native HCL syntax", q.hclLine)
+	}
+	for _, b := range body.Blocks {
 		if b.Type != "data" || len(b.Labels) != 2 || b.Labels[0] != "k8s_ready_endpoints" {
 			continue
 		}
@@ -268,7 +273,7 @@ func TestAccReadmeQuickStart(t *testing.T) {
 	// make mirror, as the README's Install says, for this CLI.
 	start := time.Now()
 	mirror := exec.CommandContext(ctx, "make", "--no-print-directory", "-C", env.root, "mirror", "MIRROR_CLIS="+env.cli)
-	mirror.Env = append(userEnv, goEnv(t)...)
+	mirror.Env = append(slices.Clone(userEnv), goEnv(t)...)
 	out, err := mirror.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make mirror: %v\n%s", err, out)
