@@ -175,7 +175,19 @@ func (n *Nginx) ReloadCommand() string {
 // nothing is dropped meanwhile.
 func NginxReloadCommand(bin, dir string) string {
 	n := newNginx(bin, NginxOptions{Dir: dir})
-	return shellWords(append([]string{bin}, n.flags("-t", "-q")...)) + " && " + shellWords(append([]string{bin}, n.flags("-s", "reload")...))
+	return n.CheckCommand() + " && " + n.SignalCommand()
+}
+
+// CheckCommand is the shell command that checks this nginx's files as they
+// are (nginx -t): the check_command of examples/pools/nginx.
+func (n *Nginx) CheckCommand() string {
+	return shellWords(append([]string{n.bin}, n.flags("-t", "-q")...))
+}
+
+// SignalCommand is the shell command that reloads this nginx without a
+// check of its own: nginx -s reload, SIGHUP to the master of the pid file.
+func (n *Nginx) SignalCommand() string {
+	return shellWords(append([]string{n.bin}, n.flags("-s", "reload")...))
 }
 
 // shellWords quotes each word for sh where it needs it.
