@@ -174,8 +174,16 @@ func (n *Nginx) ReloadCommand() string {
 // master named in the pid file. It returns before the new worker serves;
 // nothing is dropped meanwhile.
 func NginxReloadCommand(bin, dir string) string {
+	check, signal := NginxCommands(bin, dir)
+	return check + " && " + signal
+}
+
+// NginxCommands are the shell commands that check (nginx -t) and reload
+// (nginx -s reload) the nginx that StartNginx runs in dir with binary bin:
+// the check_command and reload_command of examples/pools/nginx.
+func NginxCommands(bin, dir string) (check, signal string) {
 	n := newNginx(bin, NginxOptions{Dir: dir})
-	return n.CheckCommand() + " && " + n.SignalCommand()
+	return n.CheckCommand(), n.SignalCommand()
 }
 
 // CheckCommand is the shell command that checks this nginx's files as they
