@@ -23,16 +23,16 @@ say() { printf '\n==> %s\n' "$*"; }
 work="$root/.cluster/demo"
 # Why the demo cannot send real traffic here; empty when it can.
 no_traffic=""
-say "real traffic needs root, iproute2 and HAProxy"
+say "real traffic needs root, iproute2 and HAProxy (socat saves its servers' state across reloads)"
 if [ "$(id -u)" != 0 ]; then
 	no_traffic="not root (uid $(id -u)): pods get a network namespace each only as root"
 elif ! command -v ip >/dev/null; then
 	no_traffic="no ip command: install iproute2"
 elif ! command -v haproxy >/dev/null; then
 	if command -v apt-get >/dev/null; then
-		echo "  HAProxy is missing: apt-get install haproxy"
+		echo "  HAProxy is missing: apt-get install haproxy socat"
 		mkdir -p "$work"
-		if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; } >"$root/.cluster/apt.log" 2>&1; then
+		if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy socat; } >"$root/.cluster/apt.log" 2>&1; then
 			no_traffic="apt-get install haproxy failed (log: .cluster/apt.log)"
 		elif ! command -v haproxy >/dev/null; then
 			no_traffic="haproxy is installed but not on PATH (Debian puts it in /usr/sbin)"
@@ -87,34 +87,19 @@ wait_for "$work/pods.serving" "$demo_pid" "bin/harness demo"
 
 say "installing the provider for terraform with a dev_overrides CLI configuration"
 cp examples/pools/haproxy/* "$work/"
-# The variables in a file, so that the companion's runs use them too.
-cat >"$work/terraform.tfvars" <<HCL
-namespace = "demo"
-service   = "web"
-port_name = "http"
-HCL
-# What keeps HAProxy current: replaced when the rendered backend changes, it
-# writes backend.cfg and, once HAProxy runs, reloads it gracefully (SIGUSR2
-# to the master). It depends on the data source, so the companion's runs may
-# apply it.
-cat >"$work/reload.tf" <<'HCL'
-resource "terraform_data" "haproxy_backend" {
-  input = templatefile("${path.module}/backend.cfg.tftpl", {
-    name      = "${var.namespace}_${var.service}"
-    endpoints = data.k8s_ready_endpoints.web.endpoints
-  })
-  triggers_replace = data.k8s_ready_endpoints.web.endpoints
-
-  provisioner "local-exec" {
-    command     = <<-EOT
-      printf '%s' "$BACKEND" > backend.cfg.tmp && mv backend.cfg.tmp backend.cfg
-      if [ -s haproxy/haproxy.pid ]; then
-        haproxy -c -q -f haproxy/haproxy.cfg -f backend.cfg && kill -USR2 "$(cat haproxy/haproxy.pid)"
-      fi
-    EOT
-    environment = { BACKEND = self.input }
-  }
-}
+# The example as it is shipped; its variables in a file, so that the
+# companion's runs use them too. HAProxy runs in haproxy/ once it is started
+# (bin/harness haproxy, below: master-worker, a runtime API socket and a
+# server-state-file as examples/pools/haproxy/haproxy.cfg asks); until then
+# the example only writes backend.cfg, as nothing runs to check or reload.
+cat >"$work/terraform.tfvars" <<'HCL'
+namespace          = "demo"
+service            = "web"
+port_name          = "http"
+pool_file          = "backend.cfg"
+check_command      = "test ! -s haproxy/haproxy.pid || haproxy -c -q -f haproxy/haproxy.cfg -f backend.cfg"
+save_state_command = "test ! -s haproxy/haproxy.pid || echo 'show servers state' | socat stdio unix-connect:haproxy/admin.sock > haproxy/server-state"
+reload_command     = "test ! -s haproxy/haproxy.pid || kill -USR2 \"$(cat haproxy/haproxy.pid)\""
 HCL
 cat >"$work/terraformrc" <<HCL
 provider_installation {
@@ -138,7 +123,7 @@ say "the pool a load balancer would get (ready pods only, each family, the pods'
 terraform -chdir="$work" output -json endpoints |
 	jq -r '.[] | "  \(.address_type)  \(if .address_type == "IPv6" then "[\(.address)]" else .address end):\(.port)  pod=\(.pod)  node=\(.node_name)  zone=\(.zone)"'
 
-say "rendered HAProxy backend (examples/pools/haproxy/backend.cfg.tftpl), written to backend.cfg by the apply"
+say "rendered HAProxy backend (examples/pools/haproxy/backend.cfg.tftpl), written to backend.cfg by the apply (apply-pool.sh)"
 cat "$work/backend.cfg"
 
 # sync_demo: the companion on the working directory, a pod added, and what
@@ -161,7 +146,7 @@ sync_demo() {
 	touch "$work/add-pod"
 	wait_for "$work/add-pod.done" "$demo_pid" "bin/harness demo"
 
-	say "the companion sees the pool change, plans, and applies the saved plan (the provisioner writes backend.cfg and reloads HAProxy)"
+	say "the companion sees the pool change, plans, and applies the saved plan (the example's apply-pool.sh writes backend.cfg, checks it with haproxy -c and reloads HAProxy)"
 	for _ in $(seq 1200); do
 		grep -q 'web-3' "$work/backend.cfg" && grep -q 'result=applied' "$work/sync.log" && break
 		sleep 0.1

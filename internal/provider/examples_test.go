@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,7 +144,11 @@ type lbExample struct {
 	// output is the output that holds the rendered configuration.
 	output  string
 	program string // "haproxy" or "nginx"
-	want    map[examplePool]exampleResult
+	// delivers: the example writes the configuration to pool_file, checks
+	// it with check_command and reloads with reload_command (apply-pool.sh);
+	// the test points them at its directory (deliveryVars).
+	delivers bool
+	want     map[examplePool]exampleResult
 }
 
 var (
@@ -160,7 +165,7 @@ func lbExamples() []lbExample {
 	shortWait := func(from string) map[string]string { return map[string]string{`read = "` + from + `"`: `read = "2s"`} }
 	return []lbExample{
 		{
-			dir: "pools/haproxy", output: "haproxy_backend", program: "haproxy",
+			dir: "pools/haproxy", output: "haproxy_backend", program: "haproxy", delivers: true,
 			want: map[examplePool]exampleResult{
 				// Checked as the kubelet checks each pod: /ready on 8080, a
 				// TCP check on 9090.
@@ -214,7 +219,7 @@ func lbExamples() []lbExample {
 			},
 		},
 		{
-			dir: "pools/nginx", output: "nginx_upstream", program: "nginx",
+			dir: "pools/nginx", output: "nginx_upstream", program: "nginx", delivers: true,
 			want: map[examplePool]exampleResult{
 				fullPool:     {servers: append(append([]string{}, fullV4...), fullV6...)},
 				drainingPool: {servers: nginxPlaceholder},
@@ -280,6 +285,9 @@ func TestExamplesRenderWhatTheLoadBalancerLoads(t *testing.T) {
 					}
 					checkServers(t, ex.program, rendered, want.servers)
 					checkLines(t, rendered, want.lines)
+					if ex.delivers {
+						checkDelivered(t, outputs, applied, rendered)
+					}
 					if out, err := loadIn(t, ex.program, program, rendered); err != nil {
 						t.Fatalf("%s refuses what the example renders: %v\n%s\nconfiguration:\n%s", ex.program, err, out, rendered)
 					}
@@ -341,9 +349,21 @@ func applyExample(t *testing.T, ex lbExample, kubeconfig string) (map[string]str
 			t.Fatalf("terraform get: %v\n%s", err, out)
 		}
 	}
-	applied, err := run(append([]string{"apply", "-auto-approve", "-input=false", "-no-color"}, ex.vars...)...)
+	vars := ex.vars
+	if ex.delivers {
+		vars = append(slices.Clone(vars), deliveryVars(t, ex, work)...)
+	}
+	applied, err := run(append([]string{"apply", "-auto-approve", "-input=false", "-no-color"}, vars...)...)
 	if err != nil {
 		return nil, string(applied), err
+	}
+	if ex.delivers {
+		// The same pool again: nothing to replace, so nothing delivered.
+		again, err := run(append([]string{"apply", "-auto-approve", "-input=false", "-no-color"}, vars...)...)
+		if err != nil {
+			return nil, string(again), err
+		}
+		applied = append(append(applied, "\n--- the same pool applied again ---\n"...), again...)
 	}
 	out, err := run("output", "-json", "-no-color")
 	if err != nil {
@@ -365,8 +385,75 @@ func applyExample(t *testing.T, ex lbExample, kubeconfig string) (map[string]str
 			outputs[name] = s
 		}
 	}
+	if ex.delivers {
+		for key, name := range map[string]string{deliveredPool: "pool.conf", deliveredReloads: "reloads"} {
+			data, err := os.ReadFile(filepath.Join(work, name))
+			if err != nil {
+				t.Fatalf("after the apply: %v", err)
+			}
+			outputs[key] = string(data)
+		}
+	}
 	return outputs, string(applied), nil
 }
+
+// deliveryVars point an example that delivers its configuration at the
+// test's directory: pool_file there, check_command the real program on a
+// whole configuration around it (haproxy: the example's own haproxy.cfg,
+// then the pool file; nginx: an nginx.conf that includes the pool file and
+// the example's site.conf), no state to save, and a reload_command that
+// counts its runs in the file "reloads".
+func deliveryVars(t *testing.T, ex lbExample, work string) []string {
+	t.Helper()
+	program := lbProgram(t, ex.program)
+	pool := filepath.Join(work, "pool.conf")
+	var check string
+	if ex.program == "nginx" {
+		conf := filepath.Join(work, "nginx.conf")
+		writeText(t, conf, fmt.Sprintf(`pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events {}
+http {
+  access_log off;
+  client_body_temp_path %[1]s/client_body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  include %[1]s/pool.conf;
+  include %[1]s/site.conf;
+}
+`, work))
+		check = fmt.Sprintf("%s -t -q -p %s/ -e %s/error.log -c %s", program, work, work, conf)
+	} else {
+		check = fmt.Sprintf("%s -c -q -f %s/haproxy.cfg -f %s", program, work, pool)
+	}
+	return []string{"-var", "pool_file=" + pool, "-var", "check_command=" + check,
+		"-var", "reload_command=echo reloaded >> " + filepath.Join(work, "reloads")}
+}
+
+// checkDelivered: the pool file holds what the example rendered, checked by
+// the program (the apply ran check_command), and the pool was reloaded
+// once: the second apply of the same pool replaced nothing.
+func checkDelivered(t *testing.T, outputs map[string]string, applied, rendered string) {
+	t.Helper()
+	if got := outputs[deliveredPool]; got != rendered {
+		t.Errorf("pool_file holds\n%s\nwant what the example rendered:\n%s", got, rendered)
+	}
+	if got := outputs[deliveredReloads]; got != "reloaded\n" {
+		t.Errorf("reload_command ran %d times over two applies of the same pool, want once:\n%s", strings.Count(got, "reloaded"), applied)
+	}
+	if !strings.Contains(applied, "apply-pool: ") || !strings.Contains(applied, "written, checked and reloaded") {
+		t.Errorf("the apply did not say the pool was written, checked and reloaded:\n%s", applied)
+	}
+}
+
+// The keys of applyExample's outputs that say what an example that
+// delivers wrote: its pool file, and the reload_command's runs.
+const (
+	deliveredPool    = " pool_file"
+	deliveredReloads = " reloads"
+)
 
 // functionsConfigFor is the required_providers block of a root module that
 // calls the provider's functions, for the provider at source.

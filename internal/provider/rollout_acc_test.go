@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,10 +29,11 @@ import (
 //     names only the old pods: once they are gone, every request fails.
 //   - "companion, terminating_endpoints=MODE": `terraform-provider-k8s
 //     sync` runs on the working directory (rolloutSettleQuiet,
-//     rolloutSettleMax) and applies each change of the pool: the
-//     provisioner of reloadingPool writes the backend and reloads HAProxy.
-//     The configuration also keeps rolloutUnrelated other pools (issue 39:
-//     a run plans what the changed pool needs, so they cost it nothing).
+//     rolloutSettleMax) and applies each change of the pool: the example's
+//     terraform_data writes the backend, checks it with haproxy -c, saves
+//     the servers' state and reloads HAProxy (startHAProxyExample).
+//     The configuration also keeps rolloutUnrelated other pools (a run
+//     plans what the changed pool needs, so they cost it nothing).
 //     With exclude and fallback, no request fails (asserted): the
 //     companion's apply ends within the grace period, while the old pod
 //     still serves. With include, the count is reported, not asserted.
@@ -59,7 +58,7 @@ const (
 	rolloutUnrelated = 100
 )
 
-// unrelatedPools are n pools of their own Services, beside reloadingPool's.
+// unrelatedPools are n pools of their own Services, beside the example's.
 func unrelatedPools(n int) string {
 	if n == 0 {
 		return ""
@@ -77,95 +76,6 @@ resource "terraform_data" "other" {
   input    = [for e in each.value.endpoints : "${e.address}:${e.port}"]
 }
 `, n)
-}
-
-// reloadingPool is the configuration of a pool that keeps an HAProxy
-// current: examples/pools/haproxy as a module, and a terraform_data
-// resource (built in: no provider to install) replaced whenever the rendered
-// backend changes, whose provisioner writes the backend file and reloads
-// HAProxy gracefully (check, then SIGUSR2 to the master: new workers, the
-// old ones finish their connections). The companion's default rule allows
-// it: it depends on the data source through the module's output.
-const reloadingPool = `
-terraform {
-  required_providers {
-    k8s = { source = "vigie/k8s" }
-  }
-}
-
-variable "namespace" {
-  type = string
-}
-
-variable "terminating_endpoints" {
-  type = string
-}
-
-module "pool" {
-  source                = "./pool"
-  namespace             = var.namespace
-  service               = "web"
-  port_name             = "http"
-  terminating_endpoints = var.terminating_endpoints
-}
-
-resource "terraform_data" "haproxy_backend" {
-  input            = module.pool.haproxy_backend
-  triggers_replace = module.pool.haproxy_backend
-
-  provisioner "local-exec" {
-    # Before HAProxy runs (the first apply), only the file is written.
-    command     = <<-EOT
-      printf '%s' "$BACKEND" > backend.cfg.tmp && mv backend.cfg.tmp backend.cfg
-      if [ -s haproxy/haproxy.pid ]; then
-        haproxy -c -q -f haproxy/haproxy.cfg -f backend.cfg && kill -USR2 "$(cat haproxy/haproxy.pid)" && date +%s.%N >> reloads
-      fi
-    EOT
-    environment = { BACKEND = self.input }
-  }
-}
-`
-
-// prepareReloadingPool writes reloadingPool, its variables
-// (terraform.tfvars: the companion's plans read them too) and the example
-// module, given a terminating_endpoints variable, into dir, runs terraform
-// get (the module is local) and returns the apply and the CLI configuration.
-func prepareReloadingPool(t *testing.T, c *testCluster, dir, namespace, terminating string, unrelated int) (func() error, string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Join(dir, "pool"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	prepareHAProxyExample(t, filepath.Join(dir, "pool"))
-	rc := filepath.Join(dir, "dev.tfrc")
-	if err := os.Rename(filepath.Join(dir, "pool", "dev.tfrc"), rc); err != nil {
-		t.Fatal(err)
-	}
-	module := filepath.Join(dir, "pool", "main.tf")
-	data, err := os.ReadFile(module)
-	if err != nil {
-		t.Fatal(err)
-	}
-	arg := regexp.MustCompile(`(?m)^  port_name +=.*\n`)
-	if n := len(arg.FindAllString(string(data), -1)); n != 1 {
-		t.Fatalf("examples/pools/haproxy: %d port_name lines, want one in its data source", n)
-	}
-	writeText(t, module, arg.ReplaceAllString(string(data), "${0}  terminating_endpoints = var.terminating_endpoints\n")+
-		"\nvariable \"terminating_endpoints\" {\n  type = string\n}\n")
-	writeText(t, filepath.Join(dir, "main.tf"), reloadingPool+unrelatedPools(unrelated))
-	writeText(t, filepath.Join(dir, "terraform.tfvars"), fmt.Sprintf("namespace = %q\nterminating_endpoints = %q\n", namespace, terminating))
-	run := func(args ...string) error {
-		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+c.kubeconfig)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("terraform %v: %w\n%s", args, err, out)
-		}
-		return nil
-	}
-	if err := run("get", "-no-color"); err != nil {
-		t.Fatal(err)
-	}
-	return func() error { return run("apply", "-auto-approve", "-input=false", "-no-color") }, rc
 }
 
 // startRolloutCompanion starts the companion built from this provider on
@@ -231,20 +141,20 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 		}
 	}
 	dir := t.TempDir()
-	apply, rc := prepareReloadingPool(t, c, dir, ns, terminating, unrelated)
-	if err := apply(); err != nil {
+	ex := startHAProxyExample(t, ctx, c, dir, ns, terminating)
+	h := ex.h
+	writeText(t, filepath.Join(dir, "others.tf"), unrelatedPools(unrelated))
+	if _, err := ex.apply(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The first apply wrote the backend; HAProxy starts on it, and its pid
-	// file is there for the provisioner's reloads from now on.
-	h, err := traffic.StartHAProxy(ctx, traffic.HAProxyOptions{Dir: filepath.Join(dir, "haproxy"), Backend: filepath.Join(dir, "backend.cfg")})
-	if err != nil {
+	// The reloads from here on are the rollout's.
+	if err := os.Remove(filepath.Join(dir, "reloads")); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(h.Stop)
 	if r := loadForASecond(t, h.URL(false), 50); r.Failed != 0 || !slices.Equal(r.Pods(), old) {
 		t.Fatalf("before the rollout: %v, want answers from %v", r, old)
 	}
+	rc := ex.rc
 	var s *syncproc.Process
 	if companion {
 		s = startRolloutCompanion(t, c, dir, rc)

@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 	"github.com/vigie/terraform-provider-k8s/test/traffic"
 )
@@ -54,51 +56,93 @@ func trafficSetUp(t *testing.T, c *testCluster) *testcluster.NetKubelet {
 	return k
 }
 
-// applyHAProxyExample applies examples/pools/haproxy with the provider's
-// binary, as a user does, and returns the backend it rendered.
-func applyHAProxyExample(t *testing.T, c *testCluster, dir, namespace string) string {
+// haproxyExample is examples/pools/haproxy in a working directory of the
+// test, delivering to a real HAProxy (test/traffic) through its own
+// terraform_data and apply-pool.sh: each apply that changes the pool
+// writes the backend file, checks it with haproxy -c, saves the servers'
+// state and reloads HAProxy (SIGUSR2 to the master), appending the time of
+// the reload to DIR/reloads.
+type haproxyExample struct {
+	dir, kubeconfig string
+	// rc is the CLI configuration (dev_overrides to the provider's binary).
+	rc string
+	h  *traffic.HAProxy
+}
+
+// startHAProxyExample copies every file of examples/pools/haproxy into dir
+// with a CLI configuration for the provider's binary, starts HAProxy on a
+// backend of the example's name without a server (what HAProxy serves until
+// the first apply), and writes terraform.tfvars (which the companion's runs
+// read too): Service web of namespace, port http, terminating_endpoints, and
+// pool_file, check_command, save_state_command and reload_command for that
+// HAProxy. HAProxy stops at the end of the test.
+func startHAProxyExample(t *testing.T, ctx context.Context, c *testCluster, dir, namespace, terminating string) *haproxyExample {
 	t.Helper()
-	prepareHAProxyExample(t, dir)
-	backend, err := reapplyHAProxyExample(dir, c.kubeconfig, namespace)
+	copyExample(t, filepath.Join("..", "..", "examples", "pools", "haproxy"), dir, nil, false)
+	e := &haproxyExample{dir: dir, kubeconfig: c.kubeconfig, rc: filepath.Join(dir, "dev.tfrc")}
+	writeText(t, e.rc, testcluster.DevOverrides(filepath.Dir(providerBinary(t))))
+	backend := filepath.Join(dir, "backend.cfg")
+	writeText(t, backend, "backend "+namespace+"_web\n")
+	h, err := traffic.StartHAProxy(ctx, traffic.HAProxyOptions{Dir: filepath.Join(dir, "haproxy"), Backend: backend})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return backend
+	t.Cleanup(h.Stop)
+	e.h = h
+	writeText(t, filepath.Join(dir, "terraform.tfvars"), fmt.Sprintf(`namespace             = %q
+service               = "web"
+port_name             = "http"
+terminating_endpoints = %q
+pool_file             = %q
+check_command         = %q
+save_state_command    = %q
+reload_command        = %q
+`, namespace, terminating, backend, h.CheckCommand(), h.SaveStateCommand(), h.SignalCommand()+" && date +%s.%N >> reloads"))
+	return e
 }
 
-// prepareHAProxyExample copies examples/pools/haproxy into dir, with a CLI
-// configuration that overrides vigie/k8s with the provider's binary.
-func prepareHAProxyExample(t *testing.T, dir string) {
-	t.Helper()
-	example := filepath.Join("..", "..", "examples", "pools", "haproxy")
-	for _, name := range []string{"main.tf", "backend.cfg.tftpl"} {
-		data, err := os.ReadFile(filepath.Join(example, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeText(t, filepath.Join(dir, name), string(data))
+// terraform runs the CLI under test in the example's directory; it may run
+// outside the test's goroutine.
+func (e *haproxyExample) terraform(args ...string) (string, error) {
+	cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+e.rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+e.kubeconfig)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("terraform %v: %w\n%s%s", args, err, stdout.String(), stderr.String())
 	}
-	writeText(t, filepath.Join(dir, "dev.tfrc"), testcluster.DevOverrides(filepath.Dir(providerBinary(t))))
+	return stdout.String(), nil
 }
 
-// reapplyHAProxyExample applies the example prepared in dir and returns the
-// backend it rendered; it may run outside the test's goroutine.
-func reapplyHAProxyExample(dir, kubeconfig, namespace string) (string, error) {
-	run := func(args ...string) (string, error) {
-		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+filepath.Join(dir, "dev.tfrc"), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBECONFIG="+kubeconfig)
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("terraform %v: %w\n%s%s", args, err, stdout.String(), stderr.String())
-		}
-		return stdout.String(), nil
-	}
-	if _, err := run("apply", "-auto-approve", "-input=false", "-no-color", "-var", "namespace="+namespace, "-var", "service=web", "-var", "port_name=http"); err != nil {
+// apply applies the example and, when it reloaded HAProxy, waits until the
+// new workers serve; it returns the backend file. It may run outside the
+// test's goroutine.
+func (e *haproxyExample) apply(ctx context.Context) (string, error) {
+	before, err := e.h.Workers(ctx)
+	if err != nil {
 		return "", err
 	}
-	return run("output", "-raw", "haproxy_backend")
+	reloads := e.reloads()
+	if _, err := e.terraform("apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+		return "", err
+	}
+	if e.reloads() > reloads {
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			now, err := e.h.Workers(ctx)
+			return err == nil && len(now) > 0 && !slices.ContainsFunc(now, func(pid int) bool { return slices.Contains(before, pid) }), nil
+		}); err != nil {
+			return "", fmt.Errorf("HAProxy's workers after the example's reload: %w\n%s", err, e.h.LogTail())
+		}
+	}
+	backend, err := os.ReadFile(filepath.Join(e.dir, "backend.cfg"))
+	return string(backend), err
+}
+
+// reloads is how many times the example reloaded HAProxy.
+func (e *haproxyExample) reloads() int {
+	data, _ := os.ReadFile(filepath.Join(e.dir, "reloads"))
+	return strings.Count(string(data), "\n")
 }
 
 var serverLine = regexp.MustCompile(`(?m)^\s+server (\S+) (\S+) check\b`)
@@ -148,8 +192,12 @@ func TestAccTrafficReachesEachReadyPodThroughHAProxy(t *testing.T) {
 		c.waitForSlices(t, ns, endpointCount(family, 3, 4))
 	}
 
-	dir := t.TempDir()
-	backend := applyHAProxyExample(t, c, dir, ns)
+	ex := startHAProxyExample(t, ctx, c, t.TempDir(), ns, "exclude")
+	h := ex.h
+	backend, err := ex.apply(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	wantServers := func(pods ...string) []string {
 		var want []string
 		for _, pod := range pods {
@@ -162,15 +210,8 @@ func TestAccTrafficReachesEachReadyPodThroughHAProxy(t *testing.T) {
 		return want
 	}
 	if got, want := backendServers(backend), wantServers("web-1", "web-2", "web-3"); !slices.Equal(got, want) {
-		t.Fatalf("rendered backend servers %v, want %v; backend:\n%s", got, want, backend)
+		t.Fatalf("delivered backend servers %v, want %v; backend:\n%s", got, want, backend)
 	}
-	backendFile := filepath.Join(dir, "backend.cfg")
-	writeText(t, backendFile, backend)
-	h, err := traffic.StartHAProxy(ctx, traffic.HAProxyOptions{Dir: t.TempDir(), Backend: backendFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Stop)
 
 	for _, ipv6 := range []bool{false, true} {
 		// Round robin over the 6 servers: 30 requests give each pod 10.
@@ -180,30 +221,54 @@ func TestAccTrafficReachesEachReadyPodThroughHAProxy(t *testing.T) {
 		}
 	}
 
-	// web-4 becomes ready: the next apply renders it, and a reload under
-	// load brings it in without a failed request.
+	// web-4 becomes ready: the next apply delivers it, and its reload,
+	// under load, brings it in without a failed request.
 	if err := testcluster.SetPodReady(ctx, c.client, ns, "web-4", true); err != nil {
 		t.Fatal(err)
 	}
 	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
 		c.waitForSlices(t, ns, endpointCount(family, 4, 4))
 	}
-	backend = applyHAProxyExample(t, c, dir, ns)
-	if got, want := backendServers(backend), wantServers("web-1", "web-2", "web-3", "web-4"); !slices.Equal(got, want) {
+	type applied struct {
+		backend string
+		err     error
+	}
+	done := make(chan applied, 1)
+	go func() {
+		b, err := ex.apply(ctx)
+		done <- applied{b, err}
+	}()
+	// Load, a second at a time, until the second in which the apply (and
+	// HAProxy's reload) ended.
+	var during []traffic.Result
+	var got *applied
+	for i := 0; got == nil && i < 120; i++ {
+		during = append(during, loadForASecond(t, h.URL(true), 50))
+		select {
+		case a := <-done:
+			got = &a
+		default:
+		}
+	}
+	if got == nil {
+		t.Fatal("the apply that adds web-4 did not end within 2 minutes")
+	}
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got, want := backendServers(got.backend), wantServers("web-1", "web-2", "web-3", "web-4"); !slices.Equal(got, want) {
 		t.Fatalf("backend after web-4 became ready: %v, want %v", got, want)
 	}
-	during := make(chan traffic.Result, 1)
-	go func() {
-		r, _ := traffic.Run(context.Background(), traffic.Load{URL: h.URL(true), Rate: 50, Duration: 3 * time.Second})
-		during <- r
-	}()
-	time.Sleep(time.Second)
-	writeText(t, backendFile, backend)
-	if err := h.Reload(ctx); err != nil {
-		t.Fatal(err)
+	if ex.reloads() != 2 {
+		t.Errorf("HAProxy reloaded %d times by the two applies, want 2", ex.reloads())
 	}
-	if r := <-during; r.Failed != 0 || r.Total != 150 || r.ByPod["web-4"] == 0 {
-		t.Errorf("during the reload that adds web-4: %v, want 150 answers, none failed, web-4 among them", r)
+	for _, r := range during {
+		if r.Failed != 0 || r.Total != 50 {
+			t.Errorf("during the apply and the reload that add web-4: %v, want 50 answers a second, none failed", r)
+		}
+	}
+	if r := loadForASecond(t, h.URL(true), 50); r.Failed != 0 || r.ByPod["web-4"] == 0 {
+		t.Errorf("after the reload that adds web-4: %v, want no failure and web-4 among the answers", r)
 	}
 
 	// web-2 stops being ready: its /healthz fails, and HAProxy's check

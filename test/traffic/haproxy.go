@@ -61,13 +61,16 @@ const HAProxyLostSockets = "Failed to get the sockets from the old process"
 // connections they have, so a reload drops nothing.
 type HAProxy struct {
 	*lbProcess
-	opts   HAProxyOptions
-	socket string
+	opts HAProxyOptions
+	// socket is the master CLI, stats the runtime API of the workers.
+	socket, stats string
 }
 
 // StartHAProxy writes DIR/haproxy.cfg (global settings, defaults and a
 // frontend on 127.0.0.1:PORT and [::1]:PORT whose default backend is the one
-// of the Backend file), checks it with haproxy -c, and starts
+// of the Backend file; the lines examples/pools/haproxy/haproxy.cfg asks:
+// a runtime API socket, a server-state-file that the workers of a reload
+// load, v6only on the IPv6 bind), checks it with haproxy -c, and starts
 // `haproxy -W -db -S master.sock -f DIR/haproxy.cfg -f BACKEND`. It
 // returns once a worker serves. HAProxy dies with the calling process.
 func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
@@ -85,7 +88,8 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 		}
 	}
 	log := filepath.Join(opts.Dir, "haproxy.log")
-	h := &HAProxy{opts: opts, socket: filepath.Join(cmp.Or(socketDir, opts.Dir), "master.sock")}
+	h := &HAProxy{opts: opts, socket: filepath.Join(cmp.Or(socketDir, opts.Dir), "master.sock"),
+		stats: filepath.Join(cmp.Or(socketDir, opts.Dir), "admin.sock")}
 	h.lbProcess = &lbProcess{
 		name: "haproxy", bin: bin, dir: opts.Dir, port: opts.Port, bound: opts.Bound, pool: name,
 		config: filepath.Join(opts.Dir, "haproxy.cfg"), logs: []string{log}, kind: h,
@@ -119,6 +123,9 @@ func (h *HAProxy) frontendConfig() string {
 # file Terraform rendered (%s), loaded after this one.
 global
     nbthread 1
+    stats socket %[5]s mode 600 level admin
+    # Written by SaveStateCommand before a reload, read by the new workers.
+    server-state-file %[6]s
     # After a reload, old workers finish their connections within this bound.
     hard-stop-after 30s
 
@@ -133,6 +140,7 @@ defaults
     timeout client 30s
     timeout server 30s
     timeout http-keep-alive 5s
+    load-server-state-from-file global
 %[4]s
 frontend traffic
     bind 127.0.0.1:%[2]d
@@ -141,7 +149,7 @@ frontend traffic
     # (HAProxy 2.6), and nothing waiting on it is reset.
     bind [::1]:%[2]d v6only
     default_backend %[3]s
-`, h.opts.Backend, h.opts.Port, h.pool, extra.String())
+`, h.opts.Backend, h.opts.Port, h.pool, extra.String(), h.stats, h.ServerStateFile())
 }
 
 var backendLine = regexp.MustCompile(`(?m)^backend[ \t]+(\S+)`)
@@ -156,6 +164,28 @@ func (h *HAProxy) PID() int { return h.cmd.Process.Pid }
 // returns before the new workers serve; nothing is dropped meanwhile.
 func (h *HAProxy) ReloadCommand() string {
 	return fmt.Sprintf("%s -c -q -f %s -f %s && kill -USR2 %d", h.bin, h.config, h.opts.Backend, h.PID())
+}
+
+// CheckCommand is the shell command that checks this HAProxy's files as
+// they are (haproxy -c): the check_command of examples/pools/haproxy.
+func (h *HAProxy) CheckCommand() string {
+	return shellWords(append([]string{h.bin, "-q"}, h.checkArgs()...))
+}
+
+// SignalCommand is the shell command that reloads this HAProxy without a
+// check: SIGUSR2 to the master, read from its pid file.
+func (h *HAProxy) SignalCommand() string {
+	return "kill -USR2 \"$(cat " + shellWords([]string{h.PIDFile()}) + ")\""
+}
+
+// ServerStateFile is the server-state-file of this HAProxy's configuration.
+func (h *HAProxy) ServerStateFile() string { return filepath.Join(h.opts.Dir, "server-state") }
+
+// SaveStateCommand is the shell command that saves what the workers' health
+// checks learned into ServerStateFile (show servers state on the runtime
+// API, with socat): the save_state_command of examples/pools/haproxy.
+func (h *HAProxy) SaveStateCommand() string {
+	return "echo 'show servers state' | socat stdio " + shellWords([]string{"unix-connect:" + h.stats}) + " > " + shellWords([]string{h.ServerStateFile()})
 }
 
 func (h *HAProxy) checkArgs() []string {

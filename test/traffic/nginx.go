@@ -174,8 +174,28 @@ func (n *Nginx) ReloadCommand() string {
 // master named in the pid file. It returns before the new worker serves;
 // nothing is dropped meanwhile.
 func NginxReloadCommand(bin, dir string) string {
+	check, signal := NginxCommands(bin, dir)
+	return check + " && " + signal
+}
+
+// NginxCommands are the shell commands that check (nginx -t) and reload
+// (nginx -s reload) the nginx that StartNginx runs in dir with binary bin:
+// the check_command and reload_command of examples/pools/nginx.
+func NginxCommands(bin, dir string) (check, signal string) {
 	n := newNginx(bin, NginxOptions{Dir: dir})
-	return shellWords(append([]string{bin}, n.flags("-t", "-q")...)) + " && " + shellWords(append([]string{bin}, n.flags("-s", "reload")...))
+	return n.CheckCommand(), n.SignalCommand()
+}
+
+// CheckCommand is the shell command that checks this nginx's files as they
+// are (nginx -t): the check_command of examples/pools/nginx.
+func (n *Nginx) CheckCommand() string {
+	return shellWords(append([]string{n.bin}, n.flags("-t", "-q")...))
+}
+
+// SignalCommand is the shell command that reloads this nginx without a
+// check of its own: nginx -s reload, SIGHUP to the master of the pid file.
+func (n *Nginx) SignalCommand() string {
+	return shellWords(append([]string{n.bin}, n.flags("-s", "reload")...))
 }
 
 // shellWords quotes each word for sh where it needs it.

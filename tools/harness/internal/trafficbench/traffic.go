@@ -2,7 +2,7 @@
 // traffic`): from a pod's Ready condition written to the first request it
 // serves through a load balancer, the pool kept current by the sync
 // companion (its plan and apply of the load balancer's
-// example, whose terraform_data provisioner writes the rendered file and
+// example, whose terraform_data writes the rendered file, checks it and
 // reloads the load balancer): HAProxy (examples/pools/haproxy), then nginx
 // (examples/pools/nginx), one after the other on the same Service. Each
 // sample adds one ready pod beside a base one, measures, then deletes it and
@@ -53,66 +53,42 @@ const (
 	trafficPoll = 5 * time.Millisecond
 )
 
-// haproxyReload is the terraform_data beside examples/pools/haproxy that
-// keeps HAProxy current, as in make demo and the rolling-update test.
-const haproxyReload = `
-resource "terraform_data" "haproxy_backend" {
-  input = templatefile("${path.module}/backend.cfg.tftpl", {
-    name      = "${var.namespace}_${var.service}"
-    endpoints = data.k8s_ready_endpoints.web.endpoints
-  })
-  triggers_replace = data.k8s_ready_endpoints.web.endpoints
-
-  provisioner "local-exec" {
-    command     = <<-EOT
-      printf '%s' "$BACKEND" > backend.cfg.tmp && mv backend.cfg.tmp backend.cfg
-      if [ -s haproxy/haproxy.pid ]; then
-        haproxy -c -q -f haproxy/haproxy.cfg -f backend.cfg && kill -USR2 "$(cat haproxy/haproxy.pid)"
-      fi
-    EOT
-    environment = { BACKEND = self.input }
-  }
-}
+// haproxyVars are the delivery variables of examples/pools/haproxy for the
+// HAProxy that traffic.StartHAProxy runs in dir/haproxy: the example's own
+// terraform_data and apply-pool.sh write backend.cfg, check it with
+// haproxy -c, save the servers' state and send SIGUSR2 to the master. The
+// first apply, before HAProxy runs, only writes the file.
+func haproxyVars(string, string) string {
+	return `pool_file          = "backend.cfg"
+check_command      = "test ! -s haproxy/haproxy.pid || haproxy -c -q -f haproxy/haproxy.cfg -f backend.cfg"
+save_state_command = "test ! -s haproxy/haproxy.pid || echo 'show servers state' | socat stdio unix-connect:haproxy/admin.sock > haproxy/server-state"
+reload_command     = "test ! -s haproxy/haproxy.pid || kill -USR2 \"$(cat haproxy/haproxy.pid)\""
 `
-
-// nginxReload is the same beside examples/pools/nginx, the upstream
-// rendered as its output is, for the nginx that traffic.StartNginx runs in
-// dir/nginx: nginx -t, then nginx -s reload.
-func nginxReload(bin, dir string) string {
-	return fmt.Sprintf(`
-resource "terraform_data" "nginx_upstream" {
-  input = templatefile("${path.module}/upstream.conf.tftpl", {
-    name    = "${var.namespace}_${var.service}"
-    members = provider::k8s::members(data.k8s_ready_endpoints.web.endpoints)
-  })
-  triggers_replace = data.k8s_ready_endpoints.web.endpoints
-
-  provisioner "local-exec" {
-    command     = <<-EOT
-      printf '%%s' "$UPSTREAM" > upstream.conf.tmp && mv upstream.conf.tmp upstream.conf
-      if [ -s nginx/nginx.pid ]; then
-        %s
-      fi
-    EOT
-    environment = { UPSTREAM = self.input }
-  }
 }
-`, traffic.NginxReloadCommand(bin, filepath.Join(dir, "nginx")))
+
+// nginxVars are those of examples/pools/nginx for the nginx that
+// traffic.StartNginx runs in dir/nginx: nginx -t, then nginx -s reload.
+func nginxVars(bin, dir string) string {
+	check, signal := traffic.NginxCommands(bin, filepath.Join(dir, "nginx"))
+	return fmt.Sprintf(`pool_file      = "upstream.conf"
+check_command  = %q
+reload_command = %q
+`, "test ! -s nginx/nginx.pid || "+check, "test ! -s nginx/nginx.pid || "+signal)
 }
 
 // trafficLB is a load balancer the traffic latency is measured through.
 type trafficLB struct {
 	name    string // as the report names it
 	example string // examples/pools/<example>, copied with its files
-	files   []string
 	// rendered is the file the provisioner writes, in the directory.
 	rendered string
 	// reload is how the provisioner reloads it, for the report.
 	reload string
 	// path finds the binary, or says what is missing.
 	path func() (string, error)
-	// config is reload.tf for the directory dir, bin the binary.
-	config func(bin, dir string) string
+	// vars are the example's delivery variables for the directory dir,
+	// bin the binary.
+	vars func(bin, dir string) string
 	// start runs it on the rendered file.
 	start func(ctx context.Context, dir string) (*runningLB, error)
 }
@@ -151,10 +127,10 @@ func (lb *runningLB) waitWorkers(ctx context.Context, what string, ok func([]int
 func trafficLBs() []trafficLB {
 	return []trafficLB{
 		{
-			name: "HAProxy", example: "haproxy", files: []string{"main.tf", "backend.cfg.tftpl"}, rendered: "backend.cfg",
+			name: "HAProxy", example: "haproxy", rendered: "backend.cfg",
 			reload: "`haproxy -c`, then SIGUSR2 to the master",
 			path:   traffic.HAProxyPath,
-			config: func(string, string) string { return haproxyReload },
+			vars:   haproxyVars,
 			start: func(ctx context.Context, dir string) (*runningLB, error) {
 				h, err := traffic.StartHAProxy(ctx, traffic.HAProxyOptions{Dir: filepath.Join(dir, "haproxy"), Backend: filepath.Join(dir, "backend.cfg")})
 				if err != nil {
@@ -164,10 +140,10 @@ func trafficLBs() []trafficLB {
 			},
 		},
 		{
-			name: "nginx", example: "nginx", files: []string{"main.tf", "upstream.conf.tftpl"}, rendered: "upstream.conf",
+			name: "nginx", example: "nginx", rendered: "upstream.conf",
 			reload: "`nginx -t`, then `nginx -s reload` (SIGHUP to the master)",
 			path:   traffic.NginxPath,
-			config: nginxReload,
+			vars:   nginxVars,
 			start: func(ctx context.Context, dir string) (*runningLB, error) {
 				n, err := traffic.StartNginx(ctx, traffic.NginxOptions{Dir: filepath.Join(dir, "nginx"), Upstream: filepath.Join(dir, "upstream.conf")})
 				if err != nil {
@@ -311,19 +287,23 @@ func (b *part) trafficThrough(ctx context.Context, s *trafficSetup, lb trafficLB
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, 0, err
 	}
-	for _, name := range lb.files {
-		data, err := os.ReadFile(filepath.Join(b.Root, "examples", "pools", lb.example, name))
+	example := filepath.Join(b.Root, "examples", "pools", lb.example)
+	entries, err := os.ReadDir(example)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(example, e.Name()))
 		if err != nil {
 			return nil, 0, err
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
 			return nil, 0, err
 		}
 	}
 	rc := filepath.Join(dir, "terraformrc")
 	files := map[string]string{
-		"reload.tf":        lb.config(bin, dir),
-		"terraform.tfvars": fmt.Sprintf("namespace = %q\nservice = \"web\"\nport_name = \"http\"\n", trafficNamespace),
+		"terraform.tfvars": fmt.Sprintf("namespace = %q\nservice = \"web\"\nport_name = \"http\"\n", trafficNamespace) + lb.vars(bin, dir),
 		// The provider itself, not the bench's measuring wrapper.
 		rc: testcluster.DevOverrides(filepath.Dir(b.Provider)),
 	}
@@ -443,7 +423,7 @@ func Section(r *Results) string {
 	p("%d pods through each load balancer, one after the other, each pod made ready beside one other, then deleted: from its Ready condition written to the first request it served through the load balancer "+
 		"(polled every %s over 127.0.0.1, a connection per request, round robin over 2 pods of 2 families). "+
 		"On the way: the sync companion (`-settle-quiet %s -settle-max %s`, so at least %s of each figure is its settle window), `terraform plan` and `apply` of the saved plan "+
-		"(the example and a `terraform_data` whose provisioner writes the rendered file and reloads the load balancer), and the reload.",
+		"(the example as shipped: its `terraform_data` writes the rendered file, checks it with the load balancer and reloads it), and the reload.",
 		r.samples, trafficPoll, trafficSettleQuiet, trafficSettleMax, trafficSettleQuiet)
 	p("")
 	b.Para("HAProxy's backend has active health checks (`check`, `option httpchk`); nginx's upstream only passive ones (`max_fails`, counted on the requests it proxies): each figure is when the new pod answered a request through it, whatever its checks.")

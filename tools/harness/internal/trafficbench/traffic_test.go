@@ -96,14 +96,13 @@ func TestHasAddressInWhatEachExampleRenders(t *testing.T) {
 	}
 }
 
-// The nginx reload of the bench runs the reload command of test/traffic
-// on the directory the bench starts nginx in.
-func TestNginxReloadRunsTheCommandOfTraffic(t *testing.T) {
-	tf := nginxReload("/usr/sbin/nginx", "/srv/bench/traffic-nginx")
-	textcheck.Contains(t, "reload.tf", tf,
-		`templatefile("${path.module}/upstream.conf.tftpl"`,
-		"members = provider::k8s::members(data.k8s_ready_endpoints.web.endpoints)",
-		`printf '%s' "$UPSTREAM" > upstream.conf.tmp && mv upstream.conf.tmp upstream.conf`,
-		"/usr/sbin/nginx -t -q -p /srv/bench/traffic-nginx/nginx/ -e /srv/bench/traffic-nginx/nginx/error.log -c /srv/bench/traffic-nginx/nginx/nginx.conf && /usr/sbin/nginx -s reload -p /srv/bench/traffic-nginx/nginx/",
+// The nginx delivery variables of the bench run the commands of
+// test/traffic on the directory the bench starts nginx in.
+func TestNginxVarsRunTheCommandsOfTraffic(t *testing.T) {
+	vars := nginxVars("/usr/sbin/nginx", "/srv/bench/traffic-nginx")
+	textcheck.Contains(t, "terraform.tfvars", vars,
+		`pool_file      = "upstream.conf"`,
+		"test ! -s nginx/nginx.pid || /usr/sbin/nginx -t -q -p /srv/bench/traffic-nginx/nginx/ -e /srv/bench/traffic-nginx/nginx/error.log -c /srv/bench/traffic-nginx/nginx/nginx.conf",
+		"test ! -s nginx/nginx.pid || /usr/sbin/nginx -s reload -p /srv/bench/traffic-nginx/nginx/",
 	)
 }
