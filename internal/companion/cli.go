@@ -177,7 +177,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.Float64Var(&c.opts.MaxShrink, "max-shrink", c.opts.MaxShrink, "the largest share of a pool's members one run may remove (1 turns the guard off)")
 	fs.BoolVar(&c.opts.AllowEmpty, "allow-empty", false, "let a run empty a pool")
 	fs.Var(&allowed, "allow", "an address a run may change (repeat); replaces the resources derived from the configuration")
-	fs.StringVar(&c.opts.Command, "command", "", "a command (sh -c) that replaces plan and apply, for remote execution; $K8S_SYNC_CHANGES holds the changes")
+	fs.StringVar(&c.opts.Command, "command", "", "a program and its arguments, split as a shell splits words but run without a shell, that replaces plan and apply (a pipeline's webhook, another configuration); $K8S_SYNC_CHANGES in its environment holds the changes as JSON. For a shell: sh -c 'SCRIPT'")
 	fs.DurationVar(&c.opts.CommandRepeat, "command-repeat", c.opts.CommandRepeat, "with -command, how long a change given to it waits for state to show it before it is given again (0: never)")
 	fs.BoolVar(&c.opts.Refresh, "refresh", true, "plan with -refresh (false: only the data sources are read again)")
 	fs.BoolVar(&c.opts.TargetChanged, "target-changed", c.opts.TargetChanged, "a run plans only what the changed pools need (-target of their dependents); false: the whole configuration")
@@ -321,7 +321,7 @@ func validateSync(o SyncOptions) error {
 	case o.CommandRepeat < 0:
 		return fmt.Errorf("-command-repeat %v: give a duration of 0 (never) or more", o.CommandRepeat)
 	}
-	return nil
+	return validCommand(o.Command, o.Dir)
 }
 
 // runCheck is `check`: one pass over the pools of state, exit 0 when each

@@ -230,7 +230,7 @@ func TestAccSyncCommandRunsOncePerDistinctChange(t *testing.T) {
 	t.Parallel()
 	ns, w := webPool(t, 2)
 	calls := filepath.Join(t.TempDir(), "calls")
-	c := startSync(t, w, "-listen", "127.0.0.1:0", "-command", fmt.Sprintf(`echo "$K8S_SYNC_CHANGES" >> %q`, calls))
+	c := startSync(t, w, "-listen", "127.0.0.1:0", "-command", shCommand(fmt.Sprintf(`echo "$K8S_SYNC_CHANGES" >> %q`, calls)))
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
 	waitForLines(t, calls, 1)
 	c.quiet(t, 8*time.Second)
@@ -286,7 +286,7 @@ func TestAccSyncARelabelledSliceChangesItsOldService(t *testing.T) {
 	// Two watched Services: web and api, each with its pool.
 	both := newWorkdir(t, poolConfig(ns, apiPool(ns)))
 	calls := filepath.Join(t.TempDir(), "calls")
-	c2 := startSync(t, both, "-max-shrink", "1", "-allow-empty", "-command", fmt.Sprintf(`echo "$K8S_SYNC_CHANGES" >> %q`, calls))
+	c2 := startSync(t, both, "-max-shrink", "1", "-allow-empty", "-command", shCommand(fmt.Sprintf(`echo "$K8S_SYNC_CHANGES" >> %q`, calls)))
 	handSlice(t, ns, "api", "web-a", nil, "10.244.0.1")
 	c2.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "delivered"})
 	started := c2.field("run started", "data_sources")
@@ -459,8 +459,8 @@ func TestAccSyncALeaderThatLosesItsLeaseStopsItsCommandFirst(t *testing.T) {
 	// process group, and sleeps in place of a pipeline that finishes what
 	// it started when interrupted (it ignores SIGINT).
 	command := func(id string) string {
-		return fmt.Sprintf(`trap '' INT; for f in %[1]s/pgid-*; do [ -e "$f" ] && kill -0 -- -"$(cat "$f")" 2>/dev/null && echo "overlap with $f" >> %[2]q; done; `+
-			`echo $$ > %[1]s/pgid-%[3]s; echo "start %[3]s" >> %[2]q; sleep 60`, dir, events, id)
+		return shCommand(fmt.Sprintf(`trap '' INT; for f in %[1]s/pgid-*; do [ -e "$f" ] && kill -0 -- -"$(cat "$f")" 2>/dev/null && echo "overlap with $f" >> %[2]q; done; `+
+			`echo $$ > %[1]s/pgid-%[3]s; echo "start %[3]s" >> %[2]q; sleep 60`, dir, events, id))
 	}
 	lease := []string{"-leader-elect", "-lease-namespace", ns, "-lease-name", "sync"}
 	a := startSync(t, w, append(lease, "-identity", "a", "-kubeconfig", viaProxy, "-command", command("a"))...)

@@ -26,8 +26,9 @@ type terraform interface {
 	plan(ctx context.Context, planFile string, o planOptions) (changes bool, summary planSummary, err error)
 	// apply applies a saved plan.
 	apply(ctx context.Context, planFile string) error
-	// command runs script (sh -c) in the working directory with env added.
-	command(ctx context.Context, script string, env []string) error
+	// command runs a -command value (a program and its arguments, no
+	// shell) in the working directory with env added.
+	command(ctx context.Context, command string, env []string) error
 }
 
 // planOptions are plan's -refresh and -target.

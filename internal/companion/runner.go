@@ -110,7 +110,8 @@ func (c *cli) exec(ctx context.Context, out io.Writer, path string, args, env []
 	close(done)
 	name := filepath.Base(path)
 	if ctx.Err() != nil {
-		return stdout.Bytes(), fmt.Errorf("%s %s: %w", name, args[0], errStopped)
+		// A -command may have no arguments.
+		return stdout.Bytes(), fmt.Errorf("%s: %w", strings.Join(append([]string{name}, args[:min(len(args), 1)]...), " "), errStopped)
 	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
@@ -278,9 +279,14 @@ func isManagedAddress(addr string) bool {
 	return len(parts) == 2 && parts[0] != "data"
 }
 
-// command runs script with sh -c in the working directory.
-func (c *cli) command(ctx context.Context, script string, env []string) error {
-	_, err := c.exec(ctx, nil, "sh", []string{"-c", script}, env, false)
+// command runs the program and arguments of a -command value (split as
+// commandWords splits it, no shell) in the working directory.
+func (c *cli) command(ctx context.Context, command string, env []string) error {
+	words, err := commandWords(command)
+	if err != nil {
+		return fmt.Errorf("-command %q: %w", command, err)
+	}
+	_, err = c.exec(ctx, nil, words[0], words[1:], env, false)
 	return err
 }
 

@@ -66,10 +66,16 @@ func TestShellBlocks(t *testing.T) {
 	}
 }
 
-// TestAccGuide is issue 26's item 4: the commands of the guide, in order, in
-// one shell, from the repository's root (a clone) with a HOME of its own,
-// the local control plane's kubeconfig, the test's podman and helm; then the
-// companion the guide installed, run as its pod would be: it watches.
+// guideNamespace is the companion's namespace in the guide, the plain
+// manifest's too. The guide creates it: the tests that deploy the manifest
+// there run after this one (their files sort after this one's), and this
+// one removes what would be in their way (its ConfigMap, its release).
+const guideNamespace = "lb-sync"
+
+// TestAccGuide: the commands of the guide, in order, in one shell, from the
+// repository's root (a clone) with a HOME of its own, the local control
+// plane's kubeconfig, the test's podman and helm; then the companion the
+// guide installed, run as its pod would be: it watches.
 func TestAccGuide(t *testing.T) {
 	needImage(t)
 	ctx := testCtx(t, 15*time.Minute)
@@ -97,9 +103,17 @@ func TestAccGuide(t *testing.T) {
 	s := &scenario{service: "web", pods: []testcluster.Pod{{Name: "web-1", IPs: []string{"10.244.9.1"}, Ready: true}, {Name: "web-2", IPs: []string{"10.244.9.2"}, Ready: false}}}
 	s.runService(ctx, t)
 
+	vars := append(guideEnv(t), "KUBECONFIG="+env.cluster.Kubeconfig())
+	t.Cleanup(func() {
+		cleanup := exec.Command("bash", "-c", "helm uninstall lb-sync --namespace "+guideNamespace+"; kubectl -n "+guideNamespace+" delete configmap k8s-sync-configuration")
+		cleanup.Env = vars
+		if out, err := cleanup.CombinedOutput(); err != nil {
+			t.Logf("removing the guide's release and ConfigMap: %v\n%s", err, out)
+		}
+	})
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir = env.root
-	cmd.Env = append(guideEnv(t), "KUBECONFIG="+env.cluster.Kubeconfig())
+	cmd.Env = vars
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -108,14 +122,14 @@ func TestAccGuide(t *testing.T) {
 	t.Logf("the guide's %d blocks ran in %s:\n%s", ran, time.Since(start).Round(time.Second), out)
 
 	// The Deployment the guide installed, its pod run here as the kubelet would.
-	deployment, err := env.client.AppsV1().Deployments("lb").Get(ctx, "lb-sync", metav1.GetOptions{})
+	deployment, err := env.client.AppsV1().Deployments(guideNamespace).Get(ctx, "lb-sync", metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("the guide's helm install made no Deployment lb/lb-sync: %v", err)
+		t.Fatalf("the guide's helm install made no Deployment %s/lb-sync: %v", guideNamespace, err)
 	}
 	if *deployment.Spec.Replicas != 2 {
 		t.Errorf("the guide's Deployment has %d replicas, want the chart's 2", *deployment.Spec.Replicas)
 	}
-	p := env.podman.newPod(ctx, t, "lb", "lb-sync-0", deployment.Spec.Template.Spec)
+	p := env.podman.newPod(ctx, t, guideNamespace, "lb-sync-0", deployment.Spec.Template.Spec)
 	if r := p.exec(ctx, t, initContainer, nil); r.code != 0 {
 		t.Fatalf("the init container exited %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -159,4 +173,33 @@ func guideEnv(t *testing.T) []string {
 		vars = append(vars, k+"="+v)
 	}
 	return vars
+}
+
+// The guide, its backend and the plain manifest name one namespace.
+func TestGuideAndManifestShareTheNamespace(t *testing.T) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	guide, err := os.ReadFile(filepath.Join(root, guidePath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(root, manifestPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range decode(t, manifest) {
+		if ns := o.GetNamespace(); ns != "" && ns != guideNamespace {
+			t.Errorf("%s %s of the manifest is in namespace %s, the guide's is %s", o.GetKind(), o.GetName(), ns, guideNamespace)
+		}
+	}
+	for _, want := range []string{`namespace     = "` + guideNamespace + `"`, "kubectl create namespace " + guideNamespace, "--namespace " + guideNamespace} {
+		if !strings.Contains(string(guide), want) {
+			t.Errorf("the guide lacks %q", want)
+		}
+	}
+	if n := strings.Count(string(guide), "-n "+guideNamespace+" ") + strings.Count(string(guide), "--namespace "+guideNamespace); n != strings.Count(string(guide), "-n ")+strings.Count(string(guide), "--namespace ") {
+		t.Errorf("the guide's kubectl -n and --namespace name another namespace than %s", guideNamespace)
+	}
 }

@@ -3,13 +3,13 @@
 // provider's static binary as the entrypoint, a static OpenTofu (or
 // Terraform) CLI, CA certificates, a non-root user, a writable data
 // directory, and a CLI configuration whose only provider source is a
-// filesystem mirror holding this provider, so that `init` and plans reach
-// no registry. It writes a docker-archive tarball (podman load, docker load)
+// filesystem mirror holding this provider (and the providers of -providers
+// directories), so that `init` and plans reach no registry. It writes a docker-archive tarball (podman load, docker load)
 // and, with -push, pushes the image (an index of every -platform) to a
 // registry with the credentials of ~/.docker/config.json, as ko and crane do.
 //
 // Layers go from the least to the most often changed (base files, CLI,
-// provider), so a new provider version pulls one layer; files carry no
+// the -providers, this provider), so a new provider version pulls one layer; files carry no
 // timestamp and the image's is -epoch, so the same inputs give the same
 // digests.
 package main
@@ -42,7 +42,7 @@ import (
 	"golang.org/x/crypto/x509roots/fallback/bundle"
 )
 
-// Paths inside the image. The guide (templates/guides/companion-image.md.tmpl)
+// Paths inside the image. The guide (templates/guides/companion-in-cluster.md.tmpl)
 // and the chart name them too.
 const (
 	binDir       = "/usr/local/bin"
@@ -79,8 +79,22 @@ func (p *platformFlag) Set(v string) error {
 	return nil
 }
 
+// dirsFlag is a repeated flag of directories.
+type dirsFlag []string
+
+func (d *dirsFlag) String() string { return strings.Join(*d, ",") }
+
+func (d *dirsFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("give a directory")
+	}
+	*d = append(*d, v)
+	return nil
+}
+
 type options struct {
 	platforms platformFlag
+	providers dirsFlag
 	cliName   string
 	version   string
 	tag       string
@@ -93,6 +107,7 @@ type options struct {
 func main() {
 	var o options
 	flag.Var(&o.platforms, "platform", "ARCH=PROVIDER_BINARY,CLI_BINARY for linux/ARCH (repeat for a multi-platform push)")
+	flag.Var(&o.providers, "providers", "a directory laid out as a filesystem mirror (`tofu providers mirror DIR`, packed or unpacked) whose providers for each -platform join the image's mirror (repeat for more)")
 	flag.StringVar(&o.cliName, "cli-name", "tofu", "the CLI's name in the image: tofu or terraform")
 	flag.StringVar(&o.version, "version", "", "the provider's version (the filesystem mirror's version directory)")
 	flag.StringVar(&o.tag, "tag", "terraform-provider-k8s-sync:latest", "the image's name in the tarball")
@@ -195,6 +210,22 @@ func build(o options, p platform) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	layers := []v1.Layer{base, cli}
+	if len(o.providers) > 0 {
+		others, err := layer(when, func(w *tarWriter) error {
+			seen := map[string]string{}
+			for _, dir := range o.providers {
+				if err := addMirror(w, dir, p.arch, seen); err != nil {
+					return fmt.Errorf("-providers %s: %w", dir, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, others)
+	}
 	provider, err := layer(when, func(w *tarWriter) error {
 		if err := w.file(providerPath, p.provider, 0o755); err != nil {
 			return err
@@ -212,7 +243,7 @@ func build(o options, p platform) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), base, cli, provider)
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), append(layers, provider)...)
 	if err != nil {
 		return nil, err
 	}
@@ -298,11 +329,12 @@ func baseLayer(when time.Time) (v1.Layer, error) {
 
 // cliConfiguration makes the mirror the only source of providers: a
 // provider the configuration needs that is not in it fails `init` with the
-// CLI's "provider not found" error, instead of a download. Add providers
-// to the mirror in an image of your own (`tofu providers mirror`).
+// CLI's "provider not found" error, instead of a download. The image's
+// build adds providers to the mirror (-providers).
 const cliConfiguration = `# Providers come from the image's filesystem mirror only: init and plans
-# never reach a registry. Add providers with ` + "`tofu providers mirror " + mirrorDir + "`" + `
-# in an image of your own, or give another file in TF_CLI_CONFIG_FILE.
+# never reach a registry. Build the image with more providers in it
+# (make image IMAGE_PROVIDERS=DIR, DIR written by tofu providers mirror),
+# or give another file in TF_CLI_CONFIG_FILE.
 provider_installation {
   filesystem_mirror {
     path = "` + mirrorDir + `"
@@ -334,11 +366,19 @@ func caCertificates() ([]byte, error) {
 // checkStatic refuses a binary that cannot run on an empty base: not an ELF
 // of the platform's machine, or dynamically linked.
 func checkStatic(file, arch string) error {
-	f, err := elf.Open(file)
+	r, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return checkStaticELF(r, file, arch)
+}
+
+func checkStaticELF(r io.ReaderAt, file, arch string) error {
+	f, err := elf.NewFile(r)
 	if err != nil {
 		return fmt.Errorf("%s: not a Linux executable: %w", file, err)
 	}
-	defer f.Close()
 	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64, "arm": elf.EM_ARM, "386": elf.EM_386}
 	if want, ok := machines[arch]; ok && f.Machine != want {
 		return fmt.Errorf("%s: built for %s, not %s", file, f.Machine, arch)
