@@ -1,11 +1,19 @@
 package imagetest
 
 import (
+	"context"
+	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
 // serviceMonitorCRD is the Prometheus Operator's ServiceMonitor kind, without
@@ -48,7 +56,7 @@ var valueSets = []struct {
 // rendering run as the manifest's is.
 func TestAccChart(t *testing.T) {
 	needImage(t)
-	chart := filepath.Join(env.root, "charts", "terraform-provider-k8s-sync")
+	chart := chartDir(t)
 	kubectlApply(t, []byte(serviceMonitorCRD))
 	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com")
 	ensureNamespaces(testCtx(t, time.Minute), t, workloadNS, "other")
@@ -77,15 +85,58 @@ func TestAccChart(t *testing.T) {
 			set  []string
 			want string
 		}{
+			// What the schema cannot say (TestAccChartValues has what it
+			// refuses).
 			{[]string{"rbac.clusterWide=false"}, "give the namespaces the pools read in rbac.namespaces"},
-			{[]string{"configuration.source=git"}, "configuration.source: use configMap or image"},
 			{[]string{"metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled needs metrics.service.enabled"},
-			{[]string{"workspaces[0].name=Team_A", "workspaces[0].configMap=x"}, `workspaces: name "Team_A"`},
-			{[]string{"workspaces[0].name=a"}, "workspaces: a has no configMap"},
+			{[]string{"leaderElection.enabled=false"}, "replicas > 1 needs leaderElection.enabled"},
 		} {
 			out, err := helm(t, append([]string{"template", "bad", chart}, setArgs(tc.set)...)...)
 			if err == nil || !strings.Contains(out, tc.want) {
 				t.Errorf("helm template with %v: %v, want an error with %q:\n%s", tc.set, err, tc.want, out)
+			}
+		}
+	})
+	t.Run("the pods are admitted by the restricted Pod Security Standard", func(t *testing.T) {
+		ctx := testCtx(t, 2*time.Minute)
+		const ns = "lb-restricted"
+		_, err := env.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce": "restricted",
+			"pod-security.kubernetes.io/warn":    "restricted",
+		}}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		for _, v := range []struct {
+			release string
+			set     []string
+		}{
+			{"restricted", nil},
+			{"restricted-ws", []string{"workspaces[0].name=team-a", "workspaces[0].configMap=team-a-lb", "workspaces[1].name=team-b", "workspaces[1].configMap=team-b-lb"}},
+		} {
+			rendered, err := helm(t, append([]string{"template", v.release, chart, "--namespace", ns}, setArgs(v.set)...)...)
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, rendered)
+			}
+			// The Deployment: pod security admission warns of a template
+			// that its pods would violate.
+			out := kubectlIn(t, []byte(rendered), "apply", "--server-side", "--field-manager=helm-template", "-f", "-")
+			if strings.Contains(out, "PodSecurity") {
+				t.Errorf("%s: applying the rendering to a restricted namespace warns:\n%s", v.release, out)
+			}
+			// Its pod, which admission enforces on: created in a dry run.
+			template := (&scenario{objects: decode(t, []byte(rendered))}).deployment(t).Spec.Template
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: v.release + "-", Namespace: ns, Labels: template.Labels}, Spec: template.Spec}
+			dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+			if _, err := env.client.CoreV1().Pods(ns).Create(ctx, pod, dryRun); err != nil {
+				t.Errorf("%s: the pod of the rendering is refused in a restricted namespace: %v", v.release, err)
+			}
+			// The same pod with one container that may escalate its
+			// privileges is refused: admission is enforcing.
+			bad := pod.DeepCopy()
+			bad.Spec.InitContainers[0].SecurityContext.AllowPrivilegeEscalation = nil
+			if _, err := env.client.CoreV1().Pods(ns).Create(ctx, bad, dryRun); err == nil || !strings.Contains(err.Error(), "allowPrivilegeEscalation") {
+				t.Errorf("%s: a pod whose init container may escalate its privileges: %v, want a refusal by pod security admission", v.release, err)
 			}
 		}
 	})
@@ -131,6 +182,9 @@ func TestAccChart(t *testing.T) {
 func kindsOf(set []string) []string {
 	kinds := []string{"serviceaccount/", "deployment.apps/"}
 	joined := strings.Join(set, " ")
+	if !strings.Contains(joined, "replicas=1") {
+		kinds = append(kinds, "poddisruptionbudget.policy/")
+	}
 	switch {
 	case strings.Contains(joined, "rbac.clusterWide=false"):
 		kinds = append(kinds, "role.rbac.authorization.k8s.io/", "clusterrole.rbac.authorization.k8s.io/") // nodes
@@ -158,8 +212,44 @@ func setArgs(set []string) []string {
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	ctx := testCtx(t, 2*time.Minute)
-	cmd := exec.CommandContext(ctx, env.helm, args...)
-	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+env.cluster.Kubeconfig(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	cmd := exec.CommandContext(ctx, helmBinary(t), args...)
+	cmd.Env = append(cmd.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	if env.cluster != nil {
+		cmd.Env = append(cmd.Env, "KUBECONFIG="+env.cluster.Kubeconfig())
+	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// helmBuilt is helm built from tools/helm for the tests that need it and
+// no cluster (TestAccChartValues without K8S_TF_IMAGE).
+var helmBuilt struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// helmBinary is the path of helm: TestMain's, or built on first use.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	if env.helm != "" {
+		return env.helm
+	}
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test of the chart: set TF_ACC=1 (helm is built from tools/helm)")
+	}
+	helmBuilt.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		root, err := testcluster.RepoRoot()
+		if err != nil {
+			helmBuilt.err = err
+			return
+		}
+		helmBuilt.path, helmBuilt.err = testcluster.Helm(ctx, root, os.Stderr)
+	})
+	if helmBuilt.err != nil {
+		t.Fatalf("building helm: %v", helmBuilt.err)
+	}
+	return helmBuilt.path
 }

@@ -22,11 +22,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["discovery.k8s.io"]
   resources: ["endpointslices"]
   verbs: ["list", "watch"]
-{{- if .Values.rbac.pods }}
-# pod_health_checks = true: the companion watches the Pods of those Services.
+{{- if or .Values.rbac.pods .Values.readinessGates.enabled }}
+# pod_health_checks = true, or readiness gates: the companion watches the
+# Pods of those Services.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
+{{- end }}
+{{- if .Values.readinessGates.enabled }}
+# Readiness gates: the apply sets the gate's condition of the pods that
+# wait for the pool.
+- apiGroups: [""]
+  resources: ["pods/status"]
+  verbs: ["patch"]
 {{- end }}
 {{- end -}}
 
@@ -45,4 +53,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - name: KUBE_IN_CLUSTER_CONFIG
   value: "true"
 {{- end }}
+{{- end -}}
+
+{{/* Every container's: the "restricted" Pod Security Standard's. */}}
+{{- define "k8s-sync.containerSecurityContext" -}}
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+capabilities:
+  drop: ["ALL"]
 {{- end -}}
