@@ -120,7 +120,7 @@ type Result struct {
 	// Warnings name slices whose annotations could not be understood.
 	Warnings []string
 	// LeftOut are the slices labelled for the Service whose manager is not
-	// trusted (TrustsSlice), in the order given.
+	// trusted (TrustsSlice), sorted by name.
 	LeftOut []LeftOutSlice
 }
 
@@ -168,6 +168,7 @@ func Pool(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Que
 		}
 	}
 	res.Endpoints = sorted(found.chosen(q.Terminating))
+	slices.SortFunc(res.LeftOut, func(a, b LeftOutSlice) int { return cmp.Compare(a.Name, b.Name) })
 	return res, nil
 }
 
