@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -19,11 +18,10 @@ import (
 
 // withUntrustedSlice is fleetObjects(2) where svc-000 has a selector (its
 // slice the controller's) and a hand-written slice of manager someone.
-func withUntrustedSlice() map[string]any {
+func withUntrustedSlice(t *testing.T) map[string]any {
 	objects := fleetObjects(2)
-	svc := objects["service svc-000"].(*corev1.Service)
-	svc.Spec.Selector = map[string]string{"app": "svc-000"}
-	objects["slice svc-000"].(*discoveryv1.EndpointSlice).Labels[discoveryv1.LabelManagedBy] = endpoints.EndpointSliceController
+	serviceOf(t, objects, "svc-000").Spec.Selector = map[string]string{"app": "svc-000"}
+	sliceOf(t, objects, "svc-000").Labels[discoveryv1.LabelManagedBy] = endpoints.EndpointSliceController
 	objects["slice svc-000-hand"] = &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "svc-000-hand",
 		Labels: map[string]string{discoveryv1.LabelServiceName: "svc-000", discoveryv1.LabelManagedBy: "someone"}},
 		AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
@@ -43,7 +41,7 @@ func leftOutNames(e evaluation) []string {
 // Services change one by one; with the manager trusted in state, none.
 func TestAFleetGivesTheSlicesItLeavesOut(t *testing.T) {
 	ctx, now := context.Background(), time.Unix(2e9, 0)
-	objects := withUntrustedSlice()
+	objects := withUntrustedSlice(t)
 	p := newFleetPool(t, 0)
 	e := p.evaluate(ctx, cacheOfObjects(t, objects), now, everything)
 	if got := leftOutNames(e); len(got) != 1 || got[0] != "shop/svc-000 shop/svc-000-hand someone" {
@@ -61,7 +59,7 @@ func TestAFleetGivesTheSlicesItLeavesOut(t *testing.T) {
 	}
 
 	trusting := newFleetPoolWith(t, `"min_ready": 0, "trusted_slice_managers": ["someone"]`, "{}")
-	e = trusting.evaluate(ctx, cacheOfObjects(t, withUntrustedSlice()), now, everything)
+	e = trusting.evaluate(ctx, cacheOfObjects(t, withUntrustedSlice(t)), now, everything)
 	if got := leftOutNames(e); len(got) != 0 {
 		t.Errorf("trusting someone, left out %q, want none", got)
 	}
