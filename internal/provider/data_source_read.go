@@ -80,9 +80,8 @@ func (d *k8sDataSource[M, S]) readState(ctx context.Context, config tfsdk.Config
 // read by getConfig) is M and whose state, described by attributes, is S:
 // the arguments from config (with the provider's defaults of those left
 // unset), the cluster read by read, and the state written as the protocol
-// carries it, nil on an error. The direct path
-// sends those bytes as they are; the framework's Read decodes them
-// (readForFramework).
+// carries it, nil on an error. The direct path sends those bytes as they
+// are; the framework's Read decodes them (readForFramework).
 func readState[M, S any](ctx context.Context, config tfsdk.Config, data *providerData, attributes object[S],
 	read func(context.Context, *kube.Client, M) (S, diag.Diagnostics),
 ) ([]byte, diag.Diagnostics) {

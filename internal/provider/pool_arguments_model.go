@@ -77,9 +77,8 @@ func stringList(values []string) types.List {
 // the arguments (q), whether the pool is of nodes and whether the read
 // checks the pods' health.
 func (p poolArgumentsModel) fill(ctx context.Context, q *endpoints.Query, nodes *pools.NodeTarget, podHealthChecks *bool) diag.Diagnostics {
-	var zones, trusted []string
+	var zones []string
 	diags := p.Zones.ElementsAs(ctx, &zones, false)
-	diags.Append(p.TrustedSliceManagers.ElementsAs(ctx, &trusted, false)...)
 	*q = endpoints.Query{
 		PortName: p.PortName.ValueString(),
 		// default_port is validated to 1-65535, so it fits.
@@ -90,7 +89,7 @@ func (p poolArgumentsModel) fill(ctx context.Context, q *endpoints.Query, nodes 
 		ExpiryAnnotation: p.ExpiryAnnotation.ValueString(),
 		// kube_proxy_health_port is validated to 1-65535, so it fits.
 		KubeProxyHealthPort:  int32(p.KubeProxyHealthPort.ValueInt64()),
-		TrustedSliceManagers: trusted,
+		TrustedSliceManagers: p.trustedSliceManagers(),
 	}
 	var d diag.Diagnostics
 	*nodes, d = nodeArguments(q, p.Target, p.NodeAddressType, p.NodeSelector)
