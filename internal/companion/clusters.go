@@ -99,10 +99,12 @@ func fileExists(path string) bool {
 }
 
 // connectionArguments are the arguments of the provider block the companion
-// can connect with; a block that sets any other (host, token, exec...)
-// connects in a way the companion cannot repeat from the configuration.
+// can connect with, and trusted_slice_managers, which says nothing of the
+// connection (the companion reads it from each data source's state); a
+// block that sets any other (host, token, exec...) connects in a way the
+// companion cannot repeat from the configuration.
 var connectionArguments = map[string]bool{"alias": true, "for_each": true, "kubeconfig": true, "context": true,
-	"request_timeout": true, "qps": true, "burst": true}
+	"request_timeout": true, "qps": true, "burst": true, "trusted_slice_managers": true}
 
 // providerConnections reads the provider "k8s" blocks of the root module
 // of dir: the connection of each configuration (by key as state names it)

@@ -62,9 +62,10 @@ variable "clusters" {
 variable "unset" {}
 provider "k8s" {}
 provider "k8s" {
-  alias      = "blue"
-  kubeconfig = var.kubeconfig
-  context    = "blue"
+  alias                  = "blue"
+  kubeconfig             = var.kubeconfig
+  context                = "blue"
+  trusted_slice_managers = ["mesh.example.com"]
 }
 provider "k8s" {
   alias      = "green"

@@ -24,6 +24,7 @@ type metrics struct {
 	clusterReachable  *prometheus.GaugeVec
 	clusterPools      *prometheus.GaugeVec
 	leading           prometheus.Gauge
+	slicesLeftOut     prometheus.Gauge
 }
 
 // Run results, the values of the runs metric's label.
@@ -113,6 +114,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.leading = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "k8s_sync_leading", Help: "1 while this replica runs the workspace (holds its Lease, with -leader-elect), else 0.",
 	})
+	m.slicesLeftOut = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "k8s_sync_slices_left_out",
+		Help: "EndpointSlices labelled for a Service with a selector that the pools leave out now: their manager is not trusted (trusted_slice_managers).",
+	})
+	reg.MustRegister(m.slicesLeftOut)
 	for _, r := range runResults {
 		m.runs.WithLabelValues(r)
 	}

@@ -84,6 +84,8 @@ type evaluation struct {
 	clusterDown bool
 	// computed is how many Service pools the evaluation computed.
 	computed int
+	// leftOut are the slices the pools leave out (endpoints.TrustsSlice).
+	leftOut []leftOutSlice
 }
 
 // singlePool is a k8s_ready_endpoints of state.
@@ -117,10 +119,11 @@ func (p *singlePool) evaluate(ctx context.Context, src pools.Reader, now time.Ti
 		return evaluation{unreadable: unreadableText(err), computed: 1}
 	}
 	sum := p.digest.Pool(res)
+	leftOut := leftOutOf(p.request.Namespace+"/"+p.request.Service, res.LeftOut)
 	if sum == p.state.Sum {
-		return evaluation{computed: 1}
+		return evaluation{computed: 1, leftOut: leftOut}
 	}
-	return evaluation{changes: []poolChange{newPoolChange("", p.state, sum, provider.Members(res.Endpoints))}, computed: 1}
+	return evaluation{changes: []poolChange{newPoolChange("", p.state, sum, provider.Members(res.Endpoints))}, computed: 1, leftOut: leftOut}
 }
 
 func (p *singlePool) nextExpiry(ctx context.Context, src pools.Reader, now time.Time) (time.Time, bool) {
@@ -185,6 +188,9 @@ type fleetPool struct {
 	pools   int
 	// skipped are the Services skipped, by name.
 	skipped map[string]endpoints.SkippedService
+	// leftOut are the slices left out of the pools, by Service name (of
+	// those that leave out any).
+	leftOut map[string][]leftOutSlice
 }
 
 // fleetService is what one Service gave the fleet: nothing, a pool (and
@@ -297,7 +303,7 @@ func (p *fleetPool) update(ctx context.Context, src pools.Reader, now time.Time,
 	if len(changes) == 0 {
 		changes = nil
 	}
-	return evaluation{changes: changes, computed: computed}
+	return evaluation{changes: changes, computed: computed, leftOut: p.allLeftOut()}
 }
 
 // recompute reads the whole fleet, as a plan's read would, and keeps what
@@ -310,7 +316,7 @@ func (p *fleetPool) update(ctx context.Context, src pools.Reader, now time.Time,
 func (p *fleetPool) recompute(ctx context.Context, src pools.Reader, now time.Time) (int, string) {
 	p.of, p.extra = make([]fleetService, p.state.StatePools()), map[string]fleetService{}
 	p.changed, p.short, p.pools = map[string]poolChange{}, map[string]bool{}, 0
-	p.skipped = map[string]endpoints.SkippedService{}
+	p.skipped, p.leftOut = map[string]endpoints.SkippedService{}, map[string][]leftOutSlice{}
 	computed := 0
 	if p.request.ReadsPods() {
 		res, err := p.request.Read(ctx, src, pools.FleetReadOptions{Now: func() time.Time { return now }})
@@ -364,6 +370,12 @@ func (p *fleetPool) setResult(name string, res endpoints.FleetResult) {
 func (p *fleetPool) setPool(name string, pool *endpoints.ServicePool) {
 	sum := p.digest.ServicePool(*pool)
 	p.set(name, fleetService{gave: gavePool, ready: int32(endpoints.CountReady(pool.Endpoints))})
+	if len(pool.LeftOut) > 0 {
+		if p.leftOut == nil {
+			p.leftOut = map[string][]leftOutSlice{}
+		}
+		p.leftOut[name] = leftOutOf(name, pool.LeftOut)
+	}
 	if inState, ok := p.state.State(name); !ok || inState.Sum != sum {
 		p.changed[name] = newPoolChange(name, inState, sum, provider.Members(pool.Endpoints))
 	}
@@ -379,6 +391,7 @@ func (p *fleetPool) set(name string, now fleetService) {
 	}
 	delete(p.changed, name)
 	delete(p.skipped, name)
+	delete(p.leftOut, name)
 	p.keep(name, now)
 	if now.gave != gavePool {
 		if inState, ok := p.state.State(name); ok {

@@ -131,6 +131,9 @@ type syncer struct {
 	evals     []evaluation
 	// undecodable are the pools of state this version cannot read.
 	undecodable map[string]string
+	// leftOut are the slices the pools leave out (noteLeftOut), by
+	// "namespace/name", with the data source that first left each out.
+	leftOut map[string]string
 	// backend is the working directory's backend type, for logs and metrics.
 	backend string
 	// stale says the last state read failed.
@@ -499,6 +502,7 @@ func (s *syncer) recompute(ctx context.Context, every bool) view {
 			v.changes[in.address] = e.changes
 		}
 	}
+	s.noteLeftOut(instances)
 	v.expiry = s.nextExpiry(ctx)
 	return v
 }

@@ -78,6 +78,10 @@ type Query struct {
 	ExpiryAnnotation string
 	// Now is the time expiry is judged against.
 	Now time.Time
+	// TrustedSliceManagers are the managers (TrustsSlice) whose slices
+	// count for a Service with a selector, beside the EndpointSlice
+	// controller.
+	TrustedSliceManagers []string
 
 	// The next fields apply to node pools only (Nodes, NodeFleet).
 
@@ -115,6 +119,9 @@ type Result struct {
 	LastChangeTriggerTime time.Time
 	// Warnings name slices whose annotations could not be understood.
 	Warnings []string
+	// LeftOut are the slices labelled for the Service whose manager is not
+	// trusted (TrustsSlice), sorted by name.
+	LeftOut []LeftOutSlice
 }
 
 // PortNotFoundError reports a PortName that the Service does not have.
@@ -147,6 +154,10 @@ func Pool(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Que
 		if !belongsTo(slice, svc) {
 			continue
 		}
+		if !TrustsSlice(svc, slice, q.TrustedSliceManagers) {
+			res.LeftOut = append(res.LeftOut, LeftOutSlice{Namespace: slice.Namespace, Name: slice.Name, Manager: slice.Labels[discoveryv1.LabelManagedBy]})
+			continue
+		}
 		res.LastChangeTriggerTime = later(res.LastChangeTriggerTime, lastChangeTriggerTime(slice))
 		number, use, warning := sliceServes(slice, port, q)
 		if warning != "" {
@@ -157,6 +168,7 @@ func Pool(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, q Que
 		}
 	}
 	res.Endpoints = sorted(found.chosen(q.Terminating))
+	slices.SortFunc(res.LeftOut, func(a, b LeftOutSlice) int { return cmp.Compare(a.Name, b.Name) })
 	return res, nil
 }
 
@@ -311,6 +323,33 @@ func (r portRule) numberIn(ports []discoveryv1.EndpointPort) (int32, bool) {
 		return *p.Port, true
 	}
 	return 0, false
+}
+
+// EndpointSliceController is the value of endpointslice.kubernetes.io/managed-by
+// on the slices the control plane's EndpointSlice controller writes for the
+// Services with a selector.
+const EndpointSliceController = "endpointslice-controller.k8s.io"
+
+// LeftOutSlice is a slice labelled for a Service that the pool does not
+// read: Manager is its endpointslice.kubernetes.io/managed-by label, empty
+// when it has none.
+type LeftOutSlice struct {
+	Namespace, Name, Manager string
+}
+
+// TrustsSlice says whether the pool of svc reads slice, one labelled for
+// it. Whoever may write an EndpointSlice labelled with a Service's name
+// would otherwise put any address in its pool: for a Service with a
+// selector, whose slices the EndpointSlice controller writes, only the
+// slices of that controller and of the trusted managers count. A Service
+// without a selector has its slices written by hand, by the EndpointSlice
+// mirroring controller or by a controller of its own: all count.
+func TrustsSlice(svc *corev1.Service, slice *discoveryv1.EndpointSlice, trusted []string) bool {
+	if len(svc.Spec.Selector) == 0 {
+		return true
+	}
+	manager, ok := slice.Labels[discoveryv1.LabelManagedBy]
+	return ok && (manager == EndpointSliceController || slices.Contains(trusted, manager))
 }
 
 func belongsTo(slice *discoveryv1.EndpointSlice, svc *corev1.Service) bool {

@@ -37,11 +37,13 @@ func slicePort(name string, port int32) discoveryv1.EndpointPort {
 
 type sliceOpt func(*discoveryv1.EndpointSlice)
 
+// slice is an EndpointSlice of Service web, as the EndpointSlice controller
+// writes it (its managed-by label) unless options say otherwise.
 func slice(name string, family discoveryv1.AddressType, opts ...sliceOpt) discoveryv1.EndpointSlice {
 	s := discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns, Name: name,
-			Labels: map[string]string{discoveryv1.LabelServiceName: svc},
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: EndpointSliceController},
 		},
 		AddressType: family,
 	}
@@ -61,7 +63,7 @@ func eps(e ...discoveryv1.Endpoint) sliceOpt {
 
 func labelledFor(service string) sliceOpt {
 	return func(s *discoveryv1.EndpointSlice) {
-		s.Labels = map[string]string{discoveryv1.LabelServiceName: service}
+		s.Labels[discoveryv1.LabelServiceName] = service
 	}
 }
 

@@ -274,7 +274,7 @@ func nodePool(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, n
 			}
 		}
 	}
-	return Result{Endpoints: sorted(found), LastChangeTriggerTime: pods.LastChangeTriggerTime, Warnings: pods.Warnings}, nil
+	return Result{Endpoints: sorted(found), LastChangeTriggerTime: pods.LastChangeTriggerTime, Warnings: pods.Warnings, LeftOut: pods.LeftOut}, nil
 }
 
 func addressFamily(addr netip.Addr) discoveryv1.AddressType {

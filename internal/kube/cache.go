@@ -485,7 +485,7 @@ func (f *inflater) bytesOf(p *packed) ([]byte, error) {
 // and the state writers read: a Service, a slice or a Pod packed, a Node
 // (few) trimmed. Of a Service it keeps its name, labels, annotations (but
 // kubectl's copy of the whole object), spec and status; of a slice its
-// name, Service label, annotations, address type, ports and, of each
+// name, Service and manager labels, annotations, address type, ports and, of each
 // endpoint, what package endpoints reads (a targetRef's kind and name); of
 // a Pod what TrimPod keeps. It is the informers' transform, and so
 // idempotent, as a transform must be: a packed object is given back as it
@@ -526,11 +526,17 @@ func trimService(o *corev1.Service) corev1.Service {
 		Annotations: withoutLastApplied(o.Annotations)}, Spec: o.Spec, Status: o.Status}
 }
 
-// trimSlice keeps of an EndpointSlice what the rules read.
+// trimSlice keeps of an EndpointSlice what the rules read: of its labels,
+// the Service's name and the manager's (endpoints.TrustsSlice).
 func trimSlice(s *discoveryv1.EndpointSlice) discoveryv1.EndpointSlice {
 	var labels map[string]string
-	if service, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
-		labels = map[string]string{discoveryv1.LabelServiceName: service}
+	for _, key := range []string{discoveryv1.LabelServiceName, discoveryv1.LabelManagedBy} {
+		if value, ok := s.Labels[key]; ok {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[key] = value
+		}
 	}
 	out := discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: labels, Annotations: withoutLastApplied(s.Annotations)},

@@ -254,3 +254,42 @@ func asPacked(t *testing.T, obj any) *packed {
 	}
 	return p
 }
+
+// The cache keeps whose slices they are: through it, the companion leaves
+// out the slices a plan's read leaves out, and reads those of a trusted
+// manager.
+func TestTheCacheLeavesOutTheSlicesAReadLeavesOut(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(2e9, 0)
+	svc, slices, _ := apiObjects()
+	mesh := *slices[0].DeepCopy()
+	mesh.Name, mesh.Labels[discoveryv1.LabelManagedBy] = "web-mesh", "mesh.example.com"
+	mesh.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.0.9.1"}}}
+	bare := *mesh.DeepCopy()
+	bare.Name, bare.Endpoints = "web-bare", []discoveryv1.Endpoint{{Addresses: []string{"10.0.9.2"}}}
+	delete(bare.Labels, discoveryv1.LabelManagedBy)
+	slices = append(slices, mesh, bare)
+	k := cacheWith(t, *svc.DeepCopy(), deepCopies(slices), nil)
+	for _, tt := range []struct {
+		trusted []string
+		ready   int
+		leftOut int
+	}{{nil, 2, 2}, {[]string{"mesh.example.com"}, 3, 1}} {
+		req := pools.Request{Namespace: "shop", Service: "web", Query: endpoints.Query{PortName: "http", TrustedSliceManagers: tt.trusted}}
+		want, err := req.Compute(pools.Objects{Service: &svc, EndpointSlices: slices}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := req.Read(ctx, k, pools.ReadOptions{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("trusting %v, the pool through the cache:\n%+v\nwant\n%+v", tt.trusted, got, want)
+		}
+		if len(got.Endpoints) != tt.ready || len(got.LeftOut) != tt.leftOut {
+			t.Errorf("trusting %v: %d endpoints, %d slices left out (%+v); want %d and %d", tt.trusted, len(got.Endpoints),
+				len(got.LeftOut), got.LeftOut, tt.ready, tt.leftOut)
+		}
+	}
+}

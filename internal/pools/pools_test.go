@@ -26,11 +26,13 @@ func service(name string, typ corev1.ServiceType, nodePort int32) corev1.Service
 	}
 }
 
+// slice is an EndpointSlice of service, as the EndpointSlice controller
+// writes it.
 func slice(service string, addresses ...string) discoveryv1.EndpointSlice {
 	s := discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "shop", Name: service + "-abc",
-			Labels: map[string]string{discoveryv1.LabelServiceName: service},
+			Labels: map[string]string{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: endpoints.EndpointSliceController},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},

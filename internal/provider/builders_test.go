@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
 
 // The builders of the tests: objects of the cluster, fixtures of the stand-in
@@ -31,10 +33,11 @@ func webService(namespace string, ports ...corev1.ServicePort) corev1.Service {
 	}
 }
 
-// webSlice is an IPv4 slice of Service default/web whose port http is 8080.
+// webSlice is an IPv4 slice of Service default/web whose port http is 8080,
+// as the EndpointSlice controller writes it.
 func webSlice(name string, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
 	return discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: endpoints.EndpointSliceController}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
 		Endpoints:   eps,
@@ -103,7 +106,7 @@ func manyEndpoints(service string, n int) (corev1.Service, []discoveryv1.Endpoin
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: "default",
 				Name:      fmt.Sprintf("%s-%03d", service, s),
-				Labels:    map[string]string{discoveryv1.LabelServiceName: service},
+				Labels:    map[string]string{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: endpoints.EndpointSliceController},
 			},
 			AddressType: family,
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8000 + s%3))}},
@@ -209,7 +212,7 @@ func fleetFixture(t testing.TB) *standInAPIServer {
 	slice := func(ns, service, name string, family discoveryv1.AddressType, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
 		s := webSlice(name, eps...)
 		s.Namespace, s.AddressType = ns, family
-		s.Labels = map[string]string{discoveryv1.LabelServiceName: service}
+		s.Labels = map[string]string{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: endpoints.EndpointSliceController}
 		return s
 	}
 	draining := readyPod("10.0.0.9", "web-9", "node-a", "zone-a")

@@ -25,7 +25,7 @@ var (
 
 type k8sDataSource[M, S any] struct {
 	*dataSourceKind[M, S]
-	client *kube.Client
+	data *providerData
 }
 
 // dataSourceKind is what a data source is: its type name after the
@@ -63,7 +63,7 @@ func (d *k8sDataSource[M, S]) ConfigValidators(context.Context) []datasource.Con
 }
 
 func (d *k8sDataSource[M, S]) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.client = configuredClient(req.ProviderData, &resp.Diagnostics)
+	d.data = configuredData(req.ProviderData, &resp.Diagnostics)
 }
 
 func (d *k8sDataSource[M, S]) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
@@ -73,16 +73,16 @@ func (d *k8sDataSource[M, S]) Read(ctx context.Context, req datasource.ReadReque
 // readState is the read, its state encoded (stateReader): through the one
 // read of every data source, with this one's attributes and reader.
 func (d *k8sDataSource[M, S]) readState(ctx context.Context, config tfsdk.Config) ([]byte, diag.Diagnostics) {
-	return readState(ctx, config, d.client, d.attributes, d.read)
+	return readState(ctx, config, d.data, d.attributes, d.read)
 }
 
 // readState is the read of every data source, whose model (its arguments,
 // read by getConfig) is M and whose state, described by attributes, is S:
-// the arguments from config, the cluster read by read, and the state
-// written as the protocol carries it, nil on an error. The direct path
-// sends those bytes as they are; the framework's Read decodes them
-// (readForFramework).
-func readState[M, S any](ctx context.Context, config tfsdk.Config, client *kube.Client, attributes object[S],
+// the arguments from config (with the provider's defaults of those left
+// unset), the cluster read by read, and the state written as the protocol
+// carries it, nil on an error. The direct path sends those bytes as they
+// are; the framework's Read decodes them (readForFramework).
+func readState[M, S any](ctx context.Context, config tfsdk.Config, data *providerData, attributes object[S],
 	read func(context.Context, *kube.Client, M) (S, diag.Diagnostics),
 ) ([]byte, diag.Diagnostics) {
 	var model M
@@ -90,11 +90,14 @@ func readState[M, S any](ctx context.Context, config tfsdk.Config, client *kube.
 	if diags.HasError() {
 		return nil, diags
 	}
-	if client == nil {
+	if data == nil || data.client == nil {
 		diags.Append(notConfiguredDiagnostic())
 		return nil, diags
 	}
-	state, d := read(ctx, client, model)
+	if m, ok := any(&model).(interface{ inherit(*providerData) }); ok {
+		m.inherit(data)
+	}
+	state, d := read(ctx, data.client, model)
 	diags.Append(d...)
 	if diags.HasError() {
 		return nil, diags

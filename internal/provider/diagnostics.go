@@ -201,6 +201,48 @@ func expiryWarnings(warnings []string) diag.Diagnostics {
 	return diags
 }
 
+// leftOutNamed is how many left-out slices a warning names; it counts
+// the others, so that a fleet of thousands of Services gives one warning
+// of a few lines.
+const leftOutNamed = 10
+
+// leftOutWarning says, in one warning for a read, which EndpointSlices the
+// pools of Services with a selector left out (by pool: "namespace/name" of
+// the Service, its slices) and how to count them; none when none was.
+func leftOutWarning(services []string, leftOut [][]endpoints.LeftOutSlice) diag.Diagnostics {
+	var named []string
+	total, of := 0, 0
+	for i, slices := range leftOut {
+		if len(slices) > 0 {
+			of++
+		}
+		for _, s := range slices {
+			total++
+			if len(named) < leftOutNamed {
+				manager := "no managed-by label"
+				if s.Manager != "" {
+					manager = fmt.Sprintf("managed by %q", s.Manager)
+				}
+				named = append(named, fmt.Sprintf("%s/%s of Service %s (%s)", s.Namespace, s.Name, services[i], manager))
+			}
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	list := strings.Join(named, "\n  ")
+	if total > len(named) {
+		list += fmt.Sprintf("\n  and %d more", total-len(named))
+	}
+	return diag.Diagnostics{diag.NewWarningDiagnostic("EndpointSlices Left Out",
+		fmt.Sprintf("%d EndpointSlice(s) labelled for %d Service(s) with a selector are not from the EndpointSlice controller "+
+			"(endpointslice.kubernetes.io/managed-by = %s) nor from a trusted manager; their endpoints are left out of the pools:\n  %s\n\n"+
+			"Anyone who may write an EndpointSlice labelled with a Service's name could otherwise put any address in its pool. "+
+			"If a manager's slices belong in the pools (a service mesh, a multi-cluster controller), add it to "+
+			"trusted_slice_managers, of the data source or of the provider.",
+			total, of, endpoints.EndpointSliceController, list))}
+}
+
 func rulesDiagnostic(err error) diag.Diagnostic {
 	var noNodePort *endpoints.NoNodePortError
 	if errors.As(err, &noNodePort) {
@@ -343,7 +385,7 @@ func clientDiagnostic(source string, err error) diag.Diagnostic {
 
 func unexpectedProviderDataDiagnostic(providerData any) diag.Diagnostic {
 	return diag.NewErrorDiagnostic("Unexpected Provider Data",
-		fmt.Sprintf("Expected *kube.Client, got %T. This is a bug in the provider; please report it.", providerData))
+		fmt.Sprintf("Expected *provider.providerData, got %T. This is a bug in the provider; please report it.", providerData))
 }
 
 // stateBugDiagnostic reports a state the provider could not build or encode.

@@ -211,8 +211,8 @@ func (s *directReads) ReadDataSource(ctx context.Context, req *tfprotov6.ReadDat
 // configuration, deferral, a configure error), a configuration that does
 // not decode (the framework says what is wrong with it).
 func (s *directReads) readDirectly(ctx context.Context, req *tfprotov6.ReadDataSourceRequest) (*tfprotov6.ReadDataSourceResponse, bool) {
-	client := s.provider.client.Load()
-	if client == nil {
+	data := s.provider.data.Load()
+	if data == nil {
 		return nil, false
 	}
 	ds, sch, config, ok := s.decode(req.TypeName, req.Config)
@@ -220,7 +220,7 @@ func (s *directReads) readDirectly(ctx context.Context, req *tfprotov6.ReadDataS
 		return nil, false
 	}
 	dataSource := ds.factory()
-	diags := configure(ctx, dataSource, client)
+	diags := configure(ctx, dataSource, data)
 	resp := &tfprotov6.ReadDataSourceResponse{}
 	if !diags.HasError() {
 		//nolint:forcetypeassert // directlyServable takes only stateReaders
@@ -290,8 +290,8 @@ func (s *directReads) validateDirectly(ctx context.Context, req *tfprotov6.Valid
 	// The framework gives data sources what the provider's Configure gave
 	// them, nothing before it ran.
 	var providerData any
-	if client := s.provider.client.Load(); client != nil {
-		providerData = client
+	if data := s.provider.data.Load(); data != nil {
+		providerData = data
 	}
 	diags, ok := validateDataSourceConfig(ctx, ds.factory(), providerData, tfsdk.Config{Raw: config, Schema: sch}, sch)
 	if !ok {
@@ -386,7 +386,16 @@ func validateAttribute(ctx context.Context, a schema.Attribute, p path.Path, raw
 			func(v basetypes.SetValue) validator.SetRequest {
 				return validator.SetRequest{Config: config, ConfigValue: v, Path: p, PathExpression: p.Expression()}
 			}, func(r *validator.SetResponse) diag.Diagnostics { return r.Diagnostics }, diags)
-	case schema.ListAttribute, schema.MapAttribute, schema.ListNestedAttribute, schema.MapNestedAttribute:
+	case schema.ListAttribute:
+		if !a.IsOptional() && !a.IsRequired() {
+			ok = null && !hasValidators(a)
+			break
+		}
+		ok = runValidators(ctx, value, a.ListValidators(), basetypes.ListValuable.ToListValue, validator.List.ValidateList,
+			func(v basetypes.ListValue) validator.ListRequest {
+				return validator.ListRequest{Config: config, ConfigValue: v, Path: p, PathExpression: p.Expression()}
+			}, func(r *validator.ListResponse) diag.Diagnostics { return r.Diagnostics }, diags)
+	case schema.MapAttribute, schema.ListNestedAttribute, schema.MapNestedAttribute:
 		// The computed attributes of state: nothing to walk while null.
 		ok = null && !a.IsOptional() && !a.IsRequired() && !hasValidators(a)
 	}

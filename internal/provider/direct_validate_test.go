@@ -35,12 +35,14 @@ func TestDirectValidationGivesWhatTheFrameworkGives(t *testing.T) {
 			"terminating_endpoints": tfString("include"), "address_type": tfString("IPv6"), "zones": stringSet("a", "b"),
 			"target": tfString("nodes"), "node_address_type": tfString("ExternalIP"), "node_selector": tfString("pool=edge"),
 			"expiry_annotation": tfString("example.com/expires"), "min_ready": tfNumber(2), "timeouts": readTimeouts(tfString("30s")),
+			"trusted_slice_managers": tfStringList("mesh.example.com"),
 		}},
 		{"every argument wrong", pool, map[string]tftypes.Value{
 			"service": tfString("Not_A_Name"), "namespace": tfString("-shop"), "port_name": tfString("HTTP!"), "default_port": tfNumber(70000),
 			"terminating_endpoints": tfString("sometimes"), "address_type": tfString("IPv5"), "zones": stringSet(""),
 			"target": tfString("vms"), "node_address_type": tfString("Internal"), "node_selector": tfString("a b c"),
 			"expiry_annotation": tfString("not a key!"), "min_ready": tfNumber(-1), "timeouts": readTimeouts(tfString("soon")),
+			"trusted_slice_managers": tfStringList("", "a b", "x", "x"),
 		}},
 		{"node arguments without target nodes", pool, map[string]tftypes.Value{
 			"service": tfString("api"), "node_address_type": tfString("ExternalIP"), "node_selector": tfString("pool=edge")}},

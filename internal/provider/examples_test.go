@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
@@ -90,7 +91,7 @@ func exampleCluster(t *testing.T, pool examplePool) string {
 		api.addService(svc)
 		for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
 			slice := discoveryv1.EndpointSlice{
-				ObjectMeta:  metav1.ObjectMeta{Namespace: "shop", Name: name + "-" + strings.ToLower(string(family)), Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+				ObjectMeta:  metav1.ObjectMeta{Namespace: "shop", Name: name + "-" + strings.ToLower(string(family)), Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: endpoints.EndpointSliceController}},
 				AddressType: family,
 				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
 			}

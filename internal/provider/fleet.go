@@ -31,9 +31,12 @@ func readFleet(ctx context.Context, client *kube.Client, r fleetRequest) (endpoi
 	if !ok {
 		return endpoints.FleetResult{}, diags
 	}
-	for _, p := range res.Pools {
+	services, leftOut := make([]string, len(res.Pools)), make([][]endpoints.LeftOutSlice, len(res.Pools))
+	for i, p := range res.Pools {
 		diags.Append(expiryWarnings(p.Warnings)...)
+		services[i], leftOut[i] = p.Service.Namespace+"/"+p.Service.Name, p.LeftOut
 	}
+	diags.Append(leftOutWarning(services, leftOut)...)
 	if short != nil && short.Services < r.MinServices {
 		diags.Append(tooFewServicesDiagnostic(r, short.Services, short.Waited))
 	}

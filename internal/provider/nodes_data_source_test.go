@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
 
 func TestNodeArgumentsAreValidatedBeforeAnyClusterIsContacted(t *testing.T) {
@@ -166,7 +168,7 @@ func TestServicesGiveNodePoolsFromOneListOfNodes(t *testing.T) {
 	internal.Name = "internal"
 	api.addService(internal)
 	apiSlice := webSlice("api-a", readyPod("10.244.2.1", "api-1", "node-b", "zone-b"))
-	apiSlice.Labels = map[string]string{discoveryv1.LabelServiceName: "api"}
+	apiSlice.Labels = map[string]string{discoveryv1.LabelServiceName: "api", discoveryv1.LabelManagedBy: endpoints.EndpointSliceController}
 	api.addSlices(apiSlice)
 
 	p := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))

@@ -72,6 +72,7 @@ func readPool(ctx context.Context, client *kube.Client, r poolRequest) (endpoint
 		return endpoints.Result{}, diags
 	}
 	diags.Append(expiryWarnings(res.Warnings)...)
+	diags.Append(leftOutWarning([]string{r.Namespace + "/" + r.Service}, [][]endpoints.LeftOutSlice{res.LeftOut})...)
 	if short != nil {
 		diags.Append(tooFewDiagnostic(r, short.Ready, short.Draining, short.Waited))
 	}

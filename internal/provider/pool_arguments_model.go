@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -26,6 +27,7 @@ type poolArgumentsModel struct {
 	PodHealthChecks      types.Bool   `tfsdk:"pod_health_checks"`
 	KubeProxyHealthPort  types.Int64  `tfsdk:"kube_proxy_health_port"`
 	ExpiryAnnotation     types.String `tfsdk:"expiry_annotation"`
+	TrustedSliceManagers types.List   `tfsdk:"trusted_slice_managers"`
 }
 
 // withDefaults fills the computed arguments the configuration left out, so
@@ -37,7 +39,38 @@ func (p poolArgumentsModel) withDefaults() poolArgumentsModel {
 	if p.TerminatingEndpoints.IsNull() {
 		p.TerminatingEndpoints = types.StringValue(string(endpoints.TerminatingExclude))
 	}
+	if p.TrustedSliceManagers.IsNull() {
+		p.TrustedSliceManagers = types.ListValueMust(types.StringType, nil)
+	}
 	return p
+}
+
+// inherit gives the arguments the configuration left out the provider's
+// value, where it has one.
+func (p *poolArgumentsModel) inherit(data *providerData) {
+	if p.TrustedSliceManagers.IsNull() && data.trustedSliceManagers != nil {
+		p.TrustedSliceManagers = stringList(data.trustedSliceManagers)
+	}
+}
+
+// trustedSliceManagers is trusted_slice_managers as set by withDefaults.
+func (p poolArgumentsModel) trustedSliceManagers() []string {
+	out := make([]string, 0, len(p.TrustedSliceManagers.Elements()))
+	for _, e := range p.TrustedSliceManagers.Elements() {
+		if s, ok := e.(types.String); ok {
+			out = append(out, s.ValueString())
+		}
+	}
+	return out
+}
+
+// stringList is values as a list of strings.
+func stringList(values []string) types.List {
+	elements := make([]attr.Value, len(values))
+	for i, v := range values {
+		elements[i] = types.StringValue(v)
+	}
+	return types.ListValueMust(types.StringType, elements)
 }
 
 // fill sets in the request of either data source what the rules need of
@@ -55,7 +88,8 @@ func (p poolArgumentsModel) fill(ctx context.Context, q *endpoints.Query, nodes 
 		Zones:            zones,
 		ExpiryAnnotation: p.ExpiryAnnotation.ValueString(),
 		// kube_proxy_health_port is validated to 1-65535, so it fits.
-		KubeProxyHealthPort: int32(p.KubeProxyHealthPort.ValueInt64()),
+		KubeProxyHealthPort:  int32(p.KubeProxyHealthPort.ValueInt64()),
+		TrustedSliceManagers: p.trustedSliceManagers(),
 	}
 	var d diag.Diagnostics
 	*nodes, d = nodeArguments(q, p.Target, p.NodeAddressType, p.NodeSelector)

@@ -115,6 +115,22 @@ func poolArguments[T any](args func(*T) *poolArgumentsModel) []attribute[T] {
 				"annotations. A value that cannot be read gives a warning naming the slice, which is kept.",
 			Validators: []validator.String{qualifiedName()},
 		}},
+		{name: "trusted_slice_managers", schema: schema.ListAttribute{
+			Optional:    true,
+			Computed:    true,
+			ElementType: types.StringType,
+			MarkdownDescription: "Managers of EndpointSlices (their `endpointslice.kubernetes.io/managed-by` label) whose " +
+				"slices count for a Service with a selector, beside the control plane's EndpointSlice controller (`" +
+				endpoints.EndpointSliceController + "`): a service mesh or a multi-cluster controller that writes slices " +
+				"for such Services. The other slices labelled with the Service's name are left out, with a warning that " +
+				"names each and its manager, as anyone who may write an EndpointSlice could otherwise put any address " +
+				"in the pool. A Service without a selector reads every slice labelled with its name, whoever wrote it " +
+				"(by hand, mirrored from an Endpoints object, a controller of one's own). Defaults to the provider's " +
+				"`trusted_slice_managers`, else none.",
+			Validators: trustedSliceManagersValidators(),
+		},
+			write: func(w stateWriter, v *T) { writeStrings(w, args(v).trustedSliceManagers()) },
+		},
 	}
 }
 

@@ -30,6 +30,12 @@ func newProtocolProvider(tb testing.TB, kubeconfig string) *protocolProvider {
 // newProtocolProviderOf is newProtocolProvider for the server newServer makes.
 func newProtocolProviderOf(tb testing.TB, newServer func() (tfprotov6.ProviderServer, error), kubeconfig string) *protocolProvider {
 	tb.Helper()
+	return newProtocolProviderWith(tb, newServer, map[string]tftypes.Value{"kubeconfig": tftypes.NewValue(tftypes.String, kubeconfig)})
+}
+
+// newProtocolProviderWith is newProtocolProvider configured with args.
+func newProtocolProviderWith(tb testing.TB, newServer func() (tfprotov6.ProviderServer, error), args map[string]tftypes.Value) *protocolProvider {
+	tb.Helper()
 	ctx := context.Background()
 	server, err := newServer()
 	if err != nil {
@@ -44,9 +50,7 @@ func newProtocolProviderOf(tb testing.TB, newServer func() (tfprotov6.ProviderSe
 	for name, s := range schema.DataSourceSchemas {
 		p.schemas[name] = s.ValueType()
 	}
-	config := configValue(schema.Provider.ValueType(), map[string]tftypes.Value{
-		"kubeconfig": tftypes.NewValue(tftypes.String, kubeconfig),
-	})
+	config := configValue(schema.Provider.ValueType(), args)
 	resp, err := server.ConfigureProvider(ctx, &tfprotov6.ConfigureProviderRequest{
 		TerraformVersion: "1.11.0",
 		Config:           dynamicValue(tb, config),

@@ -27,9 +27,19 @@ var (
 type k8sProvider struct {
 	version string
 	loader  kube.ConfigLoader
-	// client is the one Configure made, for the direct path (direct.go);
-	// nil while the configuration is unknown or did not give one.
-	client atomic.Pointer[kube.Client]
+	// data is what Configure gave the data sources, for the direct path
+	// (direct.go); nil while the configuration is unknown or did not give
+	// a client.
+	data atomic.Pointer[providerData]
+}
+
+// providerData is what the provider's Configure gives its data sources:
+// the client, and the provider's defaults of their arguments.
+type providerData struct {
+	client *kube.Client
+	// trustedSliceManagers is the provider's trusted_slice_managers, nil
+	// when unset.
+	trustedSliceManagers []string
 }
 
 // New returns the provider factory of the framework alone: the tests and
@@ -73,7 +83,7 @@ func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureReque
 			resp.Deferred = &provider.Deferred{Reason: provider.DeferredReasonProviderConfigUnknown}
 		}
 		tflog.Debug(ctx, "provider configuration not known yet; no client made")
-		p.client.Store(nil)
+		p.data.Store(nil)
 		return
 	}
 	var cfg providerModel
@@ -102,8 +112,10 @@ func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureReque
 		return
 	}
 	tflog.Info(ctx, "cluster configuration loaded", map[string]any{"source": loaded.Source, "host": loaded.Rest.Host})
-	resp.DataSourceData = client
-	p.client.Store(client)
+	data := &providerData{client: client}
+	resp.Diagnostics.Append(cfg.TrustedSliceManagers.ElementsAs(ctx, &data.trustedSliceManagers, false)...)
+	resp.DataSourceData = data
+	p.data.Store(data)
 }
 
 func (p *k8sProvider) DataSources(context.Context) []func() datasource.DataSource {
@@ -119,15 +131,15 @@ func (p *k8sProvider) Resources(context.Context) []func() resource.Resource {
 	return nil
 }
 
-// configuredClient is the client Configure made, for a data source's
-// Configure: nil until the provider is configured.
-func configuredClient(providerData any, diags *diag.Diagnostics) *kube.Client {
-	if providerData == nil {
+// configuredData is what Configure gave, for a data source's Configure:
+// nil until the provider is configured.
+func configuredData(data any, diags *diag.Diagnostics) *providerData {
+	if data == nil {
 		return nil
 	}
-	client, ok := providerData.(*kube.Client)
+	d, ok := data.(*providerData)
 	if !ok {
-		diags.Append(unexpectedProviderDataDiagnostic(providerData))
+		diags.Append(unexpectedProviderDataDiagnostic(data))
 	}
-	return client
+	return d
 }

@@ -33,6 +33,7 @@ type providerModel struct {
 	RequestTimeout       types.String `tfsdk:"request_timeout"`
 	QPS                  types.Int64  `tfsdk:"qps"`
 	Burst                types.Int64  `tfsdk:"burst"`
+	TrustedSliceManagers types.List   `tfsdk:"trusted_slice_managers"`
 }
 
 type execModel struct {
@@ -178,6 +179,15 @@ func providerSchema() schema.Schema {
 				MarkdownDescription: fmt.Sprintf("Requests that may go at once above `qps`. Defaults to `%d`; "+
 					"at least `qps`.", kube.DefaultOptions().Burst),
 				Validators: []validator.Int64{int64validator.Between(1, 20000)},
+			},
+			"trusted_slice_managers": schema.ListAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				MarkdownDescription: "Default of the data sources' `trusted_slice_managers`: the managers of EndpointSlices " +
+					"(their `endpointslice.kubernetes.io/managed-by` label) whose slices count for a Service with a selector, " +
+					"beside the control plane's EndpointSlice controller. When unset, only that controller's slices count " +
+					"for such Services.",
+				Validators: trustedSliceManagersValidators(),
 			},
 			"proxy_url": schema.StringAttribute{
 				Optional: true,

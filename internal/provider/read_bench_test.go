@@ -16,6 +16,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 )
 
 // BenchmarkReadDataSource is the provider's own cost of one read, as
@@ -145,7 +147,7 @@ func benchmarkReadFleet(b *testing.B, checks bool) {
 		}
 		api.addService(svc)
 		slice := webSlice(name + "-a")
-		slice.Namespace, slice.Labels = "bench", map[string]string{discoveryv1.LabelServiceName: name}
+		slice.Namespace, slice.Labels = "bench", map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: endpoints.EndpointSliceController}
 		for j := range 10 {
 			pod := fmt.Sprintf("%s-%d", name, j)
 			slice.Endpoints = append(slice.Endpoints, readyPod(fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j), pod, "node-a", "zone-a"))

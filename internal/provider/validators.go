@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/helpers/validatordiag"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -83,6 +84,21 @@ func qualifiedName() stringRule {
 			return len(problems) == 0, strings.Join(problems, "; ")
 		},
 	}
+}
+
+// trustedSliceManagersValidators check trusted_slice_managers: values of
+// the managed-by label, each once.
+func trustedSliceManagersValidators() []validator.List {
+	return []validator.List{listvalidator.UniqueValues(), listvalidator.ValueStringsAre(stringRule{
+		description: "must be a Kubernetes label value, such as `mesh.example.com`",
+		check: func(v string) (bool, string) {
+			if v == "" {
+				return false, "it is empty"
+			}
+			problems := validation.IsValidLabelValue(v)
+			return len(problems) == 0, strings.Join(problems, "; ")
+		},
+	})}
 }
 
 // hostURL checks host at validate time, as kube.ValidateHost does.
