@@ -15,6 +15,14 @@ import (
 // is not Ready, so its EndpointSlice lists it not ready; the load balancer
 // is to have it before Kubernetes routes to it.
 func ReadyButForGate(pod *corev1.Pod, gate corev1.PodConditionType) bool {
+	return readyCountingGate(pod, gate) && !ConditionTrue(pod, gate)
+}
+
+// readyCountingGate says whether pod is ready but for the gate, whatever
+// the gate's condition: a pod whose gate was just set True is so until the
+// kubelet computes Ready and the EndpointSlice controller lists it ready,
+// and stays in the pool meanwhile, no longer pending.
+func readyCountingGate(pod *corev1.Pod, gate corev1.PodConditionType) bool {
 	if pod == nil || gate == "" || pod.DeletionTimestamp != nil {
 		return false
 	}
@@ -28,7 +36,7 @@ func ReadyButForGate(pod *corev1.Pod, gate corev1.PodConditionType) bool {
 			return false
 		}
 	}
-	return declared && ConditionTrue(pod, corev1.ContainersReady) && !ConditionTrue(pod, gate)
+	return declared && ConditionTrue(pod, corev1.ContainersReady)
 }
 
 // DeclaresGate says whether pod declares the readiness gate of condition
@@ -55,8 +63,11 @@ func ConditionTrue(pod *corev1.Pod, t corev1.PodConditionType) bool {
 // GatedPool is Pool with the endpoints of the pods that are ready but for
 // q.ReadinessGate (ReadyButForGate, among pods, those the Service selects)
 // in the pool beside the ready ones, each with GatePending set and the
-// conditions its slice gives (not ready). Without q.ReadinessGate it is
-// Pool, and pods are not looked at.
+// conditions its slice gives (not ready). A pod whose gate's condition is
+// True but whose slice does not list it ready yet (the kubelet and the
+// EndpointSlice controller follow) stays in the pool, not pending, rather
+// than leave it for the moment. Without q.ReadinessGate it is Pool, and pods
+// are not looked at.
 func GatedPool(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, pods []corev1.Pod, q Query) (Result, error) {
 	if q.ReadinessGate == "" || svc == nil {
 		return Pool(svc, endpointSlices, q)
@@ -98,15 +109,17 @@ func CountGatePending(eps []Endpoint) int {
 	return n
 }
 
-// openGates is endpointSlices with the endpoints of the pods waiting for
-// gate listed ready and serving, so that Pool takes them (the slices that
-// hold none are not copied), and the waiting pods by namespace and name. An
+// openGates is endpointSlices with the not-ready endpoints of the pods
+// ready but for gate (whatever its condition) listed ready and serving, so
+// that Pool takes them (the slices that hold none are not copied), and
+// those pods by namespace and name, true when the gate's condition is not
+// True (pending). An
 // endpoint is taken for its pod only when its reference names that pod (and
 // the same UID, when both give one) and it is not terminating.
 func openGates(endpointSlices []discoveryv1.EndpointSlice, pods []corev1.Pod, gate corev1.PodConditionType) ([]discoveryv1.EndpointSlice, map[types.NamespacedName]bool) {
 	waiting := map[types.NamespacedName]*corev1.Pod{}
 	for i := range pods {
-		if ReadyButForGate(&pods[i], gate) {
+		if readyCountingGate(&pods[i], gate) {
 			waiting[types.NamespacedName{Namespace: pods[i].Namespace, Name: pods[i].Name}] = &pods[i]
 		}
 	}
@@ -136,7 +149,7 @@ func openGates(endpointSlices []discoveryv1.EndpointSlice, pods []corev1.Pod, ga
 			}
 			yes := true
 			eps[j].Conditions = discoveryv1.EndpointConditions{Ready: &yes, Serving: &yes, Terminating: ep.Conditions.Terminating}
-			names[key] = true
+			names[key] = !ConditionTrue(pod, gate)
 		}
 		if eps == nil {
 			continue
@@ -151,12 +164,16 @@ func openGates(endpointSlices []discoveryv1.EndpointSlice, pods []corev1.Pod, ga
 	return out, names
 }
 
-// markWaiting gives the endpoints of the waiting pods back the conditions
-// of a pod that is not ready, with GatePending set.
-func markWaiting(eps []Endpoint, namespace string, waiting map[types.NamespacedName]bool) []Endpoint {
+// markWaiting gives the endpoints opened for their pods back the conditions
+// of their slice (not ready), with GatePending set while the gate's
+// condition is not True.
+func markWaiting(eps []Endpoint, namespace string, opened map[types.NamespacedName]bool) []Endpoint {
 	for i := range eps {
-		if eps[i].Pod != "" && waiting[types.NamespacedName{Namespace: namespace, Name: eps[i].Pod}] {
-			eps[i].Ready, eps[i].Serving, eps[i].GatePending = false, false, true
+		if eps[i].Pod == "" {
+			continue
+		}
+		if pending, ok := opened[types.NamespacedName{Namespace: namespace, Name: eps[i].Pod}]; ok {
+			eps[i].Ready, eps[i].Serving, eps[i].GatePending = false, false, pending
 		}
 	}
 	return eps

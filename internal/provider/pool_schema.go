@@ -115,6 +115,7 @@ func poolArguments[T any](args func(*T) *poolArgumentsModel) []attribute[T] {
 				"annotations. A value that cannot be read gives a warning naming the slice, which is kept.",
 			Validators: []validator.String{qualifiedName()},
 		}},
+		readinessGateArgument[T](),
 	}
 }
 
@@ -182,6 +183,7 @@ var endpointObject = newObject([]attribute[endpoints.Endpoint]{
 		Computed:            true,
 		MarkdownDescription: "The endpoint's `terminating` condition; `false` when the slice gives none.",
 	}, write: func(w stateWriter, e *endpoints.Endpoint) { w.bool(e.Terminating) }},
+	gatePendingAttribute,
 	{name: "local_endpoints", schema: schema.Int64Attribute{
 		Computed: true,
 		MarkdownDescription: "With `target = \"nodes\"`: how many endpoints of the Service's pod pool (of " +

@@ -103,6 +103,7 @@ func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureReque
 	}
 	tflog.Info(ctx, "cluster configuration loaded", map[string]any{"source": loaded.Source, "host": loaded.Rest.Host})
 	resp.DataSourceData = client
+	resp.ResourceData = client
 	p.client.Store(client)
 }
 
@@ -116,7 +117,7 @@ func (p *k8sProvider) Functions(context.Context) []func() function.Function {
 }
 
 func (p *k8sProvider) Resources(context.Context) []func() resource.Resource {
-	return nil
+	return []func() resource.Resource{newReadinessGateResource}
 }
 
 // configuredClient is the client Configure made, for a data source's
