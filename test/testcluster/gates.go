@@ -119,3 +119,55 @@ func ComputeReady(ctx context.Context, client kubernetes.Interface, namespace st
 		return false, nil
 	})
 }
+
+// PodKubelet is a test kubelet for the pods that controllers make (a
+// Deployment's ReplicaSets) in one namespace: it binds each unbound pod to
+// Node (the scheduler's part), starts each bound pod (Running, an IP of
+// IPPrefix, its containers ready at once), keeps Ready as the kubelet
+// computes it (KubeletReady), and removes a pod being deleted at once (the
+// containers of nothing to stop).
+type PodKubelet struct {
+	Namespace, Node string
+	// IPPrefix is the first three octets of the pods' IPv4 addresses, such
+	// as "10.244.80": the pods get .1, .2, ... in the order started (up to
+	// 254 of them).
+	IPPrefix string
+}
+
+// Run is the kubelet's loop, a round every interval until ctx ends; a
+// failed request is retried at the next round. It returns ctx's error.
+func (k PodKubelet) Run(ctx context.Context, client kubernetes.Interface, interval time.Duration) error {
+	started := 0
+	pods := client.CoreV1().Pods(k.Namespace)
+	return wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
+		list, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for i := range list.Items {
+			pod := &list.Items[i]
+			switch {
+			case pod.DeletionTimestamp != nil:
+				_ = pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
+			case pod.Spec.NodeName == "":
+				binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: pod.Name},
+					Target: corev1.ObjectReference{Kind: "Node", Name: k.Node}}
+				_ = pods.Bind(ctx, binding, metav1.CreateOptions{})
+			case pod.Status.Phase != corev1.PodRunning && started < 254:
+				started++
+				ip := fmt.Sprintf("%s.%d", k.IPPrefix, started)
+				pod.Status.Phase, pod.Status.PodIP, pod.Status.PodIPs = corev1.PodRunning, ip, []corev1.PodIP{{IP: ip}}
+				setCondition(pod, corev1.ContainersReady, corev1.ConditionTrue)
+				setCondition(pod, corev1.PodReady, KubeletReady(pod))
+				if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+					started--
+				}
+			case pod.Status.Phase == corev1.PodRunning:
+				if setCondition(pod, corev1.PodReady, KubeletReady(pod)) {
+					_, _ = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+				}
+			}
+		}
+		return false, nil
+	})
+}
