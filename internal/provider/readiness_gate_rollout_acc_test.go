@@ -27,7 +27,7 @@ func gatedDeployment(ns string, replicas int32) *appsv1.Deployment {
 			// longer than the plans that follow an apply, which then find the
 			// pool as the apply left it.
 			MinReadySeconds: 15,
-			Selector: &metav1.LabelSelector{MatchLabels: webLabels},
+			Selector:        &metav1.LabelSelector{MatchLabels: webLabels},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &surge, MaxUnavailable: &unavailable}},
 			Template: corev1.PodTemplateSpec{
