@@ -103,10 +103,8 @@ func setCondition(pod *corev1.Pod, t corev1.PodConditionType, status corev1.Cond
 // retried at the next round; it returns ctx's.
 func ComputeReady(ctx context.Context, client kubernetes.Interface, namespace string, interval time.Duration) error {
 	return wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
-		list, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
+		// A failed LIST is retried at the next round.
+		list, _ := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		for i := range list.Items {
 			pod := &list.Items[i]
 			if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
@@ -140,10 +138,8 @@ func (k PodKubelet) Run(ctx context.Context, client kubernetes.Interface, interv
 	started := 0
 	pods := client.CoreV1().Pods(k.Namespace)
 	return wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
-		list, err := pods.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
+		// A failed LIST is retried at the next round.
+		list, _ := pods.List(ctx, metav1.ListOptions{})
 		for i := range list.Items {
 			pod := &list.Items[i]
 			switch {
