@@ -22,11 +22,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["discovery.k8s.io"]
   resources: ["endpointslices"]
   verbs: ["list", "watch"]
-{{- if .Values.rbac.pods }}
-# pod_health_checks = true: the companion watches the Pods of those Services.
+{{- if or .Values.rbac.pods .Values.rbac.readinessGates }}
+# pod_health_checks = true or readiness_gate: the companion watches the Pods
+# of those Services (k8s_readiness_gate reads each one it opens).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch"]
+  verbs: [{{ if .Values.rbac.readinessGates }}"get", {{ end }}"list", "watch"]
+{{- end }}
+{{- if .Values.rbac.readinessGates }}
+# k8s_readiness_gate: a run sets the gate's condition of the pods it gave
+# the load balancer, and nothing else of a pod.
+- apiGroups: [""]
+  resources: ["pods/status"]
+  verbs: ["patch"]
 {{- end }}
 {{- end -}}
 
