@@ -133,7 +133,8 @@ func endpointsAttribute() schema.ListNestedAttribute {
 		Computed: true,
 		MarkdownDescription: "The ready endpoints (with `target = \"nodes\"`, the nodes: one entry per node and " +
 			"address family, on the `nodePort`, ready and serving), sorted IPv4 before IPv6, then by address " +
-			"numerically, then by port. An empty list when none is ready.",
+			"numerically, then by port. An empty list when none is ready. With `readiness_gate`, also the " +
+			"endpoints of the pods that wait for that gate (`gate_pending = true`).",
 		NestedObject: schema.NestedAttributeObject{Attributes: endpointObject.schema()},
 	}
 }
