@@ -32,6 +32,9 @@ type Endpoint struct {
 	// ready true, serving true, terminating false. A node of a node pool is
 	// ready and serving, never terminating: the rules leave out the others.
 	Ready, Serving, Terminating bool
+	// GatePending says that the endpoint's pod is ready but for the
+	// Query's ReadinessGate (see GatedPool): in the pool, not yet Ready.
+	GatePending bool
 	// LocalEndpoints is set only in a node pool: how many endpoints of the
 	// Service's pod pool, of the entry's address family, run on the node.
 	// Nil for a pod endpoint.
@@ -82,6 +85,9 @@ type Query struct {
 	// count for a Service with a selector, beside the EndpointSlice
 	// controller.
 	TrustedSliceManagers []string
+	// ReadinessGate is the condition type of a readiness gate whose waiting
+	// pods are in the pool (GatedPool); empty means none.
+	ReadinessGate corev1.PodConditionType
 
 	// The next fields apply to node pools only (Nodes, NodeFleet).
 

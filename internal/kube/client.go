@@ -314,15 +314,32 @@ func (c *Client) podPage(namespace string) func(ctx context.Context, opts metav1
 	}
 }
 
-// TrimPod keeps of a Pod what a health check reads: its name, namespace and
-// labels, and each container's name, ports and readinessProbe. A pod's
-// status, volumes and environment are most of its size and change often.
+// TrimPod keeps of a Pod what a health check and a readiness gate read: its
+// name, namespace, labels, UID and deletion time, each container's name,
+// ports and readinessProbe, its readiness gates, and the type and status of
+// each condition. The rest of a pod's status, its volumes and environment
+// are most of its size and change often.
 func TrimPod(p *corev1.Pod) corev1.Pod {
 	out := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels,
-		ResourceVersion: p.ResourceVersion}}
+		ResourceVersion: p.ResourceVersion, UID: p.UID, DeletionTimestamp: p.DeletionTimestamp}}
 	out.Spec.Containers = make([]corev1.Container, len(p.Spec.Containers))
 	for i, c := range p.Spec.Containers {
 		out.Spec.Containers[i] = corev1.Container{Name: c.Name, Ports: c.Ports, ReadinessProbe: c.ReadinessProbe}
+	}
+	out.Spec.ReadinessGates = p.Spec.ReadinessGates
+	out.Status.Conditions = trimConditions(p.Status.Conditions)
+	return out
+}
+
+// trimConditions keeps of a Pod's conditions what the readiness gate
+// rules read (endpoints.ReadyButForGate): each one's type and status.
+func trimConditions(conditions []corev1.PodCondition) []corev1.PodCondition {
+	if len(conditions) == 0 {
+		return nil
+	}
+	out := make([]corev1.PodCondition, len(conditions))
+	for i, c := range conditions {
+		out[i] = corev1.PodCondition{Type: c.Type, Status: c.Status}
 	}
 	return out
 }

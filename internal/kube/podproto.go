@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -34,6 +35,11 @@ const (
 	metaName        = 1 // ObjectMeta.name
 	metaNamespace   = 3 // ObjectMeta.namespace
 	metaResourceVer = 6 // ObjectMeta.resourceVersion
+	metaUID         = 5 // ObjectMeta.uid
+	metaDeletion    = 9 // ObjectMeta.deletionTimestamp
+	podStatus       = 3 // Pod.status
+	statusConds     = 2 // PodStatus.conditions
+	specGates       = 28
 	metaLabels      = 11
 	specContainers  = 2 // PodSpec.containers
 	// Container.name, ports and readinessProbe.
@@ -94,6 +100,14 @@ func decodeTrimmedPod(b []byte) (corev1.Pod, error) {
 					pod.Namespace = string(v)
 				case metaResourceVer:
 					pod.ResourceVersion = string(v)
+				case metaUID:
+					pod.UID = types.UID(v)
+				case metaDeletion:
+					at := &metav1.Time{}
+					if err := at.Unmarshal(v); err != nil {
+						return err
+					}
+					pod.DeletionTimestamp = at
 				case metaLabels:
 					var key, value string
 					if err := eachField(v, func(num protowire.Number, v []byte) error {
@@ -116,12 +130,31 @@ func decodeTrimmedPod(b []byte) (corev1.Pod, error) {
 			})
 		case podSpec:
 			return eachField(v, func(num protowire.Number, v []byte) error {
-				if num != specContainers {
+				switch num {
+				case specGates:
+					var g corev1.PodReadinessGate
+					if err := g.Unmarshal(v); err != nil {
+						return err
+					}
+					pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, g)
+				case specContainers:
+					c, err := decodeTrimmedContainer(v)
+					pod.Spec.Containers = append(pod.Spec.Containers, c)
+					return err
+				}
+				return nil
+			})
+		case podStatus:
+			return eachField(v, func(num protowire.Number, v []byte) error {
+				if num != statusConds {
 					return nil
 				}
-				c, err := decodeTrimmedContainer(v)
-				pod.Spec.Containers = append(pod.Spec.Containers, c)
-				return err
+				var c corev1.PodCondition
+				if err := c.Unmarshal(v); err != nil {
+					return err
+				}
+				pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
+				return nil
 			})
 		}
 		return nil

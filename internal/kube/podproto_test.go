@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,20 @@ func fullPod(name string, labels map[string]string, containers ...corev1.Contain
 	}
 }
 
+// gatedFullPod is a fullPod being deleted, with two readiness gates and
+// conditions whose times and messages the trimming drops.
+func gatedFullPod(containers ...corev1.Container) corev1.Pod {
+	p := fullPod("gated", map[string]string{"app": "web"}, containers...)
+	p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1700000000, 0).Local()}
+	p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "k8s.example/pool-web"}, {ConditionType: "k8s.example/other"}}
+	p.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Unix(1700000000, 0)},
+		{Type: "k8s.example/other", Status: corev1.ConditionTrue, Reason: "Registered", Message: "in the pool"},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+	}
+	return p
+}
+
 func TestAProtobufPageOfPodsDecodesToWhatTrimPodKeeps(t *testing.T) {
 	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http"), Scheme: corev1.URISchemeHTTPS}},
 		PeriodSeconds: 5}
@@ -49,6 +64,9 @@ func TestAProtobufPageOfPodsDecodesToWhatTrimPodKeeps(t *testing.T) {
 				fullPod("web-2", nil, sidecar),
 				fullPod("bare", map[string]string{"app": "web"}),
 			}}},
+		{"a terminating pod with readiness gates and conditions", corev1.PodList{
+			ListMeta: metav1.ListMeta{ResourceVersion: "44"},
+			Items:    []corev1.Pod{gatedFullPod(sidecar)}}},
 		{"an empty page", corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "43"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -56,16 +56,17 @@ func (r Request) Compute(o Objects, now time.Time) (endpoints.Result, error) {
 	if r.Nodes.Enabled {
 		return endpoints.Nodes(o.Service, o.EndpointSlices, o.Nodes, q)
 	}
-	res, err := endpoints.Pool(o.Service, o.EndpointSlices, q)
+	res, err := endpoints.GatedPool(o.Service, o.EndpointSlices, o.Pods, q)
 	if err != nil || !r.PodHealthChecks {
 		return res, err
 	}
 	return endpoints.WithPodHealthChecks(res, o.Service, o.Pods), nil
 }
 
-// ReadsPods says whether the pool needs the Pods behind its Service.
+// ReadsPods says whether the pool needs the Pods behind its Service: for
+// their health checks, or for those waiting on a readiness gate.
 func (r Request) ReadsPods() bool {
-	return r.PodHealthChecks && !r.Nodes.Enabled
+	return (r.PodHealthChecks || r.Query.ReadinessGate != "") && !r.Nodes.Enabled
 }
 
 // CheckService refuses, before anything else is read, a Service that cannot
@@ -128,16 +129,17 @@ func (r FleetRequest) Compute(o FleetObjects, now time.Time) (endpoints.FleetRes
 	if r.Nodes.Enabled {
 		return endpoints.NodeFleet(services, o.EndpointSlices, o.Nodes, q)
 	}
-	res, err := endpoints.Fleet(services, o.EndpointSlices, q)
+	res, err := endpoints.GatedFleet(services, o.EndpointSlices, o.Pods, q)
 	if err != nil || !r.PodHealthChecks {
 		return res, err
 	}
 	return endpoints.FleetWithPodHealthChecks(res, o.Pods), nil
 }
 
-// ReadsPods says whether the fleet needs the Pods of its namespaces.
+// ReadsPods says whether the fleet needs the Pods of its namespaces: for
+// their health checks, or for those waiting on a readiness gate.
 func (r FleetRequest) ReadsPods() bool {
-	return r.PodHealthChecks && !r.Nodes.Enabled
+	return (r.PodHealthChecks || r.Query.ReadinessGate != "") && !r.Nodes.Enabled
 }
 
 // Selected keeps the Services whose names were asked for.

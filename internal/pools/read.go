@@ -206,14 +206,21 @@ func (r Request) Read(ctx context.Context, src Reader, o ReadOptions) (endpoints
 	// A Service without a selector selects no Pod: its endpoints, written
 	// by hand, name none the provider could trust to be its own, and no
 	// Pod is read for them.
-	var pods []corev1.Pod
 	if len(svc.Spec.Selector) > 0 {
 		selector := labels.SelectorFromSet(svc.Spec.Selector).String()
-		if pods, err = src.Pods(ctx, r.Namespace, selector); err != nil {
+		if objects.Pods, err = src.Pods(ctx, r.Namespace, selector); err != nil {
 			return endpoints.Result{}, &ReadError{Object: PodsObject, Namespace: r.Namespace, Err: err}
 		}
 	}
-	return endpoints.WithPodHealthChecks(res, svc, pods), nil
+	if r.Query.ReadinessGate == "" {
+		return endpoints.WithPodHealthChecks(res, svc, objects.Pods), nil
+	}
+	// The pods waiting on the gate join the pool: the rules run again, with
+	// the Pods, on the slices the guard passed.
+	if res, err = r.Compute(objects, o.now()); err != nil {
+		return endpoints.Result{}, &RuleError{Err: err}
+	}
+	return res, nil
 }
 
 // FleetSnapshot is what the read of a fleet found, by namespace in scope
@@ -304,6 +311,14 @@ func (r FleetRequest) Read(ctx context.Context, src Reader, o FleetReadOptions) 
 			MinReady: r.MinReady, Waited: waited, WaitErr: waitErr}
 	}
 	if !r.ReadsPods() {
+		return res, nil
+	}
+	if r.Query.ReadinessGate != "" {
+		if res, err = r.withGatedPods(ctx, src, snapshot, now()); err != nil {
+			return endpoints.FleetResult{}, err
+		}
+	}
+	if !r.PodHealthChecks {
 		return res, nil
 	}
 	if pager, ok := src.(PodPager); ok {

@@ -304,6 +304,8 @@ func endpointFields(addr string, port int64, family string, pod, node, zone, hos
 		"local_endpoints": knownvalue.Null(),
 		// Null without pod_health_checks.
 		"health_check": knownvalue.Null(),
+		// False without readiness_gate.
+		"gate_pending": knownvalue.Bool(false),
 	}
 }
 
@@ -347,6 +349,7 @@ func checkedNodeEntry(addr string, port int64, node, zone string, local int64, h
 		"terminating":     knownvalue.Bool(false),
 		"local_endpoints": knownvalue.Int64Exact(local),
 		"health_check":    healthCheck,
+		"gate_pending":    knownvalue.Bool(false),
 	})
 }
 

@@ -157,12 +157,12 @@ func listNodesDiagnostic(err error) diag.Diagnostic {
 }
 
 func listPodsDiagnostic(namespace string, err error) diag.Diagnostic {
-	attempted := fmt.Sprintf("The provider could not list the Pods in %s, for pod_health_checks.", kube.Scope(namespace))
+	attempted := fmt.Sprintf("The provider could not list the Pods in %s, for pod_health_checks or readiness_gate.", kube.Scope(namespace))
 	if apierrors.IsForbidden(err) {
-		return diag.NewAttributeErrorDiagnostic(path.Root("pod_health_checks"), "Permission Denied Listing Pods", attempted+"\n\n"+
-			"The identity of the provider may not list Pods there: pod_health_checks needs a rule with `list` on `pods` "+
-			"(API group \"\") beside the one on Services and EndpointSlices, in a Role of the namespace or a ClusterRole. "+
-			"Add it, or remove pod_health_checks.\n\n"+err.Error())
+		return diag.NewErrorDiagnostic("Permission Denied Listing Pods", attempted+"\n\n"+
+			"The identity of the provider may not list Pods there: pod_health_checks and readiness_gate need a rule with "+
+			"`list` on `pods` (API group \"\") beside the one on Services and EndpointSlices, in a Role of the namespace "+
+			"or a ClusterRole. Add it, or remove pod_health_checks and readiness_gate.\n\n"+err.Error())
 	}
 	return diag.NewErrorDiagnostic("Unable to List Pods", attempted+"\n\n"+transportRemedy(err)+"\n\n"+err.Error())
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
@@ -28,6 +29,7 @@ type poolArgumentsModel struct {
 	KubeProxyHealthPort  types.Int64  `tfsdk:"kube_proxy_health_port"`
 	ExpiryAnnotation     types.String `tfsdk:"expiry_annotation"`
 	TrustedSliceManagers types.List   `tfsdk:"trusted_slice_managers"`
+	ReadinessGate        types.String `tfsdk:"readiness_gate"`
 }
 
 // withDefaults fills the computed arguments the configuration left out, so
@@ -90,6 +92,7 @@ func (p poolArgumentsModel) fill(ctx context.Context, q *endpoints.Query, nodes 
 		// kube_proxy_health_port is validated to 1-65535, so it fits.
 		KubeProxyHealthPort:  int32(p.KubeProxyHealthPort.ValueInt64()),
 		TrustedSliceManagers: p.trustedSliceManagers(),
+		ReadinessGate:        corev1.PodConditionType(p.ReadinessGate.ValueString()),
 	}
 	var d diag.Diagnostics
 	*nodes, d = nodeArguments(q, p.Target, p.NodeAddressType, p.NodeSelector)

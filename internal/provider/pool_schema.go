@@ -131,6 +131,7 @@ func poolArguments[T any](args func(*T) *poolArgumentsModel) []attribute[T] {
 		},
 			write: func(w stateWriter, v *T) { writeStrings(w, args(v).trustedSliceManagers()) },
 		},
+		readinessGateArgument[T](),
 	}
 }
 
@@ -148,7 +149,8 @@ func endpointsAttribute() schema.ListNestedAttribute {
 		Computed: true,
 		MarkdownDescription: "The ready endpoints (with `target = \"nodes\"`, the nodes: one entry per node and " +
 			"address family, on the `nodePort`, ready and serving), sorted IPv4 before IPv6, then by address " +
-			"numerically, then by port. An empty list when none is ready.",
+			"numerically, then by port. An empty list when none is ready. With `readiness_gate`, also the " +
+			"endpoints of the pods that wait for that gate (`gate_pending = true`).",
 		NestedObject: schema.NestedAttributeObject{Attributes: endpointObject.schema()},
 	}
 }
@@ -198,6 +200,7 @@ var endpointObject = newObject([]attribute[endpoints.Endpoint]{
 		Computed:            true,
 		MarkdownDescription: "The endpoint's `terminating` condition; `false` when the slice gives none.",
 	}, write: func(w stateWriter, e *endpoints.Endpoint) { w.bool(e.Terminating) }},
+	gatePendingAttribute,
 	{name: "local_endpoints", schema: schema.Int64Attribute{
 		Computed: true,
 		MarkdownDescription: "With `target = \"nodes\"`: how many endpoints of the Service's pod pool (of " +

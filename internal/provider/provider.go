@@ -115,6 +115,7 @@ func (p *k8sProvider) Configure(ctx context.Context, req provider.ConfigureReque
 	data := &providerData{client: client}
 	resp.Diagnostics.Append(cfg.TrustedSliceManagers.ElementsAs(ctx, &data.trustedSliceManagers, false)...)
 	resp.DataSourceData = data
+	resp.ResourceData = data
 	p.data.Store(data)
 }
 
@@ -128,7 +129,7 @@ func (p *k8sProvider) Functions(context.Context) []func() function.Function {
 }
 
 func (p *k8sProvider) Resources(context.Context) []func() resource.Resource {
-	return nil
+	return []func() resource.Resource{newReadinessGateResource}
 }
 
 // configuredData is what Configure gave, for a data source's Configure:

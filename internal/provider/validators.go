@@ -190,7 +190,7 @@ type nodeArgumentsNeedNodes struct{}
 var _ datasource.ConfigValidator = nodeArgumentsNeedNodes{}
 
 func (nodeArgumentsNeedNodes) Description(context.Context) string {
-	return `node_address_type, node_selector and kube_proxy_health_port need target = "nodes"; pod_health_checks needs target = "pods"`
+	return `node_address_type, node_selector and kube_proxy_health_port need target = "nodes"; pod_health_checks and readiness_gate need target = "pods"`
 }
 
 func (v nodeArgumentsNeedNodes) MarkdownDescription(ctx context.Context) string {
@@ -217,6 +217,11 @@ func (nodeArgumentsNeedNodes) ValidateDataSource(ctx context.Context, req dataso
 				"pod_health_checks gives pod endpoints their readinessProbe, and the pool is of nodes: target is \"nodes\". "+
 					"Node entries always carry their health check.\n\n"+
 					"Remove pod_health_checks, or set target = \"pods\" for a pool of pods.")
+		}
+		if v, ok := attrs["readiness_gate"]; ok && !v.IsNull() {
+			resp.Diagnostics.AddAttributeError(path.Root("readiness_gate"), "Pod Argument With Node Target",
+				"readiness_gate adds the pods that wait on a readiness gate to a pool of pods, and the pool is of nodes: "+
+					"target is \"nodes\".\n\nRemove readiness_gate, or set target = \"pods\" for a pool of pods.")
 		}
 		return
 	}

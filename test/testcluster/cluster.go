@@ -373,7 +373,10 @@ func (c *Cluster) controllers() string {
 	if c.opts.KindControllers {
 		return "*,bootstrapsigner,tokencleaner"
 	}
-	return "endpointslice-controller,endpointslice-mirroring-controller,namespace-controller,serviceaccount-controller,garbage-collector-controller"
+	// The Deployment and ReplicaSet controllers run rollouts as Kubernetes
+	// runs them (test kubelets bind and start their pods).
+	return "endpointslice-controller,endpointslice-mirroring-controller,namespace-controller,serviceaccount-controller,garbage-collector-controller," +
+		"deployment-controller,replicaset-controller"
 }
 
 func (c *Cluster) apiServerReady(ctx context.Context) error {

@@ -24,14 +24,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   verbs: ["list", "watch"]
 {{- if or .Values.rbac.pods .Values.readinessGates.enabled }}
 # pod_health_checks = true, or readiness gates: the companion watches the
-# Pods of those Services.
+# Pods of those Services (k8s_readiness_gate reads each one it opens).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch"]
+  verbs: [{{ if .Values.readinessGates.enabled }}"get", {{ end }}"list", "watch"]
 {{- end }}
 {{- if .Values.readinessGates.enabled }}
-# Readiness gates: the apply sets the gate's condition of the pods that
-# wait for the pool.
+# Readiness gates: the apply (k8s_readiness_gate) sets the gate's condition
+# of the pods that wait for the pool, and nothing else of a pod.
 - apiGroups: [""]
   resources: ["pods/status"]
   verbs: ["patch"]
