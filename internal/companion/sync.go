@@ -2,8 +2,6 @@ package companion
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,6 +142,9 @@ type syncer struct {
 	kick  chan struct{}
 	// health is what /healthz says, written by the loop.
 	health []string
+
+	// configFiles identify the configuration's files, for the view.
+	configFiles configFiles
 
 	// checkOnly is set by check, which reads no configuration.
 	checkOnly bool
@@ -479,7 +480,7 @@ func (s *syncer) recompute(ctx context.Context, every bool) view {
 	// The configuration as it is now: a run's plan is of the files as they
 	// are when it starts, and a change set held for one version of them is
 	// tried again for the next.
-	v := view{changes: map[string][]poolChange{}, unreadable: map[string]cause{}, config: configVersion(s.opts.Dir)}
+	v := view{changes: map[string][]poolChange{}, unreadable: map[string]cause{}, config: s.configFiles.version(s.opts.Dir)}
 	for i, in := range instances {
 		cl := s.clusters[in.cluster]
 		if reason := cl.unreachable(); reason != "" {
@@ -646,20 +647,6 @@ func backendOf(dir string, env []string) string {
 		return "local"
 	}
 	return st.Backend.Type
-}
-
-// configVersion identifies the configuration files of dir by name, size
-// and modification time.
-func configVersion(dir string) string {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.tf"))
-	jsonFiles, _ := filepath.Glob(filepath.Join(dir, "*.tf.json"))
-	h := sha256.New()
-	for _, f := range append(files, jsonFiles...) {
-		if info, err := os.Stat(f); err == nil {
-			fmt.Fprintf(h, "%s %d %d\n", filepath.Base(f), info.Size(), info.ModTime().UnixNano())
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 func errText(err error) string {
