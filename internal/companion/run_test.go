@@ -93,7 +93,7 @@ func TestARun(t *testing.T) {
 		name    string
 		tf      fakeTerraform
 		req     func() runRequest
-		result  string
+		result  runResult
 		applied int
 		targets []string
 		reason  string
