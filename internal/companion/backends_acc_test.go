@@ -1,7 +1,6 @@
 package companion
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,10 +13,14 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
@@ -425,7 +428,8 @@ func backendSIGTERMReleasesTheLock(t *testing.T, b *stateBackend, w *workdir, ns
 
 // PostgreSQL down when the companion starts, with a pool change waiting:
 // the state read is retried with backoff, each failure logged naming the
-// backend and counted, and the run is made once PostgreSQL is back.
+// backend and counted, /healthz names the failing read from the first one,
+// and the run is made once PostgreSQL is back.
 func TestAccSyncWaitsForABackendDownAtStart(t *testing.T) {
 	t.Parallel()
 	needCluster(t)
@@ -437,19 +441,30 @@ func TestAccSyncWaitsForABackendDownAtStart(t *testing.T) {
 	waitForReady(t, ns, "web", 3, 3)
 	b.pg.StopServer()
 	const down = 6 * time.Second
-	back := make(chan error, 1)
-	go func() {
-		time.Sleep(down)
-		back <- b.pg.StartServer(context.Background())
-	}()
-	// startSync returns once the companion watches: after PostgreSQL is back.
-	c := startSync(t, w, "-listen", "127.0.0.1:0")
-	if err := <-back; err != nil {
+	stopped := time.Now()
+	c := startCompanion(t, []string{"-chdir", w.dir, "-listen", "127.0.0.1:0"})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("companion log:\n%s", c.log())
+		}
+	})
+	address := "127.0.0.1:" + strconv.Itoa(b.pg.Port)
+	c.waitFor(t, 30*time.Second, "reading state failed", map[string]string{"backend": "pg", "error": address})
+	c.waitHealthz(t, 5*time.Second, "state: the last read failed (backend pg): ")
+	if h := c.get(t, "/healthz"); !strings.Contains(h, address) {
+		t.Errorf("/healthz does not name the address refused:\n%s", h)
+	}
+	time.Sleep(time.Until(stopped.Add(down)))
+	if err := b.pg.StartServer(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
+	c.waitFor(t, 60*time.Second, "watching")
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	wantMembers(t, w, members(1, 2, 3))
-	failures := c.count("reading state failed", map[string]string{"backend": "pg", "error": "127.0.0.1:" + strconv.Itoa(b.pg.Port)})
+	if h := c.get(t, "/healthz"); h != "ok\n" {
+		t.Errorf("/healthz once state reads again:\n%s", h)
+	}
+	failures := c.count("reading state failed", map[string]string{"backend": "pg", "error": address})
 	// -retry-initial 500ms doubling to -retry-max 4s: 500ms, 1s, 2s, 4s
 	// (and the reads' own time) over 6 s, not a read after a read.
 	if failures < 2 || failures > 6 {
@@ -461,6 +476,153 @@ func TestAccSyncWaitsForABackendDownAtStart(t *testing.T) {
 	if n := c.runs(); n != 1 {
 		t.Errorf("%d runs, want 1:\n%s", n, c.log())
 	}
+}
+
+// Bad input at start: the credentials the backend gets are refused when the
+// companion starts (in a cluster, a Secret created or rotated a minute
+// after the pod started). The companion keeps running: it reads state again
+// with backoff, each failure logged, counted and named in /healthz, and
+// starts watching, and makes the pending run, once the credentials work.
+func TestAccSyncWaitsForCredentialsRefusedAtStart(t *testing.T) {
+	needCluster(t)
+	for _, backend := range []string{"pg", "kubernetes"} {
+		t.Run(backend, func(t *testing.T) {
+			ns := namespace(t)
+			webWithPods(t, ns, 2)
+			var b *stateBackend
+			var refuse, accept func()
+			var refusal string
+			switch backend {
+			case "pg":
+				b = pgBackend(t)
+				password := b.pg.Password
+				refusal = "password authentication failed"
+				refuse = func() {
+					if err := b.pg.SetPassword(testCtx(t), "rotated"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				accept = func() {
+					if err := b.pg.SetPassword(testCtx(t), password); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case "kubernetes":
+				var setToken func(string)
+				b, setToken = tokenBackend(t, ns)
+				refusal = "Unauthorized"
+				refuse = func() { setToken("not-a-token") }
+				accept = func() { setToken(serviceAccountToken(t, ns)) }
+			}
+			w := newBackendWorkdir(t, b, backendConfig(b, ns))
+			runPod(t, ns, "web", "web-3", "10.244.0.3", true)
+			waitForReady(t, ns, "web", 3, 3)
+			refuse()
+			c := startCompanion(t, []string{"-chdir", w.dir, "-listen", "127.0.0.1:0"})
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("companion log:\n%s", c.log())
+				}
+			})
+			refused := map[string]string{"backend": backend, "error": refusal}
+			c.waitForCount(t, 60*time.Second, "reading state failed", 2, refused)
+			c.waitHealthz(t, 5*time.Second, "state: the last read failed (backend "+backend+"): ")
+			if h := c.get(t, "/healthz"); !strings.Contains(h, refusal) {
+				t.Errorf("/healthz does not say the backend refused the credentials:\n%s", h)
+			}
+			if c.count("watching", nil) != 0 || c.count("run started", nil) != 0 {
+				t.Errorf("the companion watched or ran on a state it could not read:\n%s", c.log())
+			}
+			accept()
+			c.waitFor(t, 60*time.Second, "watching")
+			c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
+			wantMembers(t, w, members(1, 2, 3))
+			if h := c.get(t, "/healthz"); h != "ok\n" {
+				t.Errorf("/healthz once the credentials work:\n%s", h)
+			}
+			reads := c.count("reading state failed", refused)
+			if got := c.metric(t, `k8s_sync_state_read_failures_total{backend="`+backend+`"}`); got != float64(reads) {
+				t.Errorf(`k8s_sync_state_read_failures_total{backend=%q} %v, want %d, the failures logged`, backend, got, reads)
+			}
+			// The reads back off (500ms, doubling to 4s).
+			events := c.Events("reading state failed", refused)
+			if d := events[1].Time.Sub(events[0].Time); d < 400*time.Millisecond {
+				t.Errorf("2 failed state reads within %s: no backoff\n%s", d, c.log())
+			}
+		})
+	}
+}
+
+// tokenBackend is the kubernetes backend in ns with the identity of
+// service account state (the rules the sync guide gives, in ns), through a
+// kubeconfig file of the test's own whose token setToken writes, as a
+// Secret mounted in a pod is updated in place. It starts with a valid
+// token.
+func tokenBackend(t *testing.T, ns string) (*stateBackend, func(token string)) {
+	t.Helper()
+	ctx := testCtx(t)
+	if _, err := acc.client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "state"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "state"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "update"}},
+			{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		},
+	}
+	if _, err := acc.client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "state"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "state"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "state", Namespace: ns}},
+	}
+	if _, err := acc.client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	base, err := clientcmd.LoadFromFile(acc.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := base.Clusters[base.Contexts[base.CurrentContext].Cluster]
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	setToken := func(token string) {
+		t.Helper()
+		cfg := clientcmdapi.NewConfig()
+		cfg.Clusters["test"] = cluster
+		cfg.AuthInfos["state"] = &clientcmdapi.AuthInfo{Token: token}
+		cfg.Contexts["state"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "state", Namespace: ns}
+		cfg.CurrentContext = "state"
+		if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setToken(serviceAccountToken(t, ns))
+	return &stateBackend{name: "kubernetes", ns: ns, block: fmt.Sprintf(`
+terraform {
+  backend "kubernetes" {
+    secret_suffix  = %q
+    namespace      = %q
+    config_path    = %q
+    config_context = "state"
+  }
+}
+`, stateSecretSuffix, ns, path)}, setToken
+}
+
+// serviceAccountToken is a new token of service account state in ns.
+func serviceAccountToken(t *testing.T, ns string) string {
+	t.Helper()
+	expiry := int64(3600)
+	tr, err := acc.client.CoreV1().ServiceAccounts(ns).CreateToken(testCtx(t), "state",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }
 
 // PostgreSQL stopped as a run starts and started again seconds later: the

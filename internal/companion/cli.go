@@ -262,7 +262,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(processCollectors()...)
-	r := newReplica(workspaces, workspacesPath == "", client, newHub(ctx, clock.RealClock{}, log), log, registry)
+	r := newReplica(workspaces, workspacesPath == "", client, newHub(ctx, clock.RealClock{}, log), log, registry, clock.RealClock{})
 	if workspacesPath != "" && maxRuns > 0 {
 		r.slots = make(chan struct{}, maxRuns)
 	}

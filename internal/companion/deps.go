@@ -117,19 +117,28 @@ func (g *depGraph) readBlock(parser *hclparse.Parser, dir, prefix string, block 
 		for _, b := range block.Body.Blocks {
 			all = append(all, g.resolve(prefix, bodyRefs(b.Body))...)
 		}
-		source := ""
-		if attr, ok := block.Body.Attributes["source"]; ok {
-			if v, diags := attr.Expr.Value(nil); !diags.HasErrors() && v.Type().FriendlyName() == "string" {
-				source = v.AsString()
-			}
-		}
-		if strings.HasPrefix(source, "./") || strings.HasPrefix(source, "../") {
+		if source, ok := localSource(block); ok {
 			return g.readModule(parser, filepath.Join(dir, source), call+".", inputs, depth+1)
 		}
 		g.opaque[call] = true
 		g.refs[call] = all
 	}
 	return nil
+}
+
+// localSource is the source of a module call when it is a local folder
+// ("./lb", "../shared"): a module the companion reads.
+func localSource(block *hclsyntax.Block) (string, bool) {
+	attr, ok := block.Body.Attributes["source"]
+	if !ok {
+		return "", false
+	}
+	v, diags := attr.Expr.Value(nil)
+	if diags.HasErrors() || v.Type().FriendlyName() != "string" {
+		return "", false
+	}
+	source := v.AsString()
+	return source, strings.HasPrefix(source, "./") || strings.HasPrefix(source, "../")
 }
 
 // add records node's references, resolved in the module of prefix.

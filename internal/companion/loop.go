@@ -126,13 +126,13 @@ func (s *syncer) logNote(ctx context.Context, n note) {
 	case noteWindowOpened:
 		s.metrics.drift.Inc()
 	case noteShrinkRefused:
-		s.metrics.runs.WithLabelValues(resultShrinkRefused).Inc()
+		s.metrics.runs.WithLabelValues(labelShrinkRefused).Inc()
 	case noteRetry:
 		attrs = append(slices.Clone(attrs), "backend", s.backend)
 	case noteRunStarted:
 		s.metrics.settleDelay.Observe(n.settled.Seconds())
 	case noteRunEnded:
-		s.metrics.runs.WithLabelValues(n.result).Inc()
+		s.metrics.runs.WithLabelValues(n.result.String()).Inc()
 		s.metrics.lastRun.SetToCurrentTime()
 	}
 	s.log.Log(ctx, n.level, n.msg, attrs...)

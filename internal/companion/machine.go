@@ -3,6 +3,7 @@ package companion
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -134,16 +135,68 @@ func stateReadEnded(err error, permanent bool) event {
 	return event{kind: evStateFailed, err: err, permanent: permanent}
 }
 
-// runEnded is the end of the run in flight, by its result.
+// runResult is how a run ended, as the runner says it: the machine takes
+// each as the event of its kind (runEnded), and the runs metric's label is
+// made from it (String), never read back.
+type runResult int
+
+const (
+	// resultApplied: the saved plan, pool changes only, was applied.
+	resultApplied runResult = iota + 1
+	// resultStateUpdated: the plan changed no resource (the pools differed
+	// in attributes no resource uses); applying it brought the state's data
+	// sources current.
+	resultStateUpdated
+	// resultNoChanges: the plan had nothing to do.
+	resultNoChanges
+	// resultRefused: the plan changed more than pools.
+	resultRefused
+	// resultFailed: the CLI or the command failed.
+	resultFailed
+	// resultDelivered: -command succeeded.
+	resultDelivered
+	// resultWaiting: every resource the run would change also uses a pool
+	// whose read fails; nothing was planned.
+	resultWaiting
+	// resultStopped: the companion stopped during the run.
+	resultStopped
+)
+
+// runResults are every result, each with its label and the event the
+// machine takes it as: the one place both are decided.
+var runResults = []runResult{resultApplied, resultStateUpdated, resultNoChanges, resultRefused, resultFailed, resultDelivered,
+	resultWaiting, resultStopped}
+
+var resultOf = map[runResult]struct {
+	label string
+	event eventKind
+}{
+	resultApplied:      {"applied", evRunApplied},
+	resultStateUpdated: {"state_updated", evRunApplied},
+	resultNoChanges:    {"no_changes", evRunNoChanges},
+	resultRefused:      {"refused", evRunRefused},
+	resultFailed:       {"failed", evRunFailed},
+	resultDelivered:    {"delivered", evRunDelivered},
+	resultWaiting:      {"waiting", evRunWaiting},
+	resultStopped:      {"stopped", evRunStopped},
+}
+
+// String is the result's label in the runs metric and the log.
+func (r runResult) String() string { return resultOf[r].label }
+
+// runEnded is the end of the run in flight, by its result. A run always
+// ends with one of runResults; an outcome without one (none the runner
+// gives) is a failed run that says so.
 func runEnded(o runOutcome) event {
-	kinds := map[string]eventKind{resultApplied: evRunApplied, resultStateUpdated: evRunApplied, resultNoChanges: evRunNoChanges,
-		resultRefused: evRunRefused, resultDelivered: evRunDelivered, resultWaiting: evRunWaiting, resultFailed: evRunFailed,
-		resultStopped: evRunStopped}
-	kind, ok := kinds[o.result]
+	r, ok := resultOf[o.result]
 	if !ok {
-		kind = evRunFailed
+		o.result = resultFailed
+		if o.err == nil {
+			o.err = errors.New("the run ended without a result")
+		}
+		return event{kind: evRunFailed, outcome: o}
 	}
-	return event{kind: kind, outcome: o}
+	return event{kind: r.event, outcome: o}
 }
 
 // causeKind is the kind of reason a pool is left out of runs, or a change
@@ -235,7 +288,7 @@ func (r runRequest) addresses() []string { return slices.Sorted(maps.Keys(r.chan
 
 // runOutcome is how a run ended.
 type runOutcome struct {
-	result string
+	result runResult
 	err    error
 	// blocked are the addresses that made a plan not pool-only.
 	blocked []string
@@ -287,7 +340,7 @@ type note struct {
 	attrs []any
 	// result is the run's result (noteRunEnded); settled the run's settle
 	// time (noteRunStarted).
-	result  string
+	result  runResult
 	settled time.Duration
 }
 
@@ -471,7 +524,8 @@ var rules = []rule{
 			m.stateReadOK(now, d)
 		}},
 	{phaseStarting, evStateFailed, "Exit with the error when waiting cannot cure it (no state, no pool in it, a format this " +
-		"version does not read, a backend that refuses the credentials); else read state again after the state backoff.",
+		"version does not read, a working directory not initialised for its backend); else read state again after the state " +
+		"backoff, the failure named in `/healthz`: a backend out of reach or refusing the credentials is waited for.",
 		func(m *machine, now time.Time, ev event, d *decisions) {
 			if ev.permanent {
 				d.exit(ev.err)
@@ -915,7 +969,7 @@ func (m *machine) ended(now time.Time, ev event, d *decisions) {
 	}
 	// The run's duration is its own: without the wait for a slot of the
 	// replica (-max-concurrent-runs), which is said apart.
-	attrs := []any{"result", o.result, "duration", (now.Sub(m.runStarted) - o.queued).Round(time.Millisecond).String(), "error", errText(o.err)}
+	attrs := []any{"result", o.result.String(), "duration", (now.Sub(m.runStarted) - o.queued).Round(time.Millisecond).String(), "error", errText(o.err)}
 	if o.queued > 0 {
 		attrs = append(attrs, "queued", o.queued.Round(time.Millisecond).String())
 	}

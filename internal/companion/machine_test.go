@@ -86,7 +86,7 @@ func sigterm() step                      { return step{ev: event{kind: evStop}} 
 func stateRead() step                    { return step{ev: stateReadEnded(nil, false)} }
 func stateFails() step                   { return step{ev: stateReadEnded(errors.New("backend down"), false)} }
 func stateLost() step                    { return step{ev: stateReadEnded(errors.New("no state"), true)} }
-func ends(result string) step            { return step{ev: runEnded(runOutcome{result: result})} }
+func ends(result runResult) step         { return step{ev: runEnded(runOutcome{result: result})} }
 func endsOf(o runOutcome) step           { return step{ev: runEnded(o)} }
 func (s step) when(d time.Duration) step { s.at = d; return s }
 func (s step) starts() step              { s.start = true; return s }
@@ -376,8 +376,8 @@ func decisionCases() []decisionCase {
 			ends(resultStopped).when(2 * second).decides(doExit).notes("run ended"),
 		}},
 	}
-	for _, result := range []string{resultApplied, resultNoChanges, resultRefused, resultDelivered, resultWaiting, resultFailed} {
-		cases = append(cases, decisionCase{name: "SIGTERM during a run that ends " + result + " exits", from: running(a), steps: []step{
+	for _, result := range []runResult{resultApplied, resultNoChanges, resultRefused, resultDelivered, resultWaiting, resultFailed} {
+		cases = append(cases, decisionCase{name: "SIGTERM during a run that ends " + result.String() + " exits", from: running(a), steps: []step{
 			sigterm().when(second).then(phaseStopping), ends(result).when(2 * second).decides(doExit),
 		}})
 	}

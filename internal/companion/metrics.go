@@ -27,33 +27,19 @@ type metrics struct {
 	slicesLeftOut     prometheus.Gauge
 }
 
-// Run results, the values of the runs metric's label.
-const (
-	// resultApplied: the saved plan, pool changes only, was applied.
-	resultApplied = "applied"
-	// resultStateUpdated: the plan changed no resource (the pools differed
-	// in attributes no resource uses); applying it brought the state's data
-	// sources current.
-	resultStateUpdated = "state_updated"
-	// resultNoChanges: the plan had nothing to do.
-	resultNoChanges = "no_changes"
-	// resultRefused: the plan changed more than pools.
-	resultRefused = "refused"
-	// resultShrinkRefused: the shrink guard refused the changes (no run).
-	resultShrinkRefused = "shrink_refused"
-	// resultFailed: the CLI or the command failed.
-	resultFailed = "failed"
-	// resultDelivered: -command succeeded.
-	resultDelivered = "delivered"
-	// resultWaiting: every resource the run would change also uses a pool
-	// whose read fails; nothing was planned.
-	resultWaiting = "waiting"
-	// resultStopped: the companion stopped during the run.
-	resultStopped = "stopped"
-)
+// labelShrinkRefused is the runs metric's label of changes the shrink
+// guard refused: no run was made (the machine's note, not a result).
+const labelShrinkRefused = "shrink_refused"
 
-var runResults = []string{resultApplied, resultStateUpdated, resultNoChanges, resultRefused, resultShrinkRefused,
-	resultFailed, resultDelivered, resultWaiting, resultStopped}
+// runLabels are the values of the runs metric's label, made from the
+// results.
+func runLabels() []string {
+	labels := []string{labelShrinkRefused}
+	for _, r := range runResults {
+		labels = append(labels, r.String())
+	}
+	return labels
+}
 
 // processCollectors are the Go runtime's and the process's metrics, once
 // a registry.
@@ -119,8 +105,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "EndpointSlices labelled for a Service with a selector that the pools leave out now: their manager is not trusted (trusted_slice_managers).",
 	})
 	reg.MustRegister(m.slicesLeftOut)
-	for _, r := range runResults {
-		m.runs.WithLabelValues(r)
+	for _, label := range runLabels() {
+		m.runs.WithLabelValues(label)
 	}
 	reg.MustRegister(m.poolsWatched, m.poolsDiffering, m.poolsUnreadable, m.drift, m.runs, m.lastRun, m.settleDelay,
 		m.runDuration, m.stateReadFailures, m.scopeFailures, m.clusterReachable, m.clusterPools, m.poolsComputed, m.leading)

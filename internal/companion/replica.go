@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 )
@@ -40,7 +41,9 @@ type replica struct {
 	// slots bound the runs under way on this replica; nil: no bound.
 	slots chan struct{}
 	// members are the replicas of the group, when they share Leases.
-	members *kube.Membership
+	members group
+	// clock is the time of the Leases, the hand-over and the restarts.
+	clock clock.WithTicker
 
 	mu sync.Mutex
 	// running are the workspaces this replica runs now; problems why
@@ -49,8 +52,19 @@ type replica struct {
 	problems map[string]string
 }
 
-func newReplica(workspaces []workspace, single bool, client *kube.Client, h *hub, log *slog.Logger, registry *prometheus.Registry) *replica {
-	return &replica{workspaces: workspaces, single: single, client: client, hub: h, log: log, registry: registry,
+// group is what a replica knows of the replicas it shares Leases with
+// (*kube.Membership).
+type group interface {
+	// Agreeing are the live replicas that share out the same workspaces,
+	// this one among them, sorted.
+	Agreeing() []string
+	// Settled says whether the replica has been live for a Lease duration.
+	Settled(id string) bool
+}
+
+func newReplica(workspaces []workspace, single bool, client *kube.Client, h *hub, log *slog.Logger, registry *prometheus.Registry,
+	clk clock.WithTicker) *replica {
+	return &replica{workspaces: workspaces, single: single, client: client, hub: h, log: log, registry: registry, clock: clk,
 		running: map[string]*syncer{}, problems: map[string]string{}}
 }
 
@@ -59,7 +73,8 @@ func newReplica(workspaces []workspace, single bool, client *kube.Client, h *hub
 func (r *replica) serve(ctx context.Context) error {
 	if r.lease != nil && !r.single {
 		members, err := r.client.JoinGroup(ctx, kube.MemberConfig{Namespace: r.lease.Namespace, Group: r.lease.Name,
-			Identity: r.lease.Identity, LeaseDuration: r.lease.LeaseDuration, RetryPeriod: r.lease.RetryPeriod, Pod: r.pod, Keys: r.names()}, r.log)
+			Identity: r.lease.Identity, LeaseDuration: r.lease.LeaseDuration, RetryPeriod: r.lease.RetryPeriod, Pod: r.pod, Keys: r.names(),
+			Clock: r.clock}, r.log)
 		if err != nil {
 			return fmt.Errorf("the replicas' Leases in %s: %w; the companion needs get, list, create and update on leases there",
 				r.lease.Namespace, err)
@@ -106,7 +121,7 @@ func (r *replica) serveWorkspace(ctx context.Context, w workspace, m *metrics) e
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(wait):
+		case <-r.clock.After(wait):
 		}
 		wait = min(2*wait, w.opts.RetryMax)
 	}
@@ -127,6 +142,7 @@ func (r *replica) lead(ctx context.Context, w workspace, s *syncer) error {
 		return run(ctx)
 	}
 	cfg := *r.lease
+	cfg.Clock = r.clock
 	if r.single {
 		return r.client.WithLease(ctx, cfg, s.log, run)
 	}
@@ -177,21 +193,22 @@ func (r *replica) patience(name, lastHolder string) time.Duration {
 // rollout runs replicas of two lists, each keeps what it holds rather than
 // pass a workspace back and forth.
 func (r *replica) handOverWhenPreferred(ctx context.Context, name string, s *syncer, handOver context.CancelFunc) {
-	ticker := time.NewTicker(r.lease.RetryPeriod)
+	ticker := r.clock.NewTicker(r.lease.RetryPeriod)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-ticker.C():
 		}
 		preferred := r.order(name, r.members.Agreeing())[0]
-		if preferred == r.lease.Identity || s.busy.Load() || !r.members.Settled(preferred) {
+		if preferred == r.lease.Identity || !r.members.Settled(preferred) {
 			continue
 		}
-		s.log.Info("handing the workspace over to the replica the group prefers for it", "to", preferred)
-		handOver()
-		return
+		if s.handOver(handOver) {
+			s.log.Info("handing the workspace over to the replica the group prefers for it", "to", preferred)
+			return
+		}
 	}
 }
 

@@ -93,7 +93,7 @@ func TestARun(t *testing.T) {
 		name    string
 		tf      fakeTerraform
 		req     func() runRequest
-		result  string
+		result  runResult
 		applied int
 		targets []string
 		reason  string
@@ -248,18 +248,28 @@ func TestAFailedCommandSaysItsErrorBeforeItsWarnings(t *testing.T) {
 	}
 }
 
-// At start, a backend that refuses the identity stops the companion (exit
-// 1, the remedy said); one out of reach is waited for.
-func TestABackendThatRefusesIsNotWaitedForAtStart(t *testing.T) {
-	refused := &cliExit{args: []string{"tofu", "state", "pull"}, code: 1,
-		stderr: `Error: Error loading the state: secrets "tfstate-default-state" is forbidden: User "system:serviceaccount:lb-sync:k8s-sync" cannot get resource "secrets"`}
-	down := &cliExit{args: []string{"terraform", "state", "pull"}, code: 1,
-		stderr: `Error: Failed to get existing workspaces: dial tcp 127.0.0.1:5432: connect: connection refused`}
-	if !refusedByBackend(refused) {
-		t.Error("a forbidden Secret is waited for")
-	}
-	if refusedByBackend(down) {
-		t.Error("a backend out of reach is not waited for")
+// At start, a backend that refuses the credentials or the identity is
+// waited for, as one out of reach is (a Secret rotated a minute after the
+// pod started); a working directory not initialised for its backend is not.
+func TestABackendThatRefusesIsWaitedForAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name, stderr string
+		permanent    bool
+	}{
+		{name: "a Secret the identity may not read",
+			stderr: `Error: Error loading the state: secrets "tfstate-default-state" is forbidden: User "system:serviceaccount:lb-sync:k8s-sync" cannot get resource "secrets"`},
+		{name: "a token the API server does not take", stderr: `Error: Failed to get existing workspaces: Unauthorized`},
+		{name: "a wrong password", stderr: `Error: Failed to get existing workspaces: pq: password authentication failed for user "tf"`},
+		{name: "a backend out of reach", stderr: `Error: Failed to get existing workspaces: dial tcp 127.0.0.1:5432: connect: connection refused`},
+		{name: "a working directory not initialised", stderr: "Error: Backend initialization required, please run \"terraform init\"", permanent: true},
+		{name: "providers not installed", stderr: "Error: Required plugins are not installed", permanent: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := &cliExit{args: []string{"terraform", "state", "pull"}, code: 1, stderr: tc.stderr}
+			if got := notInitialised(err); got != tc.permanent {
+				t.Errorf("permanent %v, want %v", got, tc.permanent)
+			}
+		})
 	}
 }
 
@@ -462,9 +472,10 @@ func TestARunThatWaitsForASlotSaysHowLongAndIsNotBusyMeanwhile(t *testing.T) {
 		done := make(chan runOutcome)
 		go func() { done <- s.run(context.Background(), webChanged()) }()
 		synctest.Wait()
-		if s.busy.Load() {
-			t.Error("busy while waiting for a slot")
+		if !s.handOver(func() {}) {
+			t.Error("not handed over while waiting for a slot")
 		}
+		s.handedOver = false
 		time.Sleep(3 * time.Second)
 		<-s.slots
 		if o := <-done; o.result != resultApplied || o.queued != 3*time.Second {

@@ -2,8 +2,6 @@ package companion
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -136,8 +133,9 @@ type syncer struct {
 	leftOut map[string]string
 	// backend is the working directory's backend type, for logs and metrics.
 	backend string
-	// stale says the last state read failed.
-	stale bool
+	// stateErr is why the last state read failed; nil when it did not.
+	// /healthz names it from the first read on (under mu).
+	stateErr error
 	// stateID is the state last read, whole.
 	stateID stateID
 
@@ -148,13 +146,21 @@ type syncer struct {
 	// health is what /healthz says, written by the loop.
 	health []string
 
+	// configFiles identify the configuration's files, for the view.
+	configFiles configFiles
+
 	// checkOnly is set by check, which reads no configuration.
 	checkOnly bool
 
 	// slots, when set, bound the runs of the replica's workspaces at
-	// once; busy says a run of this one is under way.
+	// once.
 	slots chan struct{}
-	busy  atomic.Bool
+	// gate orders a run's start and a hand-over of the workspace: busy
+	// says a run is under way, handedOver that the workspace is being
+	// handed over, and no run starts any more.
+	gate       sync.Mutex
+	busy       bool
+	handedOver bool
 }
 
 func newSyncer(opts SyncOptions, client *kube.Client, h *hub, log *slog.Logger) (*syncer, error) {
@@ -213,7 +219,7 @@ func (s *syncer) loadState(ctx context.Context) error {
 		found, readErr = readStatePools(ctx, r, served, s.stateID)
 		return readErr
 	})
-	if errors.Is(err, errNoState) || refusedByBackend(err) || readErr != nil && errors.Is(err, readErr) {
+	if errors.Is(err, errNoState) || notInitialised(err) || readErr != nil && errors.Is(err, readErr) {
 		return &permanentError{err}
 	}
 	if err != nil {
@@ -331,18 +337,19 @@ func countOf(instances []instance, cluster string) int {
 	return n
 }
 
-// refusedByBackend says whether the CLI's error is a refusal of the
-// backend (its RBAC, its credentials) or of a configuration not
-// initialised: waiting does not cure it at start, whereas a backend out of
-// reach comes back. Once started, the companion waits for either.
-func refusedByBackend(err error) bool {
+// notInitialised says whether the CLI's error is a working directory not
+// initialised for its backend (init not run, or run for another backend):
+// waiting does not cure it. A backend that refuses the credentials or the
+// identity (its RBAC) is waited for as one out of reach is: a Secret
+// rotated after the pod started, a Role applied after the Deployment, is
+// read again at the next try.
+func notInitialised(err error) bool {
 	var exit *cliExit
 	if !errors.As(err, &exit) {
 		return false
 	}
 	text := strings.ToLower(exit.Error())
-	for _, refusal := range []string{"forbidden", "unauthorized", "password authentication failed", "permission denied",
-		"backend initialization required", "required plugins are not installed"} {
+	for _, refusal := range []string{"backend initialization required", "required plugins are not installed"} {
 		if strings.Contains(text, refusal) {
 			return true
 		}
@@ -356,7 +363,13 @@ func refusedByBackend(err error) bool {
 // unreadable.
 func (s *syncer) readState(ctx context.Context) (permanent bool, err error) {
 	err = s.loadState(ctx)
-	s.stale = err != nil
+	if ctx.Err() == nil {
+		// /healthz names the failure at once, before any pool is
+		// recomputed: at start, none is until a read succeeds.
+		s.mu.Lock()
+		s.stateErr = err
+		s.mu.Unlock()
+	}
 	if err != nil && ctx.Err() == nil {
 		s.metrics.stateReadFailures.WithLabelValues(s.backend).Inc()
 		s.log.Warn("reading state failed", "backend", s.backend, "error", err.Error())
@@ -482,7 +495,7 @@ func (s *syncer) recompute(ctx context.Context, every bool) view {
 	// The configuration as it is now: a run's plan is of the files as they
 	// are when it starts, and a change set held for one version of them is
 	// tried again for the next.
-	v := view{changes: map[string][]poolChange{}, unreadable: map[string]cause{}, config: configVersion(s.opts.Dir)}
+	v := view{changes: map[string][]poolChange{}, unreadable: map[string]cause{}, config: s.configFiles.version(s.opts.Dir)}
 	for i, in := range instances {
 		cl := s.clusters[in.cluster]
 		if reason := cl.unreachable(); reason != "" {
@@ -571,11 +584,46 @@ func (s *syncer) run(ctx context.Context, r runRequest) runOutcome {
 		}
 		queued = s.clock.Since(asked)
 	}
-	s.busy.Store(true)
-	defer s.busy.Store(false)
+	if !s.begin() {
+		// The workspace is being handed over: the run does not start.
+		return runOutcome{result: resultStopped, err: errStopped, queued: queued}
+	}
+	defer s.end()
 	o := s.runner.run(ctx, r)
 	o.queued = queued
 	return o
+}
+
+// begin marks a run under way, unless the workspace is being handed over.
+func (s *syncer) begin() bool {
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	if s.handedOver {
+		return false
+	}
+	s.busy = true
+	return true
+}
+
+// end marks the run over.
+func (s *syncer) end() {
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	s.busy = false
+}
+
+// handOver hands the workspace over (handOver ends its loop) unless a run
+// is under way: a run's start and a hand-over exclude each other, so a run
+// that starts is never interrupted by one, and none starts after one.
+func (s *syncer) handOver(handOver func()) bool {
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	if s.busy {
+		return false
+	}
+	s.handedOver = true
+	handOver()
+	return true
 }
 
 // startProbes asks every cluster, now and later ones, whether it answers.
@@ -591,9 +639,6 @@ func (s *syncer) report(v view) {
 	}
 	for _, address := range slices.Sorted(maps.Keys(s.undecodable)) {
 		lines = append(lines, "not watched "+address+": "+s.undecodable[address])
-	}
-	if s.stale {
-		lines = append(lines, "state: the last read failed (backend "+s.backend+")")
 	}
 	for _, key := range slices.Sorted(maps.Keys(s.clusters)) {
 		cl := s.clusters[key]
@@ -613,7 +658,21 @@ func (s *syncer) report(v view) {
 func (s *syncer) healthLines() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.health)
+	lines := slices.Clone(s.health)
+	if s.stateErr != nil {
+		lines = append(lines, "state: the last read failed (backend "+s.backend+"): "+oneLine(s.stateErr.Error(), 400))
+	}
+	return lines
+}
+
+// oneLine is text on one line, its runs of blanks one space, at most n
+// bytes of it.
+func oneLine(text string, n int) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if len(text) > n {
+		text = strings.ToValidUTF8(text[:n], "") + "..."
+	}
+	return text
 }
 
 func earliest(a, b time.Time) time.Time {
@@ -650,20 +709,6 @@ func backendOf(dir string, env []string) string {
 		return "local"
 	}
 	return st.Backend.Type
-}
-
-// configVersion identifies the configuration files of dir by name, size
-// and modification time.
-func configVersion(dir string) string {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.tf"))
-	jsonFiles, _ := filepath.Glob(filepath.Join(dir, "*.tf.json"))
-	h := sha256.New()
-	for _, f := range append(files, jsonFiles...) {
-		if info, err := os.Stat(f); err == nil {
-			fmt.Fprintf(h, "%s %d %d\n", filepath.Base(f), info.Size(), info.ModTime().UnixNano())
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 func errText(err error) string {

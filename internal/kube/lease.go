@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 )
 
 // Leader election on a coordination.k8s.io/v1 Lease, by the algorithm of
@@ -43,6 +44,17 @@ type LeaseConfig struct {
 	// Annotations are set on the Lease when this replica creates, takes
 	// or renews it.
 	Annotations map[string]string
+	// Clock is the time of the renewals and of the holder's observation;
+	// nil: the real one.
+	Clock clock.WithTicker
+}
+
+// clockOf is clk, or the real clock when it is nil.
+func clockOf(clk clock.WithTicker) clock.WithTicker {
+	if clk == nil {
+		return clock.RealClock{}
+	}
+	return clk
 }
 
 // WithDefaults fills the durations client-go's users commonly use: 15 s,
@@ -81,12 +93,19 @@ func (c *Client) WithLease(ctx context.Context, cfg LeaseConfig, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	l := &leaseHolder{client: leases, cfg: cfg, requestTimeout: c.opts.RequestTimeout}
+	return withLease(ctx, restLeases{leases}, cfg, c.opts.RequestTimeout, log, lead)
+}
+
+// withLease is WithLease on leases, each request bounded by requestTimeout.
+func withLease(ctx context.Context, leases leaseAPI, cfg LeaseConfig, requestTimeout time.Duration, log *slog.Logger,
+	lead func(context.Context) error) error {
+	clk := clockOf(cfg.Clock)
+	l := &leaseHolder{client: leases, cfg: cfg, requestTimeout: requestTimeout, clock: clk}
 	log.Info("waiting for the Lease", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
-	ticker := time.NewTicker(cfg.RetryPeriod)
+	ticker := clk.NewTicker(cfg.RetryPeriod)
 	defer ticker.Stop()
 	for {
-		ok, err := l.tryAcquireOrRenew(ctx, time.Now().Add(c.opts.RequestTimeout))
+		ok, err := l.tryAcquireOrRenew(ctx, clk.Now().Add(requestTimeout))
 		if err != nil && apierrors.IsForbidden(err) {
 			return fmt.Errorf("lease %s/%s: add the RBAC rule {apiGroups: [\"coordination.k8s.io\"], resources: [\"leases\"], verbs: [\"get\", \"create\", \"update\"]}: %w", cfg.Namespace, cfg.Name, err)
 		}
@@ -96,7 +115,7 @@ func (c *Client) WithLease(ctx context.Context, cfg LeaseConfig, log *slog.Logge
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-ticker.C():
 		}
 	}
 	log.Info("leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
@@ -104,21 +123,21 @@ func (c *Client) WithLease(ctx context.Context, cfg LeaseConfig, log *slog.Logge
 	defer stop(nil)
 	done := make(chan error, 1)
 	go func() { done <- lead(leadCtx) }()
-	lastRenew := time.Now()
+	lastRenew := clk.Now()
 	for {
 		select {
 		case err := <-done:
 			l.release()
 			log.Info("released the Lease", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
 			return err
-		case <-ticker.C:
+		case <-ticker.C():
 			deadline := lastRenew.Add(cfg.RenewDeadline)
 			ok, err := l.tryAcquireOrRenew(leadCtx, deadline)
 			if ok {
-				lastRenew = time.Now()
+				lastRenew = clk.Now()
 				continue
 			}
-			if time.Now().Before(deadline) {
+			if clk.Now().Before(deadline) {
 				continue
 			}
 			log.Error("lost the Lease: stopping", "lease", cfg.Namespace+"/"+cfg.Name, "error", errText(err))
@@ -149,10 +168,44 @@ func (c *Client) coordinationClient() (*rest.RESTClient, error) {
 	return client, nil
 }
 
+// leaseAPI is the API server's Leases, as leader election and the
+// members' Leases use them: the REST client of coordination.k8s.io/v1
+// (restLeases), or client-go's fake clientset in the unit tests.
+type leaseAPI interface {
+	get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
+	create(ctx context.Context, lease *coordinationv1.Lease) error
+	update(ctx context.Context, lease *coordinationv1.Lease) error
+	list(ctx context.Context, namespace, selector string) ([]coordinationv1.Lease, error)
+}
+
+// restLeases are the Leases through the REST client.
+type restLeases struct{ client *rest.RESTClient }
+
+func (r restLeases) get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
+	lease := &coordinationv1.Lease{}
+	return lease, r.client.Get().Namespace(namespace).Resource("leases").Name(name).Do(ctx).Into(lease)
+}
+
+func (r restLeases) create(ctx context.Context, lease *coordinationv1.Lease) error {
+	return r.client.Post().Namespace(lease.Namespace).Resource("leases").Body(lease).Do(ctx).Error()
+}
+
+func (r restLeases) update(ctx context.Context, lease *coordinationv1.Lease) error {
+	return r.client.Put().Namespace(lease.Namespace).Resource("leases").Name(lease.Name).Body(lease).Do(ctx).Error()
+}
+
+func (r restLeases) list(ctx context.Context, namespace, selector string) ([]coordinationv1.Lease, error) {
+	var list coordinationv1.LeaseList
+	err := r.client.Get().Namespace(namespace).Resource("leases").
+		VersionedParams(&metav1.ListOptions{LabelSelector: selector}, metav1.ParameterCodec).Do(ctx).Into(&list)
+	return list.Items, err
+}
+
 type leaseHolder struct {
-	client         *rest.RESTClient
+	client         leaseAPI
 	cfg            LeaseConfig
 	requestTimeout time.Duration
+	clock          clock.Clock
 	// observed is the last holder and renew time seen, and when it was seen.
 	observedHolder string
 	observedRenew  time.Time
@@ -164,12 +217,11 @@ type leaseHolder struct {
 func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time) (bool, error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	now := metav1.NewMicroTime(time.Now())
-	lease := &coordinationv1.Lease{}
-	err := l.client.Get().Namespace(l.cfg.Namespace).Resource("leases").Name(l.cfg.Name).Do(ctx).Into(lease)
+	now := metav1.NewMicroTime(l.clock.Now())
+	lease, err := l.client.get(ctx, l.cfg.Namespace, l.cfg.Name)
 	if apierrors.IsNotFound(err) {
 		if l.observedAt.IsZero() || l.observedHolder != "" || !l.observedRenew.IsZero() {
-			l.observedHolder, l.observedRenew, l.observedAt = "", time.Time{}, time.Now()
+			l.observedHolder, l.observedRenew, l.observedAt = "", time.Time{}, l.clock.Now()
 		}
 		if l.waiting("", l.observedAt) {
 			return false, nil
@@ -183,7 +235,7 @@ func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time)
 				AcquireTime: &now, RenewTime: &now, LeaseTransitions: new(int32),
 			},
 		}
-		err := l.client.Post().Namespace(l.cfg.Namespace).Resource("leases").Body(lease).Do(ctx).Error()
+		err := l.client.create(ctx, lease)
 		return err == nil, err
 	}
 	if err != nil {
@@ -198,9 +250,9 @@ func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time)
 		renew = lease.Spec.RenewTime.Time
 	}
 	if holder != l.observedHolder || !renew.Equal(l.observedRenew) {
-		l.observedHolder, l.observedRenew, l.observedAt = holder, renew, time.Now()
+		l.observedHolder, l.observedRenew, l.observedAt = holder, renew, l.clock.Now()
 	}
-	if holder != "" && holder != l.cfg.Identity && time.Since(l.observedAt) < l.cfg.LeaseDuration {
+	if holder != "" && holder != l.cfg.Identity && l.clock.Since(l.observedAt) < l.cfg.LeaseDuration {
 		return false, nil
 	}
 	if holder != l.cfg.Identity {
@@ -231,18 +283,17 @@ func (l *leaseHolder) tryAcquireOrRenew(ctx context.Context, deadline time.Time)
 		}
 		maps.Copy(lease.Annotations, l.cfg.Annotations)
 	}
-	err = l.client.Put().Namespace(l.cfg.Namespace).Resource("leases").Name(l.cfg.Name).Body(lease).Do(ctx).Error()
-	if err != nil {
+	if err := l.client.update(ctx, lease); err != nil {
 		return false, err
 	}
-	l.observedHolder, l.observedRenew, l.observedAt = l.cfg.Identity, now.Time, time.Now()
+	l.observedHolder, l.observedRenew, l.observedAt = l.cfg.Identity, now.Time, l.clock.Now()
 	return true, nil
 }
 
 // waiting says this replica's patience keeps it from taking a Lease that
 // could be taken since takeable, last held by holder.
 func (l *leaseHolder) waiting(holder string, takeable time.Time) bool {
-	return l.cfg.Patience != nil && time.Now().Before(takeable.Add(l.cfg.Patience(holder)))
+	return l.cfg.Patience != nil && l.clock.Now().Before(takeable.Add(l.cfg.Patience(holder)))
 }
 
 // release gives the Lease up: no holder, so that the next replica takes it
@@ -250,8 +301,8 @@ func (l *leaseHolder) waiting(holder string, takeable time.Time) bool {
 func (l *leaseHolder) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.requestTimeout)
 	defer cancel()
-	lease := &coordinationv1.Lease{}
-	if err := l.client.Get().Namespace(l.cfg.Namespace).Resource("leases").Name(l.cfg.Name).Do(ctx).Into(lease); err != nil {
+	lease, err := l.client.get(ctx, l.cfg.Namespace, l.cfg.Name)
+	if err != nil {
 		return
 	}
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != l.cfg.Identity {
@@ -259,5 +310,5 @@ func (l *leaseHolder) release() {
 	}
 	empty := ""
 	lease.Spec.HolderIdentity = &empty
-	_ = l.client.Put().Namespace(l.cfg.Namespace).Resource("leases").Name(l.cfg.Name).Body(lease).Do(ctx).Error()
+	_ = l.client.update(ctx, lease)
 }

@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // The replicas that share Leases out know each other by a Lease of each
@@ -40,6 +41,9 @@ type MemberConfig struct {
 	// deletes the Lease with the pod and those of replicas gone do not
 	// accumulate.
 	Pod *PodRef
+	// Clock is the time of the renewals and of what is seen of the
+	// others'; nil: the real one.
+	Clock clock.WithTicker
 }
 
 // PodRef names a pod: its name and its UID.
@@ -56,7 +60,8 @@ func (p *PodRef) ownerReferences() []metav1.OwnerReference {
 
 // Membership is what a replica knows of its group.
 type Membership struct {
-	cfg MemberConfig
+	cfg   MemberConfig
+	clock clock.Clock
 	// keys is the digest of cfg.Keys, on this replica's Lease.
 	keys string
 
@@ -98,7 +103,7 @@ func MemberLeaseName(group, identity string) string {
 }
 
 func newMembership(cfg MemberConfig) *Membership {
-	return &Membership{cfg: cfg, keys: keysDigest(cfg.Keys), seen: map[string]memberSeen{}, since: map[string]time.Time{}}
+	return &Membership{cfg: cfg, clock: clockOf(cfg.Clock), keys: keysDigest(cfg.Keys), seen: map[string]memberSeen{}, since: map[string]time.Time{}}
 }
 
 // JoinGroup keeps this replica's member Lease and reads the group's every
@@ -108,47 +113,65 @@ func (c *Client) JoinGroup(ctx context.Context, cfg MemberConfig, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	return joinGroup(ctx, restLeases{leases}, cfg, c.opts.RequestTimeout, log)
+}
+
+// member is a replica's part in its group: its own Lease, renewed, and the
+// group's, read.
+type member struct {
+	m              *Membership
+	own            *leaseHolder
+	leases         leaseAPI
+	requestTimeout time.Duration
+}
+
+func newMember(leases leaseAPI, cfg MemberConfig, requestTimeout time.Duration) *member {
 	m := newMembership(cfg)
-	own := &leaseHolder{client: leases, requestTimeout: c.opts.RequestTimeout, cfg: LeaseConfig{
+	own := &leaseHolder{client: leases, requestTimeout: requestTimeout, clock: m.clock, cfg: LeaseConfig{
 		Namespace: cfg.Namespace, Name: MemberLeaseName(cfg.Group, cfg.Identity), Identity: cfg.Identity,
 		LeaseDuration: cfg.LeaseDuration, Labels: map[string]string{MemberLabel: cfg.Group}, OwnerReferences: cfg.Pod.ownerReferences(),
 		Annotations: map[string]string{MemberKeysAnnotation: m.keys},
 	}}
-	step := func() error {
-		if _, err := own.tryAcquireOrRenew(ctx, time.Now().Add(c.opts.RequestTimeout)); err != nil {
-			return err
-		}
-		listCtx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
-		defer cancel()
-		var list coordinationv1.LeaseList
-		err := leases.Get().Namespace(cfg.Namespace).Resource("leases").
-			VersionedParams(&metav1.ListOptions{LabelSelector: MemberLabel + "=" + cfg.Group}, metav1.ParameterCodec).
-			Do(listCtx).Into(&list)
-		if err != nil {
-			return err
-		}
-		m.observe(list.Items, time.Now())
-		return nil
+	return &member{m: m, own: own, leases: leases, requestTimeout: requestTimeout}
+}
+
+// step renews this replica's Lease and reads the group's.
+func (p *member) step(ctx context.Context) error {
+	if _, err := p.own.tryAcquireOrRenew(ctx, p.m.clock.Now().Add(p.requestTimeout)); err != nil {
+		return err
 	}
-	if err := step(); err != nil {
+	listCtx, cancel := context.WithTimeout(ctx, p.requestTimeout)
+	defer cancel()
+	items, err := p.leases.list(listCtx, p.m.cfg.Namespace, MemberLabel+"="+p.m.cfg.Group)
+	if err != nil {
+		return err
+	}
+	p.m.observe(items, p.m.clock.Now())
+	return nil
+}
+
+// joinGroup is JoinGroup on leases, each request bounded by requestTimeout.
+func joinGroup(ctx context.Context, leases leaseAPI, cfg MemberConfig, requestTimeout time.Duration, log *slog.Logger) (*Membership, error) {
+	p := newMember(leases, cfg, requestTimeout)
+	if err := p.step(ctx); err != nil {
 		return nil, err
 	}
+	ticker := clockOf(cfg.Clock).NewTicker(cfg.RetryPeriod)
 	go func() {
-		defer own.release()
-		ticker := time.NewTicker(cfg.RetryPeriod)
+		defer p.own.release()
 		defer ticker.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-ticker.C:
+			case <-ticker.C():
 			}
-			if err := step(); err != nil && ctx.Err() == nil {
+			if err := p.step(ctx); err != nil && ctx.Err() == nil {
 				log.Warn("reading the replicas of the group failed", "group", cfg.Group, "error", err.Error())
 			}
 		}
 	}()
-	return m, nil
+	return p.m, nil
 }
 
 // observe takes the members' Leases as read at now.
@@ -195,7 +218,7 @@ func (m *Membership) live(keep func(memberSeen) bool) []string {
 	defer m.mu.Unlock()
 	out := []string{m.cfg.Identity}
 	for id, s := range m.seen {
-		if id != m.cfg.Identity && time.Since(s.at) < m.cfg.LeaseDuration && keep(s) {
+		if id != m.cfg.Identity && m.clock.Since(s.at) < m.cfg.LeaseDuration && keep(s) {
 			out = append(out, id)
 		}
 	}
@@ -209,7 +232,7 @@ func (m *Membership) Settled(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	since, ok := m.since[id]
-	return ok && time.Since(since) >= m.cfg.LeaseDuration
+	return ok && m.clock.Since(since) >= m.cfg.LeaseDuration
 }
 
 // ranked are members in the order rendezvous hashing (highest random
