@@ -107,7 +107,7 @@ type options struct {
 func main() {
 	var o options
 	flag.Var(&o.platforms, "platform", "ARCH=PROVIDER_BINARY,CLI_BINARY for linux/ARCH (repeat for a multi-platform push)")
-	flag.Var(&o.providers, "providers", "a directory laid out as a filesystem mirror (`tofu providers mirror DIR`, packed or unpacked) whose providers for each -platform join the image's mirror (repeat for more)")
+	flag.Var(&o.providers, "providers", "a `DIR` laid out as a filesystem mirror (as tofu providers mirror DIR writes it, packed, or unpacked) whose providers for each -platform join the image's mirror (repeat for more)")
 	flag.StringVar(&o.cliName, "cli-name", "tofu", "the CLI's name in the image: tofu or terraform")
 	flag.StringVar(&o.version, "version", "", "the provider's version (the filesystem mirror's version directory)")
 	flag.StringVar(&o.tag, "tag", "terraform-provider-k8s-sync:latest", "the image's name in the tarball")
