@@ -310,7 +310,7 @@ func (s *syncBench) latency(ctx context.Context, r *Results) error {
 			return err
 		}
 		c, err := build.startCompanion(ctx, dir, "-settle-quiet", o.quiet.String(), "-settle-max", (o.quiet + 2*time.Second).String(),
-			"-command", "\"$K8S_SYNC_TERRAFORM\" apply -refresh-only -auto-approve -input=false -no-color")
+			"-command", commandLine(build.Terraform, "apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color"))
 		if err != nil {
 			return err
 		}
@@ -746,4 +746,16 @@ func Section(r *Results) string {
 		p("")
 	}
 	return b.String()
+}
+
+// commandLine is a -command value that runs program with args, for the
+// companions of both revisions: the current one splits it into words as a
+// shell does and runs it without a shell, a baseline's may give it to sh -c;
+// each word is single-quoted, which both read alike.
+func commandLine(program string, args ...string) string {
+	words := make([]string, 0, 1+len(args))
+	for _, w := range append([]string{program}, args...) {
+		words = append(words, "'"+strings.ReplaceAll(w, "'", `'\''`)+"'")
+	}
+	return strings.Join(words, " ")
 }
