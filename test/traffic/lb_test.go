@@ -70,10 +70,10 @@ var nginxUnderTest = lbUnderTest{
 
 var loadBalancers = []lbUnderTest{haproxyUnderTest, nginxUnderTest}
 
-// startLB starts the load balancer on a pool file of the pods given (none:
-// the empty pool), skipping the test when it is not installed; it stops at
+// startLB starts the load balancer on a pool file without a pod (the
+// empty pool), skipping the test when it is not installed; it stops at
 // the end of the test.
-func startLB(t *testing.T, lb lbUnderTest, pool *string, pods ...*testcluster.NetPod) loadBalancer {
+func startLB(t *testing.T, lb lbUnderTest, pool *string) loadBalancer {
 	t.Helper()
 	if _, err := lb.path(); err != nil {
 		t.Skip(err)
@@ -82,7 +82,7 @@ func startLB(t *testing.T, lb lbUnderTest, pool *string, pods ...*testcluster.Ne
 	if pool != nil {
 		*pool = file
 	}
-	lb.write(t, file, pods...)
+	lb.write(t, file)
 	running, err := lb.start(t.TempDir(), file)
 	if err != nil {
 		t.Fatal(err)

@@ -30,8 +30,11 @@ if [ -f "$POOL_FILE" ] && printf '%s' "$POOL_TEXT" | cmp -s - "$POOL_FILE"; then
 	exit 0
 fi
 
-dir="$(dirname "$POOL_FILE")"
-base="$(basename "$POOL_FILE")"
+case "$POOL_FILE" in
+*/*) dir="${POOL_FILE%/*}" ;;
+*) dir="." ;;
+esac
+base="${POOL_FILE##*/}"
 tmp="$(mktemp "$dir/.$base.XXXXXX")"
 previous=""
 cleanup() {
