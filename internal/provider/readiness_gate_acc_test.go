@@ -47,7 +47,7 @@ resource "terraform_data" "load_balancer" {
 resource "k8s_readiness_gate" "web" {
   namespace      = %[1]q
   readiness_gate = %[2]q
-  pods           = [for e in data.k8s_ready_endpoints.web.endpoints : e.pod if e.gate_pending]
+  pods           = [for e in data.k8s_ready_endpoints.web.endpoints : e.pod if e.pod != null]
   depends_on     = [terraform_data.load_balancer]
 }
 `, ns, accGate)
@@ -89,15 +89,31 @@ func TestAccReadinessGateOpensOncePoolIsApplied(t *testing.T) {
 	provider := kubeconfigProvider(c.identity(t, ns, "gates", gateRole))
 	parallelSteps(t,
 		resource.TestStep{
-			Config:             gatedConfig(provider, ns),
+			// What the pool holds, as outputs of this step alone (they change
+			// once the gates open).
+			Config: gatedConfig(provider, ns) + `
+output "pending" {
+  value = [for e in data.k8s_ready_endpoints.web.endpoints : e.pod if e.gate_pending]
+}
+
+output "ready" {
+  value = [for e in data.k8s_ready_endpoints.web.endpoints : e.ready]
+}
+`,
 			PlanOnly:           true,
 			ExpectNonEmptyPlan: true,
 			ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
 				plancheck.ExpectKnownValue("terraform_data.load_balancer", tfjsonpath.New("input"), knownvalue.ListExact([]knownvalue.Check{
 					knownvalue.StringExact("10.244.70.1:8080"), knownvalue.StringExact("10.244.70.2:8080"), knownvalue.StringExact("10.244.70.3:8080"),
 				})),
-				plancheck.ExpectKnownValue("k8s_readiness_gate.web", tfjsonpath.New("pods"), knownvalue.SetExact([]knownvalue.Check{
+				plancheck.ExpectKnownOutputValue("pending", knownvalue.ListExact([]knownvalue.Check{
 					knownvalue.StringExact("web-2"), knownvalue.StringExact("web-3"),
+				})),
+				plancheck.ExpectKnownOutputValue("ready", knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.Bool(true), knownvalue.Bool(false), knownvalue.Bool(false),
+				})),
+				plancheck.ExpectKnownValue("k8s_readiness_gate.web", tfjsonpath.New("pods"), knownvalue.SetExact([]knownvalue.Check{
+					knownvalue.StringExact("web-1"), knownvalue.StringExact("web-2"), knownvalue.StringExact("web-3"),
 				})),
 			}},
 		},

@@ -39,8 +39,10 @@ var (
 func newReadinessGateResource() resource.Resource { return &readinessGateResource{} }
 
 // readinessGateModel is the resource's configuration and state. Pods in
-// state are those of the last apply that still wait (Read drops the
-// others), so that a plan shows a change only while some pod waits.
+// state are those of the last apply whose gate is open and that are still
+// in a pool (Read drops the pods that wait, are gone, terminating or whose
+// containers are not ready), so that a plan shows a change when a pod
+// waits, and not when the pool loses one.
 type readinessGateModel struct {
 	ID            types.String `tfsdk:"id"`
 	Namespace     types.String `tfsdk:"namespace"`
@@ -63,12 +65,12 @@ func (r *readinessGateResource) Schema(_ context.Context, _ resource.SchemaReque
 			"`readiness_gate` puts the pods that wait for it in the pool with `gate_pending = true`; the load balancer's " +
 			"resource takes the pool; and this resource, ordered after it with `depends_on`, opens the gate of the pods " +
 			"given in `pods`, so that Terraform's own graph ensures the load balancer was applied first.\n\n" +
-			"A plan shows a change only while some pod of `pods` waits: Read keeps in state only the pods that still " +
-			"wait (containers ready, the gate declared, its condition not True), so give it the pods of the pending " +
-			"endpoints (`[for e in data.k8s_ready_endpoints.web.endpoints : e.pod if e.gate_pending]`). Apply reads " +
-			"each pod (`get` on `pods`) and sets the condition (reason `" + gateReason + "`) by a strategic merge patch " +
-			"of its status (`patch` on `pods/status`, nothing more); a pod gone, not declaring the gate, or whose " +
-			"condition is True already is skipped.\n\n" +
+			"Give it every pod of the pool (`[for e in data.k8s_ready_endpoints.web.endpoints : e.pod if e.pod != null]`). " +
+			"Read keeps in state the pods whose gate is open and that can still be in the pool (their containers ready, " +
+			"not terminating), so that a plan shows a change to this resource when a pod of the pool waits for the " +
+			"gate, and not when a pod leaves the pool. Apply reads each pod (`get` on `pods`) and sets the condition " +
+			"(reason `" + gateReason + "`) by a strategic merge patch of its status (`patch` on `pods/status`, nothing " +
+			"more); a pod gone, not declaring the gate, or whose condition is True already is skipped.\n\n" +
 			"Destroy changes no pod: taking the condition back would make Ready pods unready and drop them from every " +
 			"Service at once. Pods created afterwards wait for the gate until something sets it: remove the gate from " +
 			"the pod template before removing this resource.",
@@ -96,8 +98,8 @@ func (r *readinessGateResource) Schema(_ context.Context, _ resource.SchemaReque
 			"pods": schema.SetAttribute{
 				Required:    true,
 				ElementType: types.StringType,
-				MarkdownDescription: "Names of the pods whose gate to open: those of the pool's pending endpoints, " +
-					"read by the same plan that gave the load balancer its pool. May be empty.",
+				MarkdownDescription: "Names of the pods of the pool, read by the same plan that gave the load " +
+					"balancer its pool: the gate of those that wait for it is opened. May be empty.",
 			},
 		},
 	}
@@ -140,8 +142,8 @@ func (r *readinessGateResource) Update(ctx context.Context, req resource.UpdateR
 func (r *readinessGateResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {
 }
 
-// Read keeps in state the pods that still wait for the gate, one GET each
-// (state holds only the few pods of the last apply).
+// Read keeps in state the pods whose gate is open (or that declare none)
+// and that can still be in the pool, one GET each.
 func (r *readinessGateResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state readinessGateModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -157,7 +159,7 @@ func (r *readinessGateResource) Read(ctx context.Context, req resource.ReadReque
 		return
 	}
 	gate := corev1.PodConditionType(state.ReadinessGate.ValueString())
-	waiting := []string{}
+	open := []string{}
 	for _, name := range names {
 		pod, err := r.client.GetPod(ctx, state.Namespace.ValueString(), name)
 		if apierrors.IsNotFound(err) {
@@ -167,11 +169,13 @@ func (r *readinessGateResource) Read(ctx context.Context, req resource.ReadReque
 			resp.Diagnostics.Append(gatePodDiagnostic("read", state.Namespace.ValueString(), name, err))
 			return
 		}
-		if endpoints.DeclaresGate(pod, gate) && !endpoints.ConditionTrue(pod, gate) && pod.DeletionTimestamp == nil {
-			waiting = append(waiting, name)
+		waits := endpoints.DeclaresGate(pod, gate) && !endpoints.ConditionTrue(pod, gate)
+		ready := endpoints.ConditionTrue(pod, corev1.ContainersReady) || endpoints.ConditionTrue(pod, corev1.PodReady)
+		if !waits && ready && pod.DeletionTimestamp == nil {
+			open = append(open, name)
 		}
 	}
-	pods, d := types.SetValueFrom(ctx, types.StringType, waiting)
+	pods, d := types.SetValueFrom(ctx, types.StringType, open)
 	resp.Diagnostics.Append(d...)
 	state.Pods = pods
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)

@@ -97,8 +97,8 @@ func setCondition(pod *corev1.Pod, t corev1.PodConditionType, status corev1.Cond
 }
 
 // ComputeReady runs the kubelet's status sync for the pods of namespace
-// until ctx ends: every interval, each running pod bound to a node whose
-// Ready differs from KubeletReady gets it, so that a readiness gate set by
+// until ctx ends: every interval, each running pod with readiness gates,
+// bound to a node, whose Ready differs from KubeletReady gets it, so that a readiness gate set by
 // someone else makes the pod Ready as a kubelet would. Its errors are
 // retried at the next round; it returns ctx's.
 func ComputeReady(ctx context.Context, client kubernetes.Interface, namespace string, interval time.Duration) error {
@@ -107,7 +107,9 @@ func ComputeReady(ctx context.Context, client kubernetes.Interface, namespace st
 		list, _ := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		for i := range list.Items {
 			pod := &list.Items[i]
-			if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+			// A pod without gates keeps the Ready its maker gave it (RunPod
+			// sets no ContainersReady).
+			if len(pod.Spec.ReadinessGates) == 0 || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 				continue
 			}
 			if setCondition(pod, corev1.PodReady, KubeletReady(pod)) {

@@ -22,7 +22,7 @@ resource "terraform_data" "load_balancer" {
 resource "k8s_readiness_gate" "web" {
   namespace      = "shop"
   readiness_gate = "k8s.example/pool-web"
-  pods           = [for e in data.k8s_ready_endpoints.web.endpoints : e.pod if e.gate_pending]
+  pods           = [for e in data.k8s_ready_endpoints.web.endpoints : e.pod if e.pod != null]
 
   depends_on = [terraform_data.load_balancer]
 }
