@@ -524,8 +524,9 @@ var rules = []rule{
 			m.stateReadOK(now, d)
 		}},
 	{phaseStarting, evStateFailed, "Exit with the error when waiting cannot cure it (no state, no pool in it, a format this " +
-		"version does not read, a working directory not initialised for its backend); else read state again after the state " +
-		"backoff, the failure named in `/healthz`: a backend out of reach or refusing the credentials is waited for.",
+		"version does not read, a working directory not initialised for its backend, a backend that refuses the identity " +
+		"its Secret or Lease: an RBAC rule to add); else read state again after the state backoff, the failure named in " +
+		"`/healthz`: a backend out of reach or refusing the credentials is waited for.",
 		func(m *machine, now time.Time, ev event, d *decisions) {
 			if ev.permanent {
 				d.exit(ev.err)

@@ -248,16 +248,20 @@ func TestAFailedCommandSaysItsErrorBeforeItsWarnings(t *testing.T) {
 	}
 }
 
-// At start, a backend that refuses the credentials or the identity is
-// waited for, as one out of reach is (a Secret rotated a minute after the
-// pod started); a working directory not initialised for its backend is not.
-func TestABackendThatRefusesIsWaitedForAtStart(t *testing.T) {
+// At start, a backend that refuses the credentials is waited for, as one
+// out of reach is (a Secret rotated a minute after the pod started); one
+// that refuses the identity what it asks (an RBAC rule, a grant missing)
+// stops the companion with the rule to add, as a working directory not
+// initialised for its backend does.
+func TestABackendThatRefusesTheCredentialsIsWaitedForAtStartOneThatRefusesTheIdentityIsNot(t *testing.T) {
 	for _, tc := range []struct {
 		name, stderr string
 		permanent    bool
 	}{
 		{name: "a Secret the identity may not read",
-			stderr: `Error: Error loading the state: secrets "tfstate-default-state" is forbidden: User "system:serviceaccount:lb-sync:k8s-sync" cannot get resource "secrets"`},
+			stderr:    `Error: Error loading the state: secrets "tfstate-default-state" is forbidden: User "system:serviceaccount:lb-sync:k8s-sync" cannot get resource "secrets"`,
+			permanent: true},
+		{name: "a database role without the grant", stderr: `Error: Failed to get existing workspaces: pq: permission denied for table states`, permanent: true},
 		{name: "a token the API server does not take", stderr: `Error: Failed to get existing workspaces: Unauthorized`},
 		{name: "a wrong password", stderr: `Error: Failed to get existing workspaces: pq: password authentication failed for user "tf"`},
 		{name: "a backend out of reach", stderr: `Error: Failed to get existing workspaces: dial tcp 127.0.0.1:5432: connect: connection refused`},
@@ -266,7 +270,7 @@ func TestABackendThatRefusesIsWaitedForAtStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := &cliExit{args: []string{"terraform", "state", "pull"}, code: 1, stderr: tc.stderr}
-			if got := notInitialised(err); got != tc.permanent {
+			if got := waitingCannotCure(err); got != tc.permanent {
 				t.Errorf("permanent %v, want %v", got, tc.permanent)
 			}
 		})

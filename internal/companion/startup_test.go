@@ -12,7 +12,7 @@ import (
 func TestExplainNamesTheRemedy(t *testing.T) {
 	for _, tc := range []struct {
 		name, cliText, want string
-		notInitialised      bool
+		waitingCannotCure   bool
 	}{
 		{"a backend never initialised", `Error: Backend initialization required: please run "tofu init"`, "tofu -chdir=/config init -input=false", true},
 		{"providers not installed", "Error: Required plugins are not installed", "with the same TF_DATA_DIR", true},
@@ -27,8 +27,8 @@ func TestExplainNamesTheRemedy(t *testing.T) {
 			if !errors.Is(got, cause) || !strings.Contains(got.Error(), tc.want) {
 				t.Fatalf("explain = %q, want the cause and %q", got, tc.want)
 			}
-			if errors.Is(got, errNotInitialised) != tc.notInitialised {
-				t.Fatalf("explain = %q: not initialised is %v, want %v", got, !tc.notInitialised, tc.notInitialised)
+			if errors.Is(got, errNotInitialised) != tc.waitingCannotCure {
+				t.Fatalf("explain = %q: not initialised is %v, want %v", got, !tc.waitingCannotCure, tc.waitingCannotCure)
 			}
 		})
 	}

@@ -219,7 +219,7 @@ func (s *syncer) loadState(ctx context.Context) error {
 		found, readErr = readStatePools(ctx, r, served, s.stateID)
 		return readErr
 	})
-	if errors.Is(err, errNoState) || notInitialised(err) || readErr != nil && errors.Is(err, readErr) {
+	if errors.Is(err, errNoState) || waitingCannotCure(err) || readErr != nil && errors.Is(err, readErr) {
 		return &permanentError{err}
 	}
 	if err != nil {
@@ -337,19 +337,23 @@ func countOf(instances []instance, cluster string) int {
 	return n
 }
 
-// notInitialised says whether the CLI's error is a working directory not
-// initialised for its backend (init not run, or run for another backend):
-// waiting does not cure it. A backend that refuses the credentials or the
-// identity (its RBAC) is waited for as one out of reach is: a Secret
-// rotated after the pod started, a Role applied after the Deployment, is
-// read again at the next try.
-func notInitialised(err error) bool {
+// waitingCannotCure says whether the CLI's error is one that waiting does not
+// cure at start: a working directory not initialised for its backend (init
+// not run, or run for another backend), or a backend that refuses the
+// identity what it asks (its RBAC: a Role missing the rule for the state's
+// Secret or Lease, a database role without the grant), which the companion
+// names, with the rule to add, and exits on, as for its own RBAC. A backend
+// that refuses the credentials themselves (a token or password not valid,
+// as until a rotated Secret reaches the pod) is waited for as one out of
+// reach: the next read runs the CLI again, which reads its files again.
+func waitingCannotCure(err error) bool {
 	var exit *cliExit
 	if !errors.As(err, &exit) {
 		return false
 	}
 	text := strings.ToLower(exit.Error())
-	for _, refusal := range []string{"backend initialization required", "required plugins are not installed"} {
+	for _, refusal := range []string{"backend initialization required", "required plugins are not installed",
+		"forbidden", "permission denied"} {
 		if strings.Contains(text, refusal) {
 			return true
 		}
