@@ -490,7 +490,7 @@ func TestAccSyncWaitsForAStateLockAndServesMetrics(t *testing.T) {
 	slow := `
 resource "terraform_data" "slow" {
   provisioner "local-exec" {
-    command = "sleep 8"
+    command = "echo holding >> ${path.module}/holding; sleep 8"
   }
 }
 `
@@ -503,7 +503,10 @@ resource "terraform_data" "slow" {
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	// The pod comes once the holder is applying (its second line: the
+	// first is newWorkdir's apply): its plan read the pool before the
+	// pod, so the change is the companion's to apply, after the lock.
+	waitForLines(t, filepath.Join(w.dir, "holding"), 2)
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
 	c.waitFor(t, 30*time.Second, "run started")
 	if err := holder.Wait(); err != nil {
