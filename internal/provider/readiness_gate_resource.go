@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	corev1 "k8s.io/api/core/v1"
@@ -112,29 +113,27 @@ func (r *readinessGateResource) Configure(_ context.Context, req resource.Config
 }
 
 func (r *readinessGateResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan readinessGateModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(r.open(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	resp.Diagnostics.Append(r.openPlanned(ctx, req.Plan, &resp.State)...)
 }
 
 func (r *readinessGateResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan readinessGateModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
+	resp.Diagnostics.Append(r.openPlanned(ctx, req.Plan, &resp.State)...)
+}
+
+// openPlanned opens the gate of the planned pods and records the plan in
+// state: Create and Update alike.
+func (r *readinessGateResource) openPlanned(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State) diag.Diagnostics {
+	var model readinessGateModel
+	diags := plan.Get(ctx, &model)
+	if diags.HasError() {
+		return diags
 	}
-	resp.Diagnostics.Append(r.open(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
+	diags.Append(r.open(ctx, &model)...)
+	if diags.HasError() {
+		return diags
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	diags.Append(state.Set(ctx, model)...)
+	return diags
 }
 
 // Delete changes no pod (see the schema's description): the resource
