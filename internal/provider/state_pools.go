@@ -302,14 +302,15 @@ func digestOfJSON(raw json.RawMessage, typ tftypes.Type) (PoolDigest, error) {
 	if err != nil {
 		return PoolDigest{}, err
 	}
-	var w msgpackWriter
-	if err := writeStateValue(&w, v, typ); err != nil {
-		return PoolDigest{}, err
-	}
 	list := v
 	if _, isObject := typ.(tftypes.Object); isObject {
 		object, _ := v.(map[string]any)
 		list = object["endpoints"]
+	}
+	openedInState(list)
+	var w msgpackWriter
+	if err := writeStateValue(&w, v, typ); err != nil {
+		return PoolDigest{}, err
 	}
 	return PoolDigest{Sum: sha256.Sum256(w.b), members: packMembers(membersOfState(list))}, nil
 }
@@ -351,13 +352,14 @@ type Digester struct{ w msgpackWriter }
 // update, pools do not.
 func (d *Digester) Pool(res endpoints.Result) [sha256.Size]byte {
 	d.w.b = d.w.b[:0]
-	writeList(&d.w, endpointObject, res.Endpoints)
+	writeList(&d.w, endpointObject, opened(res.Endpoints))
 	return sha256.Sum256(d.w.b)
 }
 
 // ServicePool is the digest of one Service of a k8s_services read.
 func (d *Digester) ServicePool(pool endpoints.ServicePool) [sha256.Size]byte {
 	pool.LastChangeTriggerTime = time.Time{}
+	pool.Endpoints = opened(pool.Endpoints)
 	d.w.b = d.w.b[:0]
 	serviceObject.write(&d.w, &pool)
 	return sha256.Sum256(d.w.b)
@@ -391,4 +393,53 @@ func diagnosticsText(diags diag.Diagnostics) string {
 		b = fmt.Appendf(b, "%s: %s", d.Summary(), d.Detail())
 	}
 	return string(b)
+}
+
+// A digest counts the endpoint of a pod that waits for its readiness gate
+// (gate_pending) as the ready endpoint it becomes once its gate is open:
+// ready, serving, not pending. The apply that gives the load balancer the
+// pod opens the gate; the kubelet then makes the pod Ready and its slice
+// lists it ready, which changes the endpoint's conditions but not the pool
+// the load balancer was given, so it is not a change to run for. Only
+// such endpoints are not terminating and not ready in a pool (the rules
+// take a not-ready endpoint only when it is serving and terminating), so
+// the comparison loses nothing else.
+
+// waitsOrJustOpened says whether an endpoint of a pool is one of those.
+func waitsOrJustOpened(e *endpoints.Endpoint) bool {
+	return !e.Terminating && (e.GatePending || !e.Ready)
+}
+
+// opened is eps with the endpoints that wait for their gate, or whose gate
+// just opened, counted as ready; eps itself when there are none.
+func opened(eps []endpoints.Endpoint) []endpoints.Endpoint {
+	if !slices.ContainsFunc(eps, func(e endpoints.Endpoint) bool { return waitsOrJustOpened(&e) }) {
+		return eps
+	}
+	out := slices.Clone(eps)
+	for i := range out {
+		if waitsOrJustOpened(&out[i]) {
+			out[i].Ready, out[i].Serving, out[i].GatePending = true, true, false
+		}
+	}
+	return out
+}
+
+// openedInState does what opened does to an endpoints list of state
+// decoded from JSON, in place.
+func openedInState(list any) {
+	items, _ := list.([]any)
+	for _, item := range items {
+		e, _ := item.(map[string]any)
+		terminating, _ := e["terminating"].(bool)
+		ready, isBool := e["ready"].(bool)
+		pending, _ := e["gate_pending"].(bool)
+		if !isBool || terminating || (ready && !pending) {
+			continue
+		}
+		e["ready"], e["serving"] = true, true
+		if _, ok := e["gate_pending"]; ok {
+			e["gate_pending"] = false
+		}
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/internal/pools"
 )
@@ -176,4 +178,72 @@ func stateNames(p *StatePool) []string {
 		names[i] = p.StateName(i)
 	}
 	return names
+}
+
+// A pool read with readiness_gate while a pod waits for its gate holds that
+// pod pending; once the apply has opened the gate, the pod's way to Ready
+// (the gate True while its slice still lists it not ready, then its slice
+// listing it ready) compares equal to that state, so the companion does not
+// run for the gate's own opening; another pod waiting is a change.
+func TestAGateOpeningIsNotAChangeOfThePool(t *testing.T) {
+	ctx := context.Background()
+	api := newStandInAPIServer(t)
+	svc := webService("default", httpPort)
+	svc.Spec.Selector = webLabels
+	api.addService(svc)
+	endpoint := func(addr, pod string, ready bool) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(ready)},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: pod}}
+	}
+	pod := func(name string, gate corev1.ConditionStatus) corev1.Pod {
+		ready := corev1.ConditionFalse
+		if gate == corev1.ConditionTrue {
+			ready = corev1.ConditionTrue
+		}
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: webLabels},
+			Spec: corev1.PodSpec{ReadinessGates: []corev1.PodReadinessGate{{ConditionType: accGate}}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
+				{Type: accGate, Status: gate}, {Type: corev1.PodReady, Status: ready}}}}
+	}
+	api.addSlices(webSlice("web-a", endpoint("10.6.0.1", "web-old", true), endpoint("10.6.0.2", "web-new", false)))
+	api.addPods(pod("web-old", corev1.ConditionTrue), pod("web-new", corev1.ConditionFalse))
+	p := newProtocolProvider(t, writeKubeconfig(t, t.TempDir(), "kubeconfig", map[string]string{"stand-in": api.URL}))
+	state, diags := p.read(t, ReadyEndpointsType, map[string]tftypes.Value{"service": tfString("web"), "readiness_gate": tfString(string(accGate))})
+	failOnDiagnostics(t, "read", diags)
+	pool, err := DecodeStatePool(ctx, ReadyEndpointsType, stateJSON(t, state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inState, _ := pool.State("")
+	if got := inState.Members(); !slices.Equal(got, []string{"10.6.0.1:8080", "10.6.0.2:8080"}) {
+		t.Fatalf("members of state %v, want the ready pod and the waiting one", got)
+	}
+	var d Digester
+	for _, tc := range []struct {
+		name   string
+		slices []discoveryv1.EndpointSlice
+		pods   []corev1.Pod
+		change bool
+	}{
+		{"the pod still waiting", []discoveryv1.EndpointSlice{webSlice("web-a", endpoint("10.6.0.1", "web-old", true), endpoint("10.6.0.2", "web-new", false))},
+			[]corev1.Pod{pod("web-old", corev1.ConditionTrue), pod("web-new", corev1.ConditionFalse)}, false},
+		{"its gate open, its slice not yet updated", []discoveryv1.EndpointSlice{webSlice("web-a", endpoint("10.6.0.1", "web-old", true), endpoint("10.6.0.2", "web-new", false))},
+			[]corev1.Pod{pod("web-old", corev1.ConditionTrue), pod("web-new", corev1.ConditionTrue)}, false},
+		{"its gate open and its slice listing it ready", []discoveryv1.EndpointSlice{webSlice("web-a", endpoint("10.6.0.1", "web-old", true), endpoint("10.6.0.2", "web-new", true))},
+			[]corev1.Pod{pod("web-old", corev1.ConditionTrue), pod("web-new", corev1.ConditionTrue)}, false},
+		{"another pod waiting", []discoveryv1.EndpointSlice{webSlice("web-a", endpoint("10.6.0.1", "web-old", true), endpoint("10.6.0.2", "web-new", true), endpoint("10.6.0.3", "web-third", false))},
+			[]corev1.Pod{pod("web-old", corev1.ConditionTrue), pod("web-new", corev1.ConditionTrue), pod("web-third", corev1.ConditionFalse)}, true},
+		{"the ready pod not ready any more", []discoveryv1.EndpointSlice{webSlice("web-a", endpoint("10.6.0.1", "web-old", false), endpoint("10.6.0.2", "web-new", true))},
+			[]corev1.Pod{pod("web-new", corev1.ConditionTrue)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := pool.Pool.Compute(pools.Objects{Service: &svc, EndpointSlices: tc.slices, Pods: tc.pods}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if differs := d.Pool(res) != inState.Sum; differs != tc.change {
+				t.Errorf("differs from state: %v, want %v (members now %v)", differs, tc.change, Members(res.Endpoints))
+			}
+		})
+	}
 }
