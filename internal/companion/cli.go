@@ -176,6 +176,7 @@ func runSync(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.DurationVar(&c.opts.RetryMax, "retry-max", c.opts.RetryMax, "the longest wait between retries")
 	fs.Float64Var(&c.opts.MaxShrink, "max-shrink", c.opts.MaxShrink, "the largest share of a pool's members one run may remove (1 turns the guard off)")
 	fs.BoolVar(&c.opts.AllowEmpty, "allow-empty", false, "let a run empty a pool")
+	fs.DurationVar(&c.opts.GateOpenAfter, "gate-open-after", 0, "the fail-safe of readiness gates: open the gate of a pod that has waited this long for a pool that is not applied (a load balancer that refuses it, runs that fail), so that its rollout goes on; 0: never, the rollout waits")
 	fs.Var(&allowed, "allow", "an address a run may change (repeat); replaces the resources derived from the configuration")
 	fs.StringVar(&c.opts.Command, "command", "", "a program and its arguments, split as a shell splits words but run without a shell, that replaces plan and apply (a pipeline's webhook, another configuration); $K8S_SYNC_CHANGES in its environment holds the changes as JSON. For a shell: sh -c 'SCRIPT'")
 	fs.DurationVar(&c.opts.CommandRepeat, "command-repeat", c.opts.CommandRepeat, "with -command, how long a change given to it waits for state to show it before it is given again (0: never)")

@@ -449,6 +449,9 @@ type machineOptions struct {
 type machine struct {
 	opts  machineOptions
 	phase phase
+	// notedChanges are the pool changes last noted (noteChanges), by data
+	// source and pool name: the cluster digest of each.
+	notedChanges map[string][sha256.Size]byte
 	// retries is the backoff of runs, stateRetries that of reads of state.
 	retries, stateRetries workqueue.TypedRateLimiter[string]
 
@@ -1020,13 +1023,28 @@ func (m *machine) succeeded() {
 	m.held = held{}
 }
 
+// noteChanges notes each pool that differs from state, once for each way
+// it differs: a pool noted at the last note and unchanged since is not
+// noted again when another pool changes. The pool's name is given for a
+// Service of a k8s_services (a k8s_ready_endpoints has one pool).
 func (m *machine) noteChanges(d *decisions) {
+	noted := map[string][sha256.Size]byte{}
 	for _, address := range slices.Sorted(maps.Keys(m.view.changes)) {
 		for _, c := range m.view.changes[address] {
-			d.note(noteDiffers, slog.LevelInfo, "pool differs from state", "data_source", address, "pool", c.Name,
-				"added", strings.Join(c.Added, ","), "removed", strings.Join(c.Removed, ","), "members_unchanged", c.membersOnly())
+			key := address + "\x00" + c.Name
+			noted[key] = c.cluster
+			if before, ok := m.notedChanges[key]; ok && before == c.cluster {
+				continue
+			}
+			attrs := []any{"data_source", address}
+			if c.Name != "" {
+				attrs = append(attrs, "pool", c.Name)
+			}
+			attrs = append(attrs, "added", strings.Join(c.Added, ","), "removed", strings.Join(c.Removed, ","), "members_unchanged", c.membersOnly())
+			d.note(noteDiffers, slog.LevelInfo, "pool differs from state", attrs...)
 		}
 	}
+	m.notedChanges = noted
 }
 
 // noteUnreadable notes the pools whose read fails, once per reason, and

@@ -615,3 +615,51 @@ func TestThePoolsOfAClusterThatDoesNotAnswerAreOneNote(t *testing.T) {
 		t.Errorf("the cluster back: notes %q, want one", noteMessages(d))
 	}
 }
+
+// A pool that differs from state is noted once for each way it differs:
+// a change of another pool notes that pool alone, the same pool differing
+// otherwise is noted again, and so is a change that comes back after the
+// pools matched state. A k8s_ready_endpoints' single pool has no name.
+func TestAPoolThatDiffersIsNotedOnceForEachWayItDiffers(t *testing.T) {
+	m := testMachine()
+	web, api := change("web", "10.0.0.1:80"), change("api", "10.0.0.2:80")
+	web.Name, api.Name = "shop/web", "shop/api"
+	web2 := change("web-2", "10.0.0.3:80")
+	web2.Name = "shop/web"
+	single := change("single", "10.0.0.4:80")
+	noted := func(v view) []string {
+		m.view = v
+		var d decisions
+		m.noteChanges(&d)
+		var out []string
+		for _, n := range d.notes() {
+			name := "(no pool attribute)"
+			for i := 0; i+1 < len(n.attrs); i += 2 {
+				if n.attrs[i] == "pool" {
+					name = n.attrs[i+1].(string)
+				}
+			}
+			out = append(out, name)
+		}
+		return out
+	}
+	for _, step := range []struct {
+		name string
+		v    view
+		want []string
+	}{
+		{"web differs", differs(web), []string{"shop/web"}},
+		{"api differs too", differs(web, api), []string{"shop/api"}},
+		{"the same again", differs(web, api), nil},
+		{"web differs otherwise", differs(web2, api), []string{"shop/web"}},
+		{"the pools match state", matches(), nil},
+		{"both differ again", differs(web2, api), []string{"shop/api", "shop/web"}},
+		{"a single pool", differs(single), []string{"(no pool attribute)"}},
+	} {
+		got := noted(step.v)
+		slices.Sort(got)
+		if !slices.Equal(got, step.want) {
+			t.Errorf("%s: noted %v, want %v", step.name, got, step.want)
+		}
+	}
+}

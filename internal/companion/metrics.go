@@ -1,6 +1,8 @@
 package companion
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -25,6 +27,13 @@ type metrics struct {
 	clusterPools      *prometheus.GaugeVec
 	leading           prometheus.Gauge
 	slicesLeftOut     prometheus.Gauge
+	// gates are the pods waiting for a readiness gate, which
+	// gateOldestWait reads at each scrape.
+	gates                 *gateWaits
+	now                   func() time.Time
+	gateWaiting           prometheus.Gauge
+	gateWait              prometheus.Histogram
+	gatesOpenedAfterBound prometheus.Counter
 }
 
 // labelShrinkRefused is the runs metric's label of changes the shrink
@@ -105,6 +114,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "EndpointSlices labelled for a Service with a selector that the pools leave out now: their manager is not trusted (trusted_slice_managers).",
 	})
 	reg.MustRegister(m.slicesLeftOut)
+	m.gates, m.now = &gateWaits{}, time.Now
+	m.gateWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "k8s_sync_gate_waiting_pods",
+		Help: "Pods in the pools that wait for their readiness gate (gate_pending): in the pool, not yet Ready until a run applies it.",
+	})
+	m.gateWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "k8s_sync_gate_wait_seconds",
+		Help:    "How long pods waited for their readiness gate, from when the companion saw them wait to when it saw them no longer wait (gate open, or pod gone).",
+		Buckets: prometheus.ExponentialBuckets(0.5, 2, 12),
+	})
+	m.gatesOpenedAfterBound = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "k8s_sync_gates_opened_after_bound_total",
+		Help: "Readiness gates the companion opened itself because their pod waited -gate-open-after while its pool was not applied.",
+	})
+	reg.MustRegister(m.gateWaiting, m.gateWait, m.gatesOpenedAfterBound, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "k8s_sync_gate_oldest_wait_seconds",
+		Help: "How long the pod that has waited longest for its readiness gate has waited; 0 when none waits.",
+	}, func() float64 { return m.gates.oldest(m.now()).Seconds() }))
 	for _, label := range runLabels() {
 		m.runs.WithLabelValues(label)
 	}

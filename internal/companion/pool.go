@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -86,6 +87,10 @@ type evaluation struct {
 	computed int
 	// leftOut are the slices the pools leave out (endpoints.TrustsSlice).
 	leftOut []leftOutSlice
+	// gate is the pool's readiness_gate; waiting the pods that wait for it
+	// (their endpoints gate_pending).
+	gate    corev1.PodConditionType
+	waiting []types.NamespacedName
 }
 
 // singlePool is a k8s_ready_endpoints of state.
@@ -119,11 +124,12 @@ func (p *singlePool) evaluate(ctx context.Context, src pools.Reader, now time.Ti
 		return evaluation{unreadable: unreadableText(err), computed: 1}
 	}
 	sum := p.digest.Pool(res)
-	leftOut := leftOutOf(p.request.Namespace+"/"+p.request.Service, res.LeftOut)
-	if sum == p.state.Sum {
-		return evaluation{computed: 1, leftOut: leftOut}
+	e := evaluation{computed: 1, leftOut: leftOutOf(p.request.Namespace+"/"+p.request.Service, res.LeftOut),
+		gate: p.request.Query.ReadinessGate, waiting: waitingPods(p.request.Namespace, res.Endpoints)}
+	if sum != p.state.Sum {
+		e.changes = []poolChange{newPoolChange("", p.state, sum, provider.Members(res.Endpoints))}
 	}
-	return evaluation{changes: []poolChange{newPoolChange("", p.state, sum, provider.Members(res.Endpoints))}, computed: 1, leftOut: leftOut}
+	return e
 }
 
 func (p *singlePool) nextExpiry(ctx context.Context, src pools.Reader, now time.Time) (time.Time, bool) {
@@ -191,6 +197,9 @@ type fleetPool struct {
 	// leftOut are the slices left out of the pools, by Service name (of
 	// those that leave out any).
 	leftOut map[string][]leftOutSlice
+	// waiting are the pods that wait for the readiness gate, by Service
+	// name (of those that have any).
+	waiting map[string][]types.NamespacedName
 }
 
 // fleetService is what one Service gave the fleet: nothing, a pool (and
@@ -303,7 +312,11 @@ func (p *fleetPool) update(ctx context.Context, src pools.Reader, now time.Time,
 	if len(changes) == 0 {
 		changes = nil
 	}
-	return evaluation{changes: changes, computed: computed, leftOut: p.allLeftOut()}
+	e := evaluation{changes: changes, computed: computed, leftOut: p.allLeftOut(), gate: p.request.Query.ReadinessGate}
+	for _, name := range slices.Sorted(maps.Keys(p.waiting)) {
+		e.waiting = append(e.waiting, p.waiting[name]...)
+	}
+	return e
 }
 
 // recompute reads the whole fleet, as a plan's read would, and keeps what
@@ -317,6 +330,7 @@ func (p *fleetPool) recompute(ctx context.Context, src pools.Reader, now time.Ti
 	p.of, p.extra = make([]fleetService, p.state.StatePools()), map[string]fleetService{}
 	p.changed, p.short, p.pools = map[string]poolChange{}, map[string]bool{}, 0
 	p.skipped, p.leftOut = map[string]endpoints.SkippedService{}, map[string][]leftOutSlice{}
+	p.waiting = map[string][]types.NamespacedName{}
 	computed := 0
 	if p.request.ReadsPods() {
 		res, err := p.request.Read(ctx, src, pools.FleetReadOptions{Now: func() time.Time { return now }})
@@ -376,6 +390,12 @@ func (p *fleetPool) setPool(name string, pool *endpoints.ServicePool) {
 		}
 		p.leftOut[name] = leftOutOf(name, pool.LeftOut)
 	}
+	if waiting := waitingPods(pool.Service.Namespace, pool.Endpoints); len(waiting) > 0 {
+		if p.waiting == nil {
+			p.waiting = map[string][]types.NamespacedName{}
+		}
+		p.waiting[name] = waiting
+	}
 	if inState, ok := p.state.State(name); !ok || inState.Sum != sum {
 		p.changed[name] = newPoolChange(name, inState, sum, provider.Members(pool.Endpoints))
 	}
@@ -392,6 +412,7 @@ func (p *fleetPool) set(name string, now fleetService) {
 	delete(p.changed, name)
 	delete(p.skipped, name)
 	delete(p.leftOut, name)
+	delete(p.waiting, name)
 	p.keep(name, now)
 	if now.gave != gavePool {
 		if inState, ok := p.state.State(name); ok {

@@ -44,6 +44,10 @@ type SyncOptions struct {
 	// at once (0 < MaxShrink <= 1); AllowEmpty lets a run empty a pool.
 	MaxShrink  float64
 	AllowEmpty bool
+	// GateOpenAfter, when set, is how long a pod may wait for the readiness
+	// gate of its pool before the companion opens the gate itself (the
+	// fail-safe); 0: never, the rollout waits for the pool to be applied.
+	GateOpenAfter time.Duration
 	// Allowed, when set, are the addresses a run may change, instead of the
 	// resources derived from the configuration.
 	Allowed []string
@@ -194,6 +198,7 @@ func newSyncer(opts SyncOptions, client *kube.Client, h *hub, log *slog.Logger) 
 	if opts.Alias != "" && len(s.flags) > 0 {
 		return nil, errors.New("-provider-alias serves one provider configuration, connected by -kubeconfig and -context: give it or -cluster, not both")
 	}
+	s.metrics.now = func() time.Time { return s.clock.Now() }
 	return s, nil
 }
 
@@ -520,6 +525,7 @@ func (s *syncer) recompute(ctx context.Context, every bool) view {
 		}
 	}
 	s.noteLeftOut(instances)
+	s.noteGates(ctx, instances, now)
 	v.expiry = s.nextExpiry(ctx)
 	return v
 }
@@ -544,6 +550,11 @@ func (s *syncer) nextExpiry(ctx context.Context) time.Time {
 			continue
 		}
 		if t, ok := in.watched.nextExpiry(ctx, cache, now); ok && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if s.opts.GateOpenAfter > 0 {
+		if t := s.metrics.gates.next(s.opts.GateOpenAfter); !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
