@@ -62,4 +62,3 @@ func TestAPodsWaitForItsGateIsTimedAndTheFailSafeOpensItOnce(t *testing.T) {
 		t.Errorf("none waits: count %d, oldest %v, next %v", g.count(), g.oldest(t0.Add(20*time.Second)), g.next(bound))
 	}
 }
-
