@@ -486,6 +486,8 @@ func TestARunThatWaitsForASlotSaysHowLongAndIsNotBusyMeanwhile(t *testing.T) {
 			t.Error("not handed over while waiting for a slot")
 		}
 		s.handedOver = false
+		// The other workspace's run holds the slot for 3 s: in the bubble's
+		// clock, the scenario itself, which takes no real time.
 		time.Sleep(3 * time.Second)
 		<-s.slots
 		if o := <-done; o.result != resultApplied || o.queued != 3*time.Second {
