@@ -21,7 +21,10 @@ import (
 // pools, start a run, wait for the run in flight, log, exit), and says when
 // it next needs the time (next). It starts no goroutine, reads no clock and
 // does no I/O: the loop (loop.go) carries its decisions out and feeds what
-// they give back in as events.
+// they give back in as events. How a run goes on and ends is its decision
+// too: the runner reports facts, and decideRun (its own table, runRules)
+// says whether the run plans, applies or runs the command, and with what
+// result it ended.
 //
 // The rule that answers an event is picked by the machine's phase and the
 // event's kind, from one table (rules, below). The guide's "What it
@@ -167,8 +170,9 @@ const (
 	resultFailed
 	// resultDelivered: -command succeeded.
 	resultDelivered
-	// resultWaiting: every resource the run would change also uses a pool
-	// whose read fails; nothing was planned.
+	// resultWaiting: what the run would change cannot leave out a pool
+	// whose read fails or that the shrink guard refused; nothing was
+	// planned or run.
 	resultWaiting
 	// resultStopped: the companion stopped during the run.
 	resultStopped
@@ -196,9 +200,9 @@ var resultOf = map[runResult]struct {
 // String is the result's label in the runs metric and the log.
 func (r runResult) String() string { return resultOf[r].label }
 
-// runEnded is the end of the run in flight, by its result. A run always
-// ends with one of runResults; an outcome without one (none the runner
-// gives) is a failed run that says so.
+// runEnded is the end of the run in flight, by the result the machine
+// decided. A run always ends with one of runResults; an outcome without
+// one (none decideRun gives) is a failed run that says so.
 func runEnded(o runOutcome) event {
 	r, ok := resultOf[o.result]
 	if !ok {

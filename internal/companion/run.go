@@ -16,7 +16,8 @@ import (
 
 // terraform is the CLI as a run uses it, as Consul-Terraform-Sync's driver
 // is: the CLI runner (cli, runner.go) satisfies it, and the tests of runs
-// give their own, so that what a run decides is tested without a CLI.
+// give their own, so that what a run finds, and what the machine decides
+// of it, is tested without a CLI.
 type terraform interface {
 	// statePull gives read the state of the working directory, through its
 	// backend, as a stream.
