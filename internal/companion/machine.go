@@ -333,8 +333,8 @@ func leavesPoolsOut(r runRequest) bool { return len(r.unreadable)+len(r.refused)
 
 func says(text string) func(runFacts) string { return func(runFacts) string { return text } }
 
-// runRules are how a run goes on and ends, in order: the guide's "How it
-// works" (5 to 9) and "Why" say each.
+// runRules are how a run goes on and ends, in order: the sync guide's
+// "What it does" (5, 7, 8) and "Why" say each.
 var runRules = []runRule{
 	{why: caseStopped, when: func(_ runRequest, f runFacts) bool { return f.stopped() }, result: resultStopped},
 	{why: caseFailed, when: func(_ runRequest, f runFacts) bool { return f.err != nil }, result: resultFailed},

@@ -47,8 +47,8 @@ func TestTheRunsLabelsAreMadeFromTheResults(t *testing.T) {
 
 // How a run goes on and ends is decided by the machine (decideRun), from
 // the facts its runner reports: a row for each of the guide's outcomes of
-// a run ("How it works" 5 to 9, "Why"), and each rule of runRules reached
-// (TestEveryRuleOfARunIsReachedByItsTable).
+// a run ("What it does" 5, 7 and 8, "What a run plans", "Why"), and each
+// rule of runRules reached (TestEveryRuleOfARunIsReachedByItsTable).
 
 // requests of the rows: web changed; with api unreadable, or refused by
 // the shrink guard; a retry (or a plan of everything) with nothing changed.
