@@ -1,6 +1,7 @@
 package companion
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -169,16 +171,10 @@ func (w *workdir) setFile(t *testing.T, name, content string) {
 
 // fileWithin says whether the file name appears in w within timeout.
 func (w *workdir) fileWithin(name string, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if _, err := os.Stat(filepath.Join(w.dir, name)); err == nil {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(filepath.Join(w.dir, name))
+		return err == nil, nil
+	}) == nil
 }
 
 func (w *workdir) waitForFile(t *testing.T, name string, timeout time.Duration) {
@@ -454,6 +450,8 @@ func TestAccSyncWaitsForABackendDownAtStart(t *testing.T) {
 	if h := c.get(t, "/healthz"); !strings.Contains(h, address) {
 		t.Errorf("/healthz does not name the address refused:\n%s", h)
 	}
+	// PostgreSQL stays down for down: the time passing is the scenario,
+	// not a condition to poll for.
 	time.Sleep(time.Until(stopped.Add(down)))
 	if err := b.pg.StartServer(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -640,6 +638,9 @@ func TestAccSyncRetriesARunWhileTheBackendRestarts(t *testing.T) {
 	c.waitFor(t, 60*time.Second, "run started")
 	b.pg.StopServer()
 	c.waitFor(t, 60*time.Second, "run failed: retrying with backoff")
+	// PostgreSQL stays down for 3 s, the retries' backoff going on: the
+	// time passing is the scenario (the count of failed runs below is
+	// judged over it), not a condition to poll for.
 	time.Sleep(3 * time.Second)
 	if err := b.pg.StartServer(testCtx(t)); err != nil {
 		t.Fatal(err)

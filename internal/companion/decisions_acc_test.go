@@ -1,6 +1,7 @@
 package companion
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -82,17 +84,12 @@ func (c *companion) get(t *testing.T, path string) string {
 // after the line that logs the event.
 func (c *companion) waitHealthz(t *testing.T, within time.Duration, want string) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		h := c.get(t, "/healthz")
-		if strings.Contains(h, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("/healthz lacks %q after %s:\n%s", want, within, h)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	var h string
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		h = c.get(t, "/healthz")
+		return strings.Contains(h, want), nil
+	}); err != nil {
+		t.Errorf("/healthz lacks %q after %s:\n%s", want, within, h)
 	}
 }
 
@@ -250,18 +247,15 @@ func TestAccSyncCommandRunsOncePerDistinctChange(t *testing.T) {
 // waitForLines waits until path has at least n lines, and gives them.
 func waitForLines(t *testing.T, path string, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var lines []string
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		data, _ := os.ReadFile(path)
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		if len(data) > 0 && len(lines) >= n {
-			return lines
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has %d line(s) after 60 s, want %d", path, len(lines), n)
-		}
-		time.Sleep(100 * time.Millisecond)
+		lines = strings.Split(strings.TrimSpace(string(data)), "\n")
+		return len(data) > 0 && len(lines) >= n, nil
+	}); err != nil {
+		t.Fatalf("%s has %d line(s) after 60 s, want %d", path, len(lines), n)
 	}
+	return lines
 }
 
 // Issue 24, 4: an EndpointSlice relabelled from Service x (in state) to a
@@ -345,8 +339,9 @@ func TestAccSyncAnUnreadablePoolDoesNotBlockTheOthers(t *testing.T) {
 	if err := acc.client.CoreV1().Services(ns).Delete(testCtx(t), "api", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The deletion seen, as a controller's informers see it.
-	time.Sleep(2 * time.Second)
+	// The deletion seen: the pool's read would fail.
+	c.waitFor(t, 60*time.Second, "pool not recomputed: its dependents are left out of runs until it reads again",
+		map[string]string{"data_source": "data.k8s_ready_endpoints.api"})
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	wantMembers(t, w, members(1, 2, 3))
@@ -430,8 +425,9 @@ func TestAccSyncANewNamespaceItMayNotWatchLeavesTheOthersWatched(t *testing.T) {
 	// Someone adds a pool in another namespace, and applies it.
 	w.write(t, poolConfig(ns, apiPool(other)))
 	w.terraform(t, "apply", "-auto-approve", "-input=false", "-no-color")
-	// State read again (every second) with the new namespace in it.
-	time.Sleep(3 * time.Second)
+	// State read again (every second) with the new namespace in it, whose
+	// informers do not start.
+	c.waitFor(t, 60*time.Second, "the informers of the new scope did not start: the pools outside the old one are not recomputed")
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	wantMembers(t, w, members(1, 2, 3))
@@ -498,12 +494,11 @@ func kubeconfigVia(t *testing.T, addr string) string {
 
 func waitForFile(t *testing.T, path, line string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if data, _ := os.ReadFile(path); strings.Contains(string(data), line) {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		data, _ := os.ReadFile(path)
+		return strings.Contains(string(data), line), nil
+	}); err == nil {
+		return
 	}
 	data, _ := os.ReadFile(path)
 	t.Fatalf("no %q in %s within 60 s:\n%s", line, path, data)

@@ -348,6 +348,8 @@ func (c *companion) runs() int { return c.count("run started", nil) }
 func (c *companion) quiet(t *testing.T, d time.Duration) {
 	t.Helper()
 	before := c.runs()
+	// That nothing starts during d is the scenario: there is no condition
+	// to poll for.
 	time.Sleep(d)
 	if after := c.runs(); after != before {
 		t.Fatalf("%d run(s) started, want none:\n%s", after-before, c.log())

@@ -19,8 +19,9 @@ type world interface {
 	startProbes(ctx context.Context)
 	// view recomputes the pools the informers marked (all: every pool).
 	view(ctx context.Context, all bool) view
-	// run makes one run.
-	run(ctx context.Context, r runRequest) runOutcome
+	// run makes one run, and reports its facts (the machine decides how it
+	// ended).
+	run(ctx context.Context, r runRequest) runFacts
 	// logNote logs a note of the machine, and counts it.
 	logNote(ctx context.Context, n note)
 }
@@ -34,7 +35,7 @@ type loop struct {
 	clock   clock.WithTicker
 	// kick says the informers marked pools.
 	kick <-chan struct{}
-	runs chan runOutcome
+	runs chan runFacts
 	// ranFor observes each run's duration, without its wait for a slot.
 	ranFor func(time.Duration)
 	// waiting, when set (by the tests that drive the loop on a fake
@@ -73,8 +74,8 @@ func (l *loop) run(ctx context.Context) error {
 			events = append(events, event{kind: evChanged})
 		case <-timer.C():
 			events = append(events, event{kind: evTick})
-		case o := <-l.runs:
-			events = append(events, runEnded(o))
+		case f := <-l.runs:
+			events = append(events, ranWith(f))
 		}
 	}
 }
@@ -93,12 +94,12 @@ func (l *loop) carry(ctx context.Context, d decision) (event, bool) {
 	case doStartRun:
 		r, started := *d.run, l.clock.Now()
 		go func() {
-			o := l.world.run(ctx, r)
-			l.ranFor(l.clock.Since(started) - o.queued)
-			l.runs <- o
+			f := l.world.run(ctx, r)
+			l.ranFor(l.clock.Since(started) - f.queued)
+			l.runs <- f
 		}()
 	case doAwaitRun:
-		return runEnded(<-l.runs), true
+		return ranWith(<-l.runs), true
 	case doLog:
 		l.world.logNote(ctx, d.note)
 	}

@@ -138,7 +138,7 @@ func digest(members []string) [sha256.Size]byte {
 
 // run is a run of the companion: the real runner on the workspace's
 // Terraform, whose plan waits for the test to release it.
-func (w *fakeWorkspace) run(ctx context.Context, r runRequest) runOutcome {
+func (w *fakeWorkspace) run(ctx context.Context, r runRequest) runFacts {
 	w.mu.Lock()
 	w.inFlight++
 	w.mostInFlight = max(w.mostInFlight, w.inFlight)
@@ -292,7 +292,7 @@ type loopDriver struct {
 func startLoop(t testing.TB, w *fakeWorkspace, opts machineOptions) *loopDriver {
 	d := &loopDriver{t: t, w: w, m: newMachine(opts), clock: w.clock, kick: make(chan struct{}, 1), waits: make(chan time.Time),
 		done: make(chan error, 1)}
-	l := &loop{world: w, machine: d.m, clock: w.clock, kick: d.kick, runs: make(chan runOutcome, 1), ranFor: func(time.Duration) {},
+	l := &loop{world: w, machine: d.m, clock: w.clock, kick: d.kick, runs: make(chan runFacts, 1), ranFor: func(time.Duration) {},
 		waiting: func(next time.Time) { d.waits <- next }}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -20,7 +21,10 @@ import (
 // pools, start a run, wait for the run in flight, log, exit), and says when
 // it next needs the time (next). It starts no goroutine, reads no clock and
 // does no I/O: the loop (loop.go) carries its decisions out and feeds what
-// they give back in as events.
+// they give back in as events. How a run goes on and ends is its decision
+// too: the runner reports facts, and decideRun (its own table, runRules)
+// says whether the run plans, applies or runs the command, and with what
+// result it ended.
 //
 // The rule that answers an event is picked by the machine's phase and the
 // event's kind, from one table (rules, below). The guide's "What it
@@ -101,13 +105,17 @@ const (
 	evRunFailed
 	evRunStopped
 	evStop
+	// evRunEnded is the runner's report of the run in flight (its facts):
+	// the machine decides how it ended (decideRun) and takes it as the
+	// evRun* event of that result.
+	evRunEnded
 )
 
 var eventNames = map[eventKind]string{
 	evStart: "start", evStateRead: "state read", evStateFailed: "state read failed", evChanged: "informers marked pools",
 	evObserved: "pools recomputed", evTick: "time due", evRunApplied: "run applied", evRunNoChanges: "run: no changes",
 	evRunRefused: "run refused", evRunDelivered: "run: command succeeded", evRunWaiting: "run waiting",
-	evRunFailed: "run failed", evRunStopped: "run stopped", evStop: "SIGTERM",
+	evRunFailed: "run failed", evRunStopped: "run stopped", evStop: "SIGTERM", evRunEnded: "run ended",
 }
 
 func (k eventKind) String() string { return eventNames[k] }
@@ -117,8 +125,10 @@ type event struct {
 	kind eventKind
 	// view is the pools recomputed (evObserved).
 	view view
-	// outcome is how the run ended (evRun*).
+	// outcome is how the run ended, as the machine decided it (evRun*).
 	outcome runOutcome
+	// facts are what the runner reports of the run (evRunEnded).
+	facts runFacts
 	// err is why the read of state failed (evStateFailed); permanent says
 	// that waiting cannot cure it.
 	err       error
@@ -135,9 +145,14 @@ func stateReadEnded(err error, permanent bool) event {
 	return event{kind: evStateFailed, err: err, permanent: permanent}
 }
 
-// runResult is how a run ended, as the runner says it: the machine takes
-// each as the event of its kind (runEnded), and the runs metric's label is
-// made from it (String), never read back.
+// ranWith is the end of the run in flight, as the runner reports it: its
+// facts, which the machine decides (step).
+func ranWith(f runFacts) event { return event{kind: evRunEnded, facts: f} }
+
+// runResult is how a run ended, as the machine decides it from the
+// runner's facts (decideRun): the machine takes each as the event of its
+// kind (runEnded), and the runs metric's label is made from it (String),
+// never read back.
 type runResult int
 
 const (
@@ -155,8 +170,9 @@ const (
 	resultFailed
 	// resultDelivered: -command succeeded.
 	resultDelivered
-	// resultWaiting: every resource the run would change also uses a pool
-	// whose read fails; nothing was planned.
+	// resultWaiting: what the run would change cannot leave out a pool
+	// whose read fails or that the shrink guard refused; nothing was
+	// planned or run.
 	resultWaiting
 	// resultStopped: the companion stopped during the run.
 	resultStopped
@@ -184,9 +200,9 @@ var resultOf = map[runResult]struct {
 // String is the result's label in the runs metric and the log.
 func (r runResult) String() string { return resultOf[r].label }
 
-// runEnded is the end of the run in flight, by its result. A run always
-// ends with one of runResults; an outcome without one (none the runner
-// gives) is a failed run that says so.
+// runEnded is the end of the run in flight, by the result the machine
+// decided. A run always ends with one of runResults; an outcome without
+// one (none decideRun gives) is a failed run that says so.
 func runEnded(o runOutcome) event {
 	r, ok := resultOf[o.result]
 	if !ok {
@@ -198,6 +214,227 @@ func runEnded(o runOutcome) event {
 	}
 	return event{kind: r.event, outcome: o}
 }
+
+// How a run ends is the machine's decision too. The runner (run.go) makes
+// the steps of a run (a plan, its apply, or the command) and reports what
+// it found (runFacts): what it could scope, what the plan said, whether a
+// step failed. It decides nothing: before each step it asks decideRun
+// whether the run goes on, and the machine decides the run's result from
+// the same facts when the run ends. The rules are one ordered table
+// (runRules): the first that holds decides.
+
+// runStep is a step of a run.
+type runStep int
+
+const (
+	// stepNone: as the step made, none yet; as the next step, none: the
+	// run ends.
+	stepNone runStep = iota
+	// stepPlan: plan, with the scope's targets, into a saved plan.
+	stepPlan
+	// stepApply: apply the saved plan.
+	stepApply
+	// stepCommand: run -command, which replaces plan and apply.
+	stepCommand
+)
+
+// runFacts are what the runner reports of a run: facts, no decision.
+type runFacts struct {
+	// command says -command replaces plan and apply.
+	command bool
+	// scope is what the plan would cover (plan and apply, not -command).
+	scope runScope
+	// did is the last step the run made; err is why it failed, or why
+	// the run could not make it (its saved plan's file, a run stopped
+	// before it started).
+	did runStep
+	err error
+	// failing are the addresses the CLI's errors name (plan, apply).
+	failing []string
+	// plan is what the plan said (did is stepPlan or stepApply).
+	plan planFacts
+	// queued is how long the run waited for a slot of the replica.
+	queued time.Duration
+}
+
+// stopped says the run was stopped: SIGTERM, a lost Lease, a hand-over.
+func (f runFacts) stopped() bool { return errors.Is(f.err, errStopped) }
+
+// planned says the run made its plan.
+func (f runFacts) planned() bool { return f.did == stepPlan || f.did == stepApply }
+
+// runScope is what the runner could compute of what a plan covers.
+type runScope struct {
+	// targetable says the configuration says what depends on what (no
+	// -allow, no .tf.json file): what uses a pool can be left out of a
+	// plan.
+	targetable bool
+	// users are the resources (and modules from a registry) that use the
+	// changed pools and no pool left out (unreadable, or refused by the
+	// shrink guard): computed when the configuration is targetable and
+	// the plan is targeted or a pool is left out.
+	users []string
+	// targets are the plan's -target addresses; none: the whole
+	// configuration.
+	targets []string
+	// leavesOutChanged says that what the targets leave out, because it
+	// uses a pool left out, also uses a changed pool.
+	leavesOutChanged bool
+}
+
+// planFacts are what a plan said.
+type planFacts struct {
+	// changes says the plan has something to do (-detailed-exitcode 2).
+	changes bool
+	// changed are the managed resources the plan changes; notPools those
+	// of them that are not pool changes (the filter's reading of the
+	// configuration, or -allow).
+	changed, notPools []string
+	// driftNotPools are the resources that are not pools whose drift
+	// (changes made outside Terraform) the plan records.
+	driftNotPools []string
+}
+
+// runCase names a rule of runRules.
+type runCase int
+
+const (
+	caseStopped runCase = iota + 1
+	caseFailed
+	caseCommandWithRefusedPool
+	caseRunCommand
+	caseDelivered
+	caseRefusedPoolNotScoped
+	caseNoUserLeft
+	casePlan
+	caseNothingToDo
+	caseMoreThanPools
+	caseDriftOutsidePools
+	caseApply
+	caseStateUpdated
+	caseApplied
+)
+
+// runRule is one decision of a run: when it holds of the run's request and
+// facts, the run goes on with next, or, when next is stepNone, ends with
+// result.
+type runRule struct {
+	why  runCase
+	when func(r runRequest, f runFacts) bool
+	next runStep
+	// result, and the reason that its log line gives (nil: none).
+	result runResult
+	reason func(f runFacts) string
+}
+
+// leavesPoolsOut says the run leaves pools out: unreadable ones, or ones
+// the shrink guard refused.
+func leavesPoolsOut(r runRequest) bool { return len(r.unreadable)+len(r.refused) > 0 }
+
+func says(text string) func(runFacts) string { return func(runFacts) string { return text } }
+
+// runRules are how a run goes on and ends, in order: the sync guide's
+// "What it does" (5, 7, 8) and "Why" say each.
+var runRules = []runRule{
+	{why: caseStopped, when: func(_ runRequest, f runFacts) bool { return f.stopped() }, result: resultStopped},
+	{why: caseFailed, when: func(_ runRequest, f runFacts) bool { return f.err != nil }, result: resultFailed},
+	// -command runs the whole configuration: it would apply what the
+	// guard refused.
+	{why: caseCommandWithRefusedPool, when: func(r runRequest, f runFacts) bool { return f.command && len(r.refused) > 0 },
+		result: resultWaiting, reason: says("the shrink guard refused a pool, and -command runs the whole configuration")},
+	{why: caseRunCommand, when: func(_ runRequest, f runFacts) bool { return f.command && f.did == stepNone }, next: stepCommand},
+	{why: caseDelivered, when: func(_ runRequest, f runFacts) bool { return f.command }, result: resultDelivered},
+	// A plan of everything would apply what the guard refused.
+	{why: caseRefusedPoolNotScoped, when: func(r runRequest, f runFacts) bool { return !f.scope.targetable && len(r.refused) > 0 },
+		result: resultWaiting, reason: says("the configuration does not say which resources leave out the pools the shrink guard refused")},
+	{why: caseNoUserLeft, when: func(r runRequest, f runFacts) bool {
+		return f.scope.targetable && leavesPoolsOut(r) && len(f.scope.users) == 0
+	}, result: resultWaiting,
+		reason: says("every resource that uses the changed pools also uses a pool whose read fails or that the shrink guard refused")},
+	{why: casePlan, when: func(_ runRequest, f runFacts) bool { return f.did == stepNone }, next: stepPlan},
+	// A retry, or a plan of the whole configuration, that finds nothing
+	// to do.
+	{why: caseNothingToDo, when: func(r runRequest, f runFacts) bool {
+		return f.did == stepPlan && !f.plan.changes && len(r.changes) == 0
+	}, result: resultNoChanges},
+	{why: caseMoreThanPools, when: func(_ runRequest, f runFacts) bool { return f.did == stepPlan && len(f.plan.notPools) > 0 },
+		result: resultRefused},
+	// Applying a plan that changes no resource would write the drift of
+	// resources that are not pools into state with the pools.
+	{why: caseDriftOutsidePools, when: func(_ runRequest, f runFacts) bool {
+		return f.did == stepPlan && len(f.plan.changed) == 0 && len(f.plan.driftNotPools) > 0
+	}, result: resultNoChanges, reason: func(f runFacts) string {
+		return "the state's data sources are not brought current: the plan also records changes made outside Terraform to " +
+			strings.Join(f.plan.driftNotPools, ",")
+	}},
+	{why: caseApply, when: func(_ runRequest, f runFacts) bool { return f.did == stepPlan }, next: stepApply},
+	// Nothing a load balancer sees changed (an endpoint's zone, a draining
+	// flag no resource reads): the apply wrote the data sources' new
+	// results into state, so that neither sync nor check sees the same
+	// difference again.
+	{why: caseStateUpdated, when: func(_ runRequest, f runFacts) bool { return f.did == stepApply && len(f.plan.changed) == 0 },
+		result: resultStateUpdated},
+	{why: caseApplied, when: func(_ runRequest, f runFacts) bool { return f.did == stepApply }, result: resultApplied},
+}
+
+// runVerdict is what decideRun says of a run so far: the step it makes
+// next, or, when next is stepNone, how it ended.
+type runVerdict struct {
+	// why is the rule that decided.
+	why     runCase
+	next    runStep
+	outcome runOutcome
+}
+
+// decideRun decides, from the run's request and the facts its runner
+// reports so far, the run's next step or its outcome: the first rule of
+// runRules that holds. Facts no rule takes (none a runner gives) end the
+// run as failed, saying so.
+func decideRun(r runRequest, f runFacts) runVerdict {
+	for i := range runRules {
+		rule := &runRules[i]
+		if !rule.when(r, f) {
+			continue
+		}
+		if rule.next != stepNone {
+			return runVerdict{why: rule.why, next: rule.next}
+		}
+		o := runOutcome{result: rule.result, why: rule.why, err: f.err, queued: f.queued}
+		if rule.reason != nil {
+			o.reason = rule.reason(f)
+		}
+		switch rule.result {
+		case resultRefused:
+			o.blocked = f.plan.notPools
+		case resultFailed:
+			o.failing = f.failing
+		}
+		// The plan left out what uses an unreadable or refused pool; what
+		// also used a changed pool is behind it in state once the run may
+		// have written it (a plan of everything brings it current).
+		o.targeted = f.planned() && f.scope.targetable && leavesPoolsOut(r)
+		switch rule.result {
+		case resultApplied, resultStateUpdated, resultFailed, resultStopped:
+			o.partial = o.targeted && f.scope.leavesOutChanged
+		}
+		return runVerdict{why: rule.why, outcome: o}
+	}
+	return runVerdict{outcome: runOutcome{result: resultFailed, err: errors.New("no rule decides how the run ended"), queued: f.queued}}
+}
+
+// decided is how the run in flight ended, from its runner's facts; a run
+// reported before its last step (none a runner gives) failed, saying so.
+func (m *machine) decided(f runFacts) runOutcome {
+	v := decideRun(m.run, f)
+	if v.next != stepNone {
+		return runOutcome{result: resultFailed, err: fmt.Errorf("the run ended before its next step (%s)", v.next), queued: f.queued}
+	}
+	return v.outcome
+}
+
+var stepNames = map[runStep]string{stepNone: "none", stepPlan: "plan", stepApply: "apply", stepCommand: "-command"}
+
+func (s runStep) String() string { return stepNames[s] }
 
 // causeKind is the kind of reason a pool is left out of runs, or a change
 // set held: what the decisions test, where the text is what is logged.
@@ -286,10 +523,12 @@ type runRequest struct {
 // addresses are the data source instances the run is for, sorted.
 func (r runRequest) addresses() []string { return slices.Sorted(maps.Keys(r.changes)) }
 
-// runOutcome is how a run ended.
+// runOutcome is how a run ended, as the machine decided it (decideRun).
 type runOutcome struct {
 	result runResult
-	err    error
+	// why is the rule of runRules that decided it.
+	why runCase
+	err error
 	// blocked are the addresses that made a plan not pool-only.
 	blocked []string
 	// failing are the addresses the CLI's errors name.
@@ -297,7 +536,8 @@ type runOutcome struct {
 	// targeted says the plan left the dependents of unreadable pools out;
 	// partial that among them was something that uses a changed pool too.
 	targeted, partial bool
-	// reason says why a run applied nothing (no_changes, waiting).
+	// reason says why a run applied nothing (no_changes, waiting), in the
+	// words of its rule.
 	reason string
 	// queued is how long the run waited for a slot of the replica.
 	queued time.Duration
@@ -718,8 +958,13 @@ func stopped(m *machine, now time.Time, ev event, d *decisions) {
 }
 
 // step answers one event at now. An event no rule of the phase takes
-// (none the loop gives) changes nothing.
+// (none the loop gives) changes nothing. The runner's report of a run is
+// decided first, against the run the machine started, and taken as the
+// event of its result.
 func (m *machine) step(now time.Time, ev event) decisions {
+	if ev.kind == evRunEnded {
+		ev = runEnded(m.decided(ev.facts))
+	}
 	var d decisions
 	if r := ruleOf[m.phase][ev.kind]; r != nil {
 		r.act(m, now, ev, &d)

@@ -95,7 +95,7 @@ func TestAHandOverNeverInterruptsARun(t *testing.T) {
 			defer stopRun()
 			runs := make(chan runOutcome, 1)
 			startRun := func() {
-				go func() { runs <- s.run(runCtx, runRequest{}) }()
+				go func() { runs <- decideRun(runRequest{}, s.run(runCtx, runRequest{})).outcome }()
 			}
 			if tc.running {
 				startRun()

@@ -16,7 +16,8 @@ import (
 
 // terraform is the CLI as a run uses it, as Consul-Terraform-Sync's driver
 // is: the CLI runner (cli, runner.go) satisfies it, and the tests of runs
-// give their own, so that what a run decides is tested without a CLI.
+// give their own, so that what a run finds, and what the machine decides
+// of it, is tested without a CLI.
 type terraform interface {
 	// statePull gives read the state of the working directory, through its
 	// backend, as a stream.
@@ -61,67 +62,51 @@ type runner struct {
 	log                    *slog.Logger
 }
 
-// run makes one run for req.
-func (r *runner) run(ctx context.Context, req runRequest) runOutcome {
+// run makes one run for req and reports what it found. It decides
+// nothing: before each step it asks the machine's decideRun whether the run
+// goes on, and the machine decides the run's result from the facts.
+func (r *runner) run(ctx context.Context, req runRequest) runFacts {
 	if r.command != "" {
 		return r.runCommand(ctx, req)
 	}
-	o := planOptions{refresh: r.refresh}
-	targets, targeted, waiting := r.scope(req)
-	if waiting != "" {
-		return runOutcome{result: resultWaiting, reason: waiting}
+	f := runFacts{scope: r.scope(req)}
+	if decideRun(req, f).next != stepPlan {
+		return f
 	}
-	o.targets = targets
-	// A run that left out what uses both a changed pool and an unreadable
-	// or refused one brings the changed pool into state without it: only
-	// a plan of everything, once nothing is left out, brings it current.
-	partial := targeted && r.filter.leavesOut(resourcesOf(req.changes), append(resourcesOf(req.unreadable), resourcesOf(req.refused)...))
 	dir, err := os.MkdirTemp("", "k8s-sync-")
 	if err != nil {
-		return runOutcome{result: resultFailed, err: err}
+		f.err = err
+		return f
 	}
 	defer os.RemoveAll(dir)
 	planFile := filepath.Join(dir, "pools.tfplan")
-	failed := func(err error) runOutcome {
-		if errors.Is(err, errStopped) {
-			return runOutcome{result: resultStopped, err: err, targeted: targeted, partial: partial}
-		}
-		return runOutcome{result: resultFailed, err: err, failing: failingAddresses(err), targeted: targeted, partial: partial}
+	if f.scope.targetable && leavesPoolsOut(req) {
+		r.log.Info("planning the dependents of the readable pools only", "targets", strings.Join(f.scope.targets, ","),
+			"unreadable", strings.Join(slices.Sorted(maps.Keys(req.unreadable)), ","))
 	}
-	changes, summary, err := r.tf.plan(ctx, planFile, o)
+	f.did = stepPlan
+	changes, summary, err := r.tf.plan(ctx, planFile, planOptions{refresh: r.refresh, targets: f.scope.targets})
 	if err != nil {
-		return failed(err)
+		f.err, f.failing = err, failingAddresses(err)
+		return f
 	}
-	if !changes && len(req.changes) == 0 {
-		return runOutcome{result: resultNoChanges, targeted: targeted}
-	}
-	if blocked := r.notAllowed(summary.changed); len(blocked) > 0 {
-		return runOutcome{result: resultRefused, blocked: blocked, targeted: targeted}
-	}
-	result := resultApplied
-	if len(summary.changed) == 0 {
-		// Nothing a load balancer sees changes (an endpoint's zone, a
-		// draining flag no resource reads): applying the saved plan writes
-		// the data sources' new results into state, so that neither this
-		// companion nor check sees the same difference again. Not when the
-		// apply would also record drift of resources that are not pools.
-		if drift := r.notAllowed(summary.drift); len(drift) > 0 {
-			return runOutcome{result: resultNoChanges, targeted: targeted,
-				reason: "the state's data sources are not brought current: the plan also records changes made outside Terraform to " + strings.Join(drift, ",")}
-		}
-		result = resultStateUpdated
+	f.plan = planFacts{changes: changes, changed: summary.changed, notPools: r.notAllowed(summary.changed),
+		driftNotPools: r.notAllowed(summary.drift)}
+	if decideRun(req, f).next != stepApply {
+		return f
 	}
 	r.log.Info("applying the saved plan", "changes", len(summary.changed), "addresses", strings.Join(summary.changed, ","))
+	f.did = stepApply
 	if err := r.tf.apply(ctx, planFile); err != nil {
-		return failed(err)
+		f.err, f.failing = err, failingAddresses(err)
 	}
-	return runOutcome{result: result, targeted: targeted, partial: partial}
+	return f
 }
 
-// scope is what a run plans: the -target addresses (none: the whole
-// configuration); targeted says the plan leaves the dependents of the
-// unreadable and refused pools out; waiting, when set, says why nothing
-// can be planned.
+// scope is what a run's plan covers: the -target addresses (none: the
+// whole configuration), and what the configuration says of what uses the
+// changed pools and the pools left out (unreadable, or refused by the
+// shrink guard).
 //
 // A run plans what the changed pools need: the resources (and modules from
 // a registry) that depend on them, and the changed data sources themselves
@@ -130,37 +115,31 @@ func (r *runner) run(ctx context.Context, req runRequest) runOutcome {
 // no other. The whole configuration is planned when the run is full (the
 // -full-plan-interval), when targeting is off, and when the configuration
 // cannot say what depends on what (-allow, a .tf.json file). Either way,
-// what uses an unreadable pool or one the shrink guard refused is left
-// out, when the configuration says what that is.
-func (r *runner) scope(req runRequest) (targets []string, targeted bool, waiting string) {
-	excluded := append(resourcesOf(req.unreadable), resourcesOf(req.refused)...)
+// what uses a pool left out is left out, when the configuration says what
+// that is.
+func (r *runner) scope(req runRequest) runScope {
 	if !r.filter.targetable() {
-		if len(req.refused) > 0 {
-			// A plan of everything would apply what the guard refused.
-			return nil, false, "the configuration does not say which resources leave out the pools the shrink guard refused"
-		}
-		return nil, false, ""
+		return runScope{}
 	}
+	s := runScope{targetable: true}
+	excluded := append(resourcesOf(req.unreadable), resourcesOf(req.refused)...)
 	changed := resourcesOf(req.changes)
 	if req.full || !r.targetChanged {
 		if len(excluded) == 0 {
-			return nil, false, ""
+			return s
 		}
 		changed = r.filter.watched
 	}
-	targets = r.filter.targets(changed, excluded)
-	if len(targets) == 0 && len(excluded) > 0 {
-		return nil, false, "every resource that uses the changed pools also uses a pool whose read fails or that the shrink guard refused"
-	}
-	targets = r.filter.withDataSources(targets, changed, excluded)
+	s.users = r.filter.targets(changed, excluded)
+	s.targets = r.filter.withDataSources(s.users, changed, excluded)
 	if !req.full && r.targetChanged {
-		targets = r.filter.byServiceInstances(targets, req.changes)
+		s.targets = r.filter.byServiceInstances(s.targets, req.changes)
 	}
-	if len(excluded) > 0 {
-		r.log.Info("planning the dependents of the readable pools only", "targets", strings.Join(targets, ","),
-			"unreadable", strings.Join(slices.Sorted(maps.Keys(req.unreadable)), ","))
-	}
-	return targets, len(excluded) > 0, ""
+	// What uses both a changed pool and one left out stays behind the
+	// changed pool in state: only a plan of everything, once nothing is
+	// left out, brings it current.
+	s.leavesOutChanged = r.filter.leavesOut(resourcesOf(req.changes), excluded)
+	return s
 }
 
 func (r *runner) notAllowed(addresses []string) []string {
@@ -173,26 +152,22 @@ func (r *runner) notAllowed(addresses []string) []string {
 	return out
 }
 
-// runCommand runs the hook that replaces plan and apply: $K8S_SYNC_CHANGES
-// holds the changes as JSON, by data source address, and
-// $K8S_SYNC_UNREADABLE the pools whose read fails, by address, with why.
-func (r *runner) runCommand(ctx context.Context, req runRequest) runOutcome {
-	if len(req.refused) > 0 {
-		// The command runs the whole configuration: it would apply what
-		// the guard refused.
-		return runOutcome{result: resultWaiting, reason: "the shrink guard refused a pool, and -command runs the whole configuration"}
+// runCommand runs the hook that replaces plan and apply, when the machine
+// says so: $K8S_SYNC_CHANGES holds the changes as JSON, by data source
+// address, and $K8S_SYNC_UNREADABLE the pools whose read fails, by
+// address, with why.
+func (r *runner) runCommand(ctx context.Context, req runRequest) runFacts {
+	f := runFacts{command: true}
+	if decideRun(req, f).next != stepCommand {
+		return f
 	}
 	changes, _ := json.Marshal(req.changes)
 	unreadable, _ := json.Marshal(req.unreadable)
 	env := []string{"K8S_SYNC_CHANGES=" + string(changes), "K8S_SYNC_UNREADABLE=" + string(unreadable),
 		"K8S_SYNC_TERRAFORM=" + r.terraformPath}
-	if err := r.tf.command(ctx, r.command, env); err != nil {
-		if errors.Is(err, errStopped) {
-			return runOutcome{result: resultStopped, err: err}
-		}
-		return runOutcome{result: resultFailed, err: err}
-	}
-	return runOutcome{result: resultDelivered}
+	f.did = stepCommand
+	f.err = r.tf.command(ctx, r.command, env)
+	return f
 }
 
 // resourcesOf are the resource addresses (no instance keys) of the

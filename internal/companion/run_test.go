@@ -82,6 +82,12 @@ func filterWatching(t *testing.T, config string, watched ...string) poolChangeFi
 	return newPoolChangeFilter(g, watched)
 }
 
+// decided makes a run of req with r, and says how the machine decides it
+// ended.
+func decided(r *runner, req runRequest) runOutcome {
+	return decideRun(req, r.run(context.Background(), req)).outcome
+}
+
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func webChanged() runRequest {
@@ -141,7 +147,7 @@ func TestARun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tf := tc.tf
 			r := &runner{tf: &tf, filter: filterOf(t, twoPools), refresh: true, log: discard()}
-			o := r.run(context.Background(), tc.req())
+			o := decided(r, tc.req())
 			if o.result != tc.result {
 				t.Fatalf("result %s (%v), want %s", o.result, o.err, tc.result)
 			}
@@ -165,7 +171,7 @@ func TestARunThatWouldNeedAnUnreadablePoolPlansNothing(t *testing.T) {
 	r := &runner{tf: &tf, filter: filterOf(t, config), log: discard()}
 	req := webChanged()
 	req.unreadable = map[string]cause{"data.k8s_ready_endpoints.api": {kind: causeReadFails, text: "gone"}}
-	if o := r.run(context.Background(), req); o.result != resultWaiting {
+	if o := decided(r, req); o.result != resultWaiting {
 		t.Fatalf("result %s, want %s", o.result, resultWaiting)
 	}
 	if len(tf.planned) != 0 {
@@ -180,7 +186,7 @@ func TestARunThatCannotLeaveARefusedPoolOutRunsNothing(t *testing.T) {
 	r := &runner{tf: &tf, command: "true", log: discard()}
 	req := webChanged()
 	req.refused = map[string]cause{"data.k8s_ready_endpoints.api": {kind: causeShrink, text: "would be emptied"}}
-	if o := r.run(context.Background(), req); o.result != resultWaiting || tf.env != nil {
+	if o := decided(r, req); o.result != resultWaiting || tf.env != nil {
 		t.Fatalf("result %s, command run with %v: want %s and no command", o.result, tf.env, resultWaiting)
 	}
 }
@@ -200,7 +206,7 @@ Error: boom
 `
 	tf := fakeTerraform{planErr: &cliExit{args: []string{"terraform", "plan"}, code: 1, stderr: stderr}}
 	r := &runner{tf: &tf, filter: filterOf(t, twoPools), log: discard()}
-	o := r.run(context.Background(), webChanged())
+	o := decided(r, webChanged())
 	want := []string{`data.k8s_ready_endpoints.x`, `module.lb["a"].aws_lb_target_group_attachment.m[0]`}
 	if o.result != resultFailed || !slices.Equal(o.failing, want) {
 		t.Errorf("result %s, failing %q; want failed naming %q", o.result, o.failing, want)
@@ -212,7 +218,7 @@ func TestACommandGetsTheChangesAndIsDelivered(t *testing.T) {
 	r := &runner{tf: &tf, command: "true", terraformPath: "/bin/tofu", log: discard()}
 	req := webChanged()
 	req.unreadable = map[string]cause{"data.k8s_ready_endpoints.api": {kind: causeReadFails, text: "gone"}}
-	if o := r.run(context.Background(), req); o.result != resultDelivered {
+	if o := decided(r, req); o.result != resultDelivered {
 		t.Fatalf("result %s, want %s", o.result, resultDelivered)
 	}
 	env := map[string]string{}
@@ -386,7 +392,7 @@ resource "terraform_data" "pool" {
 			}
 			tf := fakeTerraform{changes: true, summary: planSummary{changed: []string{"terraform_data.web"}}}
 			r := &runner{tf: &tf, filter: newPoolChangeFilter(g, []string{web, api, fleet, exported}), targetChanged: !tc.off, log: discard()}
-			if o := r.run(context.Background(), req); o.result != resultApplied {
+			if o := decided(r, req); o.result != resultApplied {
 				t.Fatalf("result %s (%v), want %s", o.result, o.err, resultApplied)
 			}
 			if len(tf.planned) != 1 || !slices.Equal(tf.planned[0].targets, tc.targets) {
@@ -418,7 +424,7 @@ output "backend" {
 	tf := fakeTerraform{changes: true}
 	r := &runner{tf: &tf, filter: filterWatching(t, config, blue, green), targetChanged: true, log: discard()}
 	req := runRequest{changes: map[string][]poolChange{green: {change("g", "10.0.0.1:80")}}}
-	if o := r.run(context.Background(), req); o.result != resultStateUpdated {
+	if o := decided(r, req); o.result != resultStateUpdated {
 		t.Fatalf("result %s (%v), want %s", o.result, o.err, resultStateUpdated)
 	}
 	if want := []string{blue, green}; len(tf.planned) != 1 || !slices.Equal(tf.planned[0].targets, want) {
@@ -429,7 +435,7 @@ output "backend" {
 	tf = fakeTerraform{changes: true}
 	r.tf = &tf
 	req.unreadable = map[string]cause{blue: {kind: causeReadFails, text: "gone"}}
-	if o := r.run(context.Background(), req); o.result != resultWaiting || len(tf.planned) != 0 {
+	if o := decided(r, req); o.result != resultWaiting || len(tf.planned) != 0 {
 		t.Errorf("result %s, plans %+v: want %s and none", o.result, tf.planned, resultWaiting)
 	}
 }
@@ -474,12 +480,14 @@ func TestARunThatWaitsForASlotSaysHowLongAndIsNotBusyMeanwhile(t *testing.T) {
 		s := &syncer{slots: make(chan struct{}, 1), clock: clock.RealClock{}, runner: &runner{tf: &tf, filter: filterOf(t, twoPools), log: discard()}}
 		s.slots <- struct{}{} // another workspace's run
 		done := make(chan runOutcome)
-		go func() { done <- s.run(context.Background(), webChanged()) }()
+		go func() { done <- decideRun(webChanged(), s.run(context.Background(), webChanged())).outcome }()
 		synctest.Wait()
 		if !s.handOver(func() {}) {
 			t.Error("not handed over while waiting for a slot")
 		}
 		s.handedOver = false
+		// The other workspace's run holds the slot for 3 s: in the bubble's
+		// clock, the scenario itself, which takes no real time.
 		time.Sleep(3 * time.Second)
 		<-s.slots
 		if o := <-done; o.result != resultApplied || o.queued != 3*time.Second {

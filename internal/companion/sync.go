@@ -565,7 +565,7 @@ func (s *syncer) nextExpiry(ctx context.Context) time.Time {
 // does is decided by the machine (machine.go); the loop carries it out.
 func (s *syncer) Run(ctx context.Context) error {
 	defer s.stopCaches()
-	l := &loop{world: s, machine: newMachine(s.machineOptions()), clock: s.clock, kick: s.kick, runs: make(chan runOutcome, 1),
+	l := &loop{world: s, machine: newMachine(s.machineOptions()), clock: s.clock, kick: s.kick, runs: make(chan runFacts, 1),
 		ranFor: func(d time.Duration) { s.metrics.runDuration.Observe(d.Seconds()) }}
 	return l.run(ctx)
 }
@@ -587,7 +587,7 @@ func (s *syncer) fullPlanInterval() time.Duration {
 
 // run makes one run, once the replica has a slot for it; busy from then
 // (a workspace that waits for a slot can be handed over).
-func (s *syncer) run(ctx context.Context, r runRequest) runOutcome {
+func (s *syncer) run(ctx context.Context, r runRequest) runFacts {
 	var queued time.Duration
 	if s.slots != nil {
 		asked := s.clock.Now()
@@ -595,13 +595,13 @@ func (s *syncer) run(ctx context.Context, r runRequest) runOutcome {
 		case s.slots <- struct{}{}:
 			defer func() { <-s.slots }()
 		case <-ctx.Done():
-			return runOutcome{result: resultStopped, err: errStopped, queued: s.clock.Since(asked)}
+			return runFacts{err: errStopped, queued: s.clock.Since(asked)}
 		}
 		queued = s.clock.Since(asked)
 	}
 	if !s.begin() {
 		// The workspace is being handed over: the run does not start.
-		return runOutcome{result: resultStopped, err: errStopped, queued: queued}
+		return runFacts{err: errStopped, queued: queued}
 	}
 	defer s.end()
 	o := s.runner.run(ctx, r)

@@ -1,6 +1,7 @@
 package companion
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/vigie/terraform-provider-k8s/test/testcluster"
@@ -355,10 +357,13 @@ func TestAccSyncTwoReplicasOneLeaderRuns(t *testing.T) {
 	a := startSync(t, w, append(lease, "-identity", "a")...)
 	b := startSync(t, w, append(lease, "-identity", "b")...)
 	runPod(t, ns, "web", "web-3", "10.244.0.3", true)
-	deadline := time.Now().Add(60 * time.Second)
-	for a.count("run ended", nil)+b.count("run ended", nil) == 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return a.count("run ended", nil)+b.count("run ended", nil) > 0, nil
+	}); err != nil {
+		t.Fatalf("no run ended within 60 s:\na:\n%s\nb:\n%s", a.log(), b.log())
 	}
+	// Four seconds more for a second leader or run to show: that none does
+	// during them is the scenario, not a condition to poll for.
 	time.Sleep(4 * time.Second)
 	if la, lb := a.count("leading", nil), b.count("leading", nil); la+lb != 1 {
 		t.Errorf("replicas leading: a %d, b %d; want exactly one", la, lb)

@@ -1,6 +1,7 @@
 package companion
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vigie/terraform-provider-k8s/internal/kube"
 	"github.com/vigie/terraform-provider-k8s/test/syncproc"
@@ -147,21 +149,17 @@ func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
 	}
 	waitApplied := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(3 * time.Minute)
-		for {
-			done := 0
+		done := 0
+		if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+			done = 0
 			for _, name := range names {
 				if applied(name) >= want {
 					done++
 				}
 			}
-			if done == n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d workspaces applied their change %d", done, n, want)
-			}
-			time.Sleep(250 * time.Millisecond)
+			return done == n, nil
+		}); err != nil {
+			t.Fatalf("%d of %d workspaces applied their change %d", done, n, want)
 		}
 	}
 
@@ -234,22 +232,24 @@ func TestAccSyncThreeReplicasShareTwentyWorkspaces(t *testing.T) {
 func memberGone(t *testing.T, ns, id string, pods map[string]string) {
 	t.Helper()
 	name := kube.MemberLeaseName("ws", id)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		lease, err := acc.client.CoordinationV1().Leases(ns).Get(testCtx(t), name, metav1.GetOptions{})
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		lease, err := acc.client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return
+			return true, nil
 		}
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
 		if owners := lease.OwnerReferences; len(owners) != 1 || owners[0].Kind != "Pod" || owners[0].Name != id || string(owners[0].UID) != pods[id] {
-			t.Fatalf("the member Lease %s has owners %+v, want the pod %s (%s)", name, owners, id, pods[id])
+			return false, fmt.Errorf("the member Lease %s has owners %+v, want the pod %s (%s)", name, owners, id, pods[id])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the member Lease %s of %s is still there 60 s after its pod was deleted", name, id)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return false, nil
+	})
+	if wait.Interrupted(err) {
+		t.Fatalf("the member Lease %s of %s is still there 60 s after its pod was deleted", name, id)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -344,17 +344,14 @@ func (j *leaseJudge) killed(id string, at time.Time) {
 
 func (j *leaseJudge) waitFor(t *testing.T, timeout time.Duration, what string, ok func(map[string]string) bool) map[string]string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		h := j.holders()
-		if ok(h) {
-			return h
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s within %s: holders %v", what, timeout, countOf3(h))
-		}
-		time.Sleep(250 * time.Millisecond)
+	var h map[string]string
+	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		h = j.holders()
+		return ok(h), nil
+	}); err != nil {
+		t.Fatalf("not %s within %s: holders %v", what, timeout, countOf3(h))
 	}
+	return h
 }
 
 // span is when a replica led, or ran, a workspace.
@@ -463,10 +460,13 @@ func TestAccSyncReplicasReadingDifferentListsDoNotPassAWorkspaceBackAndForth(t *
 	defer judge.stop()
 	judge.waitFor(t, 90*time.Second, "every workspace held", func(holders map[string]string) bool { return len(holders) == len(names) })
 	// Both replicas up for longer than a Lease duration (15 s), when a
-	// replica hands a workspace to the one it prefers.
+	// replica hands a workspace to the one it prefers: the time passing is
+	// the scenario, not a condition to poll for.
 	time.Sleep(20 * time.Second)
 	before := transitions()
 	held := judge.holders()
+	// Then 40 s in which no workspace is without a holder or changes
+	// holder: a check each second over a span that is the scenario itself.
 	for range 40 {
 		time.Sleep(time.Second)
 		if h := judge.holders(); len(h) != len(names) {
