@@ -690,8 +690,8 @@ type machine struct {
 	opts  machineOptions
 	phase phase
 	// notedChanges are the pool changes last noted (noteChanges), by data
-	// source and pool name: the cluster digest of each.
-	notedChanges map[string][sha256.Size]byte
+	// source and pool name: the members each adds and removes.
+	notedChanges map[string]string
 	// retries is the backoff of runs, stateRetries that of reads of state.
 	retries, stateRetries workqueue.TypedRateLimiter[string]
 
@@ -1268,24 +1268,27 @@ func (m *machine) succeeded() {
 	m.held = held{}
 }
 
-// noteChanges notes each pool that differs from state, once for each way
-// it differs: a pool noted at the last note and unchanged since is not
-// noted again when another pool changes. The pool's name is given for a
-// Service of a k8s_services (a k8s_ready_endpoints has one pool).
+// noteChanges notes each pool that differs from state, once for the
+// members it adds and removes: a pool noted at the last note with the same
+// members added and removed is not noted again when another pool changes,
+// nor when only its endpoints' other attributes move (a pod's two slices,
+// IPv4 and IPv6, written one after the other). The pool's name is given
+// for a Service of a k8s_services (a k8s_ready_endpoints has one pool).
 func (m *machine) noteChanges(d *decisions) {
-	noted := map[string][sha256.Size]byte{}
+	noted := map[string]string{}
 	for _, address := range slices.Sorted(maps.Keys(m.view.changes)) {
 		for _, c := range m.view.changes[address] {
 			key := address + "\x00" + c.Name
-			noted[key] = c.cluster
-			if before, ok := m.notedChanges[key]; ok && before == c.cluster {
+			added, removed := strings.Join(c.Added, ","), strings.Join(c.Removed, ",")
+			noted[key] = added + "\x00" + removed
+			if before, ok := m.notedChanges[key]; ok && before == noted[key] {
 				continue
 			}
 			attrs := []any{"data_source", address}
 			if c.Name != "" {
 				attrs = append(attrs, "pool", c.Name)
 			}
-			attrs = append(attrs, "added", strings.Join(c.Added, ","), "removed", strings.Join(c.Removed, ","), "members_unchanged", c.membersOnly())
+			attrs = append(attrs, "added", added, "removed", removed, "members_unchanged", c.membersOnly())
 			d.note(noteDiffers, slog.LevelInfo, "pool differs from state", attrs...)
 		}
 	}

@@ -616,16 +616,19 @@ func TestThePoolsOfAClusterThatDoesNotAnswerAreOneNote(t *testing.T) {
 	}
 }
 
-// A pool that differs from state is noted once for each way it differs:
-// a change of another pool notes that pool alone, the same pool differing
-// otherwise is noted again, and so is a change that comes back after the
-// pools matched state. A k8s_ready_endpoints' single pool has no name.
-func TestAPoolThatDiffersIsNotedOnceForEachWayItDiffers(t *testing.T) {
+// A pool that differs from state is noted once for the members it adds
+// and removes: a change of another pool, or of the pool's other
+// attributes, does not note it again; the same pool adding other members
+// does, and so does a change that comes back after the pools matched
+// state. A k8s_ready_endpoints' single pool has no name.
+func TestAPoolThatDiffersIsNotedOnceForTheMembersItAddsAndRemoves(t *testing.T) {
 	m := testMachine()
 	web, api := change("web", "10.0.0.1:80"), change("api", "10.0.0.2:80")
 	web.Name, api.Name = "shop/web", "shop/api"
 	web2 := change("web-2", "10.0.0.3:80")
 	web2.Name = "shop/web"
+	webAttrs := change("web-zone", "10.0.0.1:80")
+	webAttrs.Name = "shop/web"
 	single := change("single", "10.0.0.4:80")
 	noted := func(v view) []string {
 		m.view = v
@@ -651,6 +654,7 @@ func TestAPoolThatDiffersIsNotedOnceForEachWayItDiffers(t *testing.T) {
 		{"web differs", differs(web), []string{"shop/web"}},
 		{"api differs too", differs(web, api), []string{"shop/api"}},
 		{"the same again", differs(web, api), nil},
+		{"web's other attributes move", differs(webAttrs, api), nil},
 		{"web differs otherwise", differs(web2, api), []string{"shop/web"}},
 		{"the pools match state", matches(), nil},
 		{"both differ again", differs(web2, api), []string{"shop/api", "shop/web"}},
