@@ -14,7 +14,7 @@ import (
 )
 
 // registryHost matches the host of a package registry named as
-// registry.NAME.io or registry.NAME.org, as the provider registries of
+// registry.<name>.io or registry.<name>.org, as the provider registries of
 // Terraform and OpenTofu are. Nothing in the repository names one: a host
 // is asked of the CLI that uses it (scripts/registry-host.sh), and tests
 // and examples use made-up hosts (mirror.test, registry.example.com). The
