@@ -33,8 +33,13 @@ for cli in "$@"; do
 		echo "registry-host: CLI $cli not found" >&2
 		exit 1
 	fi
+	# A relative path is made absolute: the CLI runs in the probe directory.
+	path="$cli"
+	if [[ "$path" == */* && "$path" != /* ]]; then
+		path="$PWD/$path"
+	fi
 	# `providers` reads the configuration only: no init, no network.
-	if ! out="$(cd "$probe" && CHECKPOINT_DISABLE=1 "$cli" providers -no-color 2>&1)"; then
+	if ! out="$(cd "$probe" && CHECKPOINT_DISABLE=1 "$path" providers -no-color 2>&1)"; then
 		echo "registry-host: $cli providers failed:" >&2
 		echo "$out" >&2
 		exit 1
