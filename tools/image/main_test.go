@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,6 +100,50 @@ func TestAnImageWithoutAMirrorHostIsRefused(t *testing.T) {
 	for _, bad := range []string{"", "mirror.test/vigie", "mirror test"} {
 		if err := h.Set(bad); err == nil {
 			t.Errorf("-mirror-host %q taken, want it refused", bad)
+		}
+	}
+}
+
+// TestTheMirrorHostIsAskedOfTheCLI: scripts/registry-host.sh, which gives
+// make image its -mirror-host, reads the host from what `<cli> providers`
+// says of a configuration that requires vigie/k8s, and stops on a CLI that
+// fails or names no such provider. The CLIs here are scripts that answer
+// as terraform and tofu do, with a made-up host; make testacc-image runs
+// the real one (the image's tofu installs vigie/k8s from its mirror).
+func TestTheMirrorHostIsAskedOfTheCLI(t *testing.T) {
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "registry-host.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cli := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// It answers for the configuration of the directory it runs in.
+	cli("good", `[ "$1" = providers ] && grep -q 'source = "vigie/k8s"' main.tf || exit 9
+printf '\nProviders required by configuration:\n.\n\\-- provider[mirror.test/vigie/k8s]\n\n'
+`)
+	cli("failing", "echo 'Error: Unsupported argument' >&2; exit 1\n")
+	cli("other", "echo 'provider[mirror.test/hashicorp/null]'\n")
+	ask := func(args ...string) (string, error) {
+		cmd := exec.Command(script, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := ask("./good", filepath.Join(dir, "good")); err != nil || out != "mirror.test\nmirror.test\n" {
+		t.Errorf("registry-host.sh ./good and its absolute path: %v, %q, want mirror.test twice", err, out)
+	}
+	for _, tc := range []struct{ cli, want string }{
+		{"./failing", "./failing providers failed:\nError: Unsupported argument"},
+		{"./other", "names no provider[<host>/vigie/k8s]"},
+		{"./missing", "CLI ./missing not found"},
+	} {
+		if out, err := ask("./good", tc.cli); err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("registry-host.sh ./good %s: %v, %q, want a failure with %q", tc.cli, err, out, tc.want)
 		}
 	}
 }
