@@ -13,8 +13,8 @@
 # A provider's address is <host>/vigie/k8s, where <host> is the default
 # registry of the CLI that reads `source = "vigie/k8s"`, and Terraform's and
 # OpenTofu's differ. The host is asked of each CLI (named, else terraform and
-# tofu where found on PATH) by `<cli> providers` on a configuration that
-# requires vigie/k8s, so that no registry's name is written here.
+# tofu where found on PATH) by scripts/registry-host.sh, so that no
+# registry's name is written here.
 # The binary goes to <dir>/<host>/vigie/k8s/<version>/<os>_<arch>/
 # terraform-provider-k8s_v<version> (the unpacked layout) for each host.
 set -euo pipefail
@@ -42,38 +42,12 @@ if [ ! -x "$binary" ]; then
 fi
 platform="$(go env GOOS)_$(go env GOARCH)"
 
-probe="$(mktemp -d)"
-trap 'rm -rf "$probe"' EXIT
-cat >"$probe/main.tf" <<'EOF'
-terraform {
-  required_providers {
-    k8s = { source = "vigie/k8s" }
-  }
-}
-EOF
-
+# The hosts, each once, asked of each CLI (a failure stops here).
+asked="$("$(dirname "$0")/registry-host.sh" "${clis[@]}")"
 hosts=()
-for cli in "${clis[@]}"; do
-	if ! command -v "$cli" >/dev/null; then
-		echo "mirror: CLI $cli not found" >&2
-		exit 1
-	fi
-	# `providers` reads the configuration only: no init, no network.
-	if ! out="$(cd "$probe" && "$cli" providers -no-color 2>&1)"; then
-		echo "mirror: $cli providers failed:" >&2
-		echo "$out" >&2
-		exit 1
-	fi
-	address="$(grep -o 'provider\[[^]]*/vigie/k8s\]' <<<"$out" | head -n 1)" || true
-	host="${address#provider[}"
-	host="${host%/vigie/k8s]}"
-	if [ -z "$address" ] || [ -z "$host" ] || [[ "$host" == */* ]]; then
-		echo "mirror: $cli providers names no provider[<host>/vigie/k8s]:" >&2
-		echo "$out" >&2
-		exit 1
-	fi
+while read -r host; do
 	case " ${hosts[*]:-} " in *" $host "*) ;; *) hosts+=("$host") ;; esac
-done
+done <<<"$asked"
 
 for host in "${hosts[@]}"; do
 	target="$dir/$host/vigie/k8s/$version/$platform"

@@ -3,7 +3,9 @@
 // commit-like id, an issue or pull request number, a date outside the
 // CHANGELOG's release headings, or words that tell what changed ("no
 // longer"). A user page says what is and how to use it; history lives in git
-// and figures in bench/. `make docs-check` runs it (cmd/historycheck).
+// and figures in bench/. It also refuses a package registry's host named in
+// any file of the repository (hosts.go). `make docs-check` runs both
+// (cmd/historycheck).
 package historycheck
 
 import (

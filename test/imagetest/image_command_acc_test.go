@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -68,12 +69,43 @@ func TestAccImageRunsCommand(t *testing.T) {
 func TestAccImageWithMoreProviders(t *testing.T) {
 	needImage(t)
 	ctx := testCtx(t, 15*time.Minute)
+	config := t.TempDir()
+	main := `terraform {
+  required_providers {
+    k8s   = { source = "vigie/k8s" }
+    pools = { source = "example/pools", version = "0.0.1" }
+  }
+}
+
+data "k8s_ready_endpoints" "web" {
+  provider  = pools
+  namespace = "shop"
+  service   = "web"
+}
+`
+	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(main), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tofu := func(image string, args ...string) (string, error) {
+		run := []string{"run", "--rm", "--network=none", "--pull=never", "--user=0", "-v", config + ":/work", "-w", "/work", "--entrypoint", "tofu", image}
+		out, err := env.podman.run(ctx, append(run, args...)...)
+		return plain(out), err
+	}
+	// The mirror keeps example/pools under the default registry host of the
+	// image's tofu, the CLI that reads it: asked of that tofu, as make image
+	// asks it (scripts/registry-host.sh).
+	out, err := tofu(env.image, "providers", "-no-color")
+	m := regexp.MustCompile(`provider\[([^/\]]+)/example/pools\]`).FindStringSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("tofu providers in the image: %v, want provider[<host>/example/pools]:\n%s", err, out)
+	}
+	host := m[1]
 	mirror := t.TempDir()
-	executable := filepath.Join(mirror, "registry.opentofu.org", "example", "pools", "0.0.1", "linux_"+runtime.GOARCH, "terraform-provider-pools_v0.0.1")
+	executable := filepath.Join(mirror, host, "example", "pools", "0.0.1", "linux_"+runtime.GOARCH, "terraform-provider-pools_v0.0.1")
 	if err := os.MkdirAll(filepath.Dir(executable), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := env.podman.run(ctx, "create", "--pull=never", env.image)
+	out, err = env.podman.run(ctx, "create", "--pull=never", env.image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,28 +132,6 @@ func TestAccImageWithMoreProviders(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = env.podman.run(context.Background(), "rmi", withPools) })
 
-	config := t.TempDir()
-	main := `terraform {
-  required_providers {
-    k8s   = { source = "vigie/k8s" }
-    pools = { source = "example/pools", version = "0.0.1" }
-  }
-}
-
-data "k8s_ready_endpoints" "web" {
-  provider  = pools
-  namespace = "shop"
-  service   = "web"
-}
-`
-	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(main), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tofu := func(image string, args ...string) (string, error) {
-		run := []string{"run", "--rm", "--network=none", "--pull=never", "--user=0", "-v", config + ":/work", "-w", "/work", "--entrypoint", "tofu", image}
-		out, err := env.podman.run(ctx, append(run, args...)...)
-		return plain(out), err
-	}
 	// Without it, the image's mirror does not have it.
 	if out, err := tofu(env.image, "init", "-input=false", "-no-color"); err == nil || !strings.Contains(out, "example/pools") || !strings.Contains(out, "not found") {
 		t.Fatalf("init with the image of make image: %v, want example/pools not found:\n%s", err, out)
@@ -132,7 +142,7 @@ data "k8s_ready_endpoints" "web" {
 	}
 	t.Logf("init: %s", out)
 	lock, err := os.ReadFile(filepath.Join(config, ".terraform.lock.hcl"))
-	if err != nil || !strings.Contains(string(lock), `provider "registry.opentofu.org/example/pools"`) {
+	if err != nil || !strings.Contains(string(lock), `provider "`+host+`/example/pools"`) {
 		t.Fatalf("the lock file lacks example/pools (%v):\n%s", err, lock)
 	}
 	if out, err := tofu(withPools, "validate", "-no-color"); err != nil || !strings.Contains(out, "The configuration is valid") {

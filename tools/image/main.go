@@ -56,10 +56,6 @@ const (
 	uid          = 65532
 )
 
-// mirrorHosts are the registries a configuration's `source = "vigie/k8s"`
-// means: Terraform's and OpenTofu's.
-var mirrorHosts = []string{"registry.terraform.io", "registry.opentofu.org"}
-
 type platformFlag []platform
 
 type platform struct {
@@ -92,22 +88,42 @@ func (d *dirsFlag) Set(v string) error {
 	return nil
 }
 
+// hostsFlag is a repeated flag of registry hosts.
+type hostsFlag []string
+
+func (h *hostsFlag) String() string { return strings.Join(*h, ",") }
+
+func (h *hostsFlag) Set(v string) error {
+	if v == "" || strings.ContainsAny(v, "/ ") {
+		return fmt.Errorf("%q: give a host name, such as the one scripts/registry-host.sh prints", v)
+	}
+	*h = append(*h, v)
+	return nil
+}
+
 type options struct {
 	platforms platformFlag
 	providers dirsFlag
-	cliName   string
-	version   string
-	tag       string
-	out       string
-	push      string
-	report    string
-	epoch     int64
+	// mirrorHosts are the hosts under which the image's mirror keeps this
+	// provider (HOST/vigie/k8s/...): the default registry host of the CLI
+	// in the image, the only CLI that reads that mirror, which means
+	// HOST/vigie/k8s by `source = "vigie/k8s"`. The GNUmakefile asks it of
+	// the CLI (scripts/registry-host.sh), so that no host is written here.
+	mirrorHosts hostsFlag
+	cliName     string
+	version     string
+	tag         string
+	out         string
+	push        string
+	report      string
+	epoch       int64
 }
 
 func main() {
 	var o options
 	flag.Var(&o.platforms, "platform", "ARCH=PROVIDER_BINARY,CLI_BINARY for linux/ARCH (repeat for a multi-platform push)")
 	flag.Var(&o.providers, "providers", "a `DIR` laid out as a filesystem mirror (as tofu providers mirror DIR writes it, packed, or unpacked) whose providers for each -platform join the image's mirror (repeat for more)")
+	flag.Var(&o.mirrorHosts, "mirror-host", "the `HOST` under which the image's mirror keeps this provider (HOST/vigie/k8s): the default registry host of the -platform's CLI, as scripts/registry-host.sh prints it (repeat for more)")
 	flag.StringVar(&o.cliName, "cli-name", "tofu", "the CLI's name in the image: tofu or terraform")
 	flag.StringVar(&o.version, "version", "", "the provider's version (the filesystem mirror's version directory)")
 	flag.StringVar(&o.tag, "tag", "terraform-provider-k8s-sync:latest", "the image's name in the tarball")
@@ -128,6 +144,8 @@ func run(o options) error {
 		return errors.New("give at least one -platform")
 	case o.version == "":
 		return errors.New("give -version, the provider's version")
+	case len(o.mirrorHosts) == 0:
+		return errors.New("give -mirror-host, the default registry host of the image's CLI (scripts/registry-host.sh CLI prints it)")
 	case o.cliName != "tofu" && o.cliName != "terraform":
 		return fmt.Errorf("-cli-name %q: use tofu or terraform", o.cliName)
 	case o.out == "" && o.push == "":
@@ -226,20 +244,7 @@ func build(o options, p platform) (v1.Image, error) {
 		}
 		layers = append(layers, others)
 	}
-	provider, err := layer(when, func(w *tarWriter) error {
-		if err := w.file(providerPath, p.provider, 0o755); err != nil {
-			return err
-		}
-		// The mirror's unpacked layout (HOST/NAMESPACE/TYPE/VERSION/OS_ARCH/),
-		// as hard links to the entrypoint: one copy of the binary.
-		for _, host := range mirrorHosts {
-			dir := path.Join(mirrorDir, host, "vigie", "k8s", o.version, "linux_"+p.arch)
-			if err := w.link(path.Join(dir, "terraform-provider-k8s_v"+o.version), providerPath, 0o755); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	provider, err := providerLayer(when, o, p)
 	if err != nil {
 		return nil, err
 	}
@@ -282,6 +287,24 @@ func build(o options, p platform) (v1.Image, error) {
 		},
 	}
 	return mutate.ConfigFile(img, cfg)
+}
+
+// providerLayer holds this provider: the entrypoint, and the image's mirror
+// in its unpacked layout (HOST/NAMESPACE/TYPE/VERSION/OS_ARCH/) under each
+// of -mirror-host, as hard links to the entrypoint: one copy of the binary.
+func providerLayer(when time.Time, o options, p platform) (v1.Layer, error) {
+	return layer(when, func(w *tarWriter) error {
+		if err := w.file(providerPath, p.provider, 0o755); err != nil {
+			return err
+		}
+		for _, host := range o.mirrorHosts {
+			dir := path.Join(mirrorDir, host, "vigie", "k8s", o.version, "linux_"+p.arch)
+			if err := w.link(path.Join(dir, "terraform-provider-k8s_v"+o.version), providerPath, 0o755); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // baseLayer holds what a distroless static image holds, and the CLI

@@ -114,29 +114,29 @@ func entries(t *testing.T, arch string, dirs ...string) (map[string]int64, error
 func TestProvidersJoinTheImagesMirror(t *testing.T) {
 	static := executable(t, elf.EM_X86_64, false)
 	unpacked := mirror(t, map[string][]byte{
-		"registry.opentofu.org/hashicorp/null/3.2.4/linux_amd64/terraform-provider-null_v3.2.4_x5": static,
-		"registry.opentofu.org/hashicorp/null/3.2.4/linux_amd64/LICENSE.txt":                       []byte("MPL"),
-		"registry.opentofu.org/hashicorp/null/3.2.4/linux_arm64/terraform-provider-null_v3.2.4_x5": executable(t, elf.EM_AARCH64, false),
+		"mirror.test/hashicorp/null/3.2.4/linux_amd64/terraform-provider-null_v3.2.4_x5": static,
+		"mirror.test/hashicorp/null/3.2.4/linux_amd64/LICENSE.txt":                       []byte("MPL"),
+		"mirror.test/hashicorp/null/3.2.4/linux_arm64/terraform-provider-null_v3.2.4_x5": executable(t, elf.EM_AARCH64, false),
 		// Left out: the image's own is the one built with it.
-		"registry.opentofu.org/vigie/k8s/0.1.0/linux_amd64/terraform-provider-k8s_v0.1.0": static,
+		"mirror.test/vigie/k8s/0.1.0/linux_amd64/terraform-provider-k8s_v0.1.0": static,
 	})
 	packed := mirror(t, map[string][]byte{
-		"registry.terraform.io/f5networks/bigip/index.json":                                       []byte(`{"versions":{"1.22.0":{}}}`),
-		"registry.terraform.io/f5networks/bigip/1.22.0.json":                                      []byte(`{"archives":{}}`),
-		"registry.terraform.io/f5networks/bigip/terraform-provider-bigip_1.22.0_linux_amd64.zip":  zipped(t, "terraform-provider-bigip_v1.22.0", static),
-		"registry.terraform.io/f5networks/bigip/terraform-provider-bigip_1.22.0_linux_arm64.zip":  []byte("not read: another platform"),
-		"registry.terraform.io/f5networks/bigip/terraform-provider-bigip_1.22.0_darwin_arm64.zip": []byte("not read: another platform"),
+		"other-mirror.test/f5networks/bigip/index.json":                                       []byte(`{"versions":{"1.22.0":{}}}`),
+		"other-mirror.test/f5networks/bigip/1.22.0.json":                                      []byte(`{"archives":{}}`),
+		"other-mirror.test/f5networks/bigip/terraform-provider-bigip_1.22.0_linux_amd64.zip":  zipped(t, "terraform-provider-bigip_v1.22.0", static),
+		"other-mirror.test/f5networks/bigip/terraform-provider-bigip_1.22.0_linux_arm64.zip":  []byte("not read: another platform"),
+		"other-mirror.test/f5networks/bigip/terraform-provider-bigip_1.22.0_darwin_arm64.zip": []byte("not read: another platform"),
 	})
 	got, err := entries(t, "amd64", unpacked, packed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]int64{
-		mirrorDir + "/registry.opentofu.org/hashicorp/null/3.2.4/linux_amd64/terraform-provider-null_v3.2.4_x5": 0o755,
-		mirrorDir + "/registry.opentofu.org/hashicorp/null/3.2.4/linux_amd64/LICENSE.txt":                       0o644,
-		mirrorDir + "/registry.terraform.io/f5networks/bigip/index.json":                                        0o644,
-		mirrorDir + "/registry.terraform.io/f5networks/bigip/1.22.0.json":                                       0o644,
-		mirrorDir + "/registry.terraform.io/f5networks/bigip/terraform-provider-bigip_1.22.0_linux_amd64.zip":   0o644,
+		mirrorDir + "/mirror.test/hashicorp/null/3.2.4/linux_amd64/terraform-provider-null_v3.2.4_x5":     0o755,
+		mirrorDir + "/mirror.test/hashicorp/null/3.2.4/linux_amd64/LICENSE.txt":                           0o644,
+		mirrorDir + "/other-mirror.test/f5networks/bigip/index.json":                                      0o644,
+		mirrorDir + "/other-mirror.test/f5networks/bigip/1.22.0.json":                                     0o644,
+		mirrorDir + "/other-mirror.test/f5networks/bigip/terraform-provider-bigip_1.22.0_linux_amd64.zip": 0o644,
 	}
 	if len(got) != len(want) {
 		t.Errorf("the layer holds %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
@@ -151,14 +151,14 @@ func TestProvidersJoinTheImagesMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if arm := mirrorDir + "/registry.opentofu.org/hashicorp/null/3.2.4/linux_arm64/terraform-provider-null_v3.2.4_x5"; len(got) != 1 || got[arm] != 0o755 {
+	if arm := mirrorDir + "/mirror.test/hashicorp/null/3.2.4/linux_arm64/terraform-provider-null_v3.2.4_x5"; len(got) != 1 || got[arm] != 0o755 {
 		t.Errorf("the linux/arm64 layer holds %v, want %s alone", slices.Sorted(maps.Keys(got)), arm)
 	}
 }
 
 func TestProvidersThatTheImageCannotUseAreRefused(t *testing.T) {
 	static := executable(t, elf.EM_X86_64, false)
-	const null = "registry.opentofu.org/hashicorp/null/3.2.4/linux_amd64/terraform-provider-null_v3.2.4_x5"
+	const null = "mirror.test/hashicorp/null/3.2.4/linux_amd64/terraform-provider-null_v3.2.4_x5"
 	for _, tc := range []struct {
 		name  string
 		files []map[string][]byte
@@ -174,11 +174,11 @@ func TestProvidersThatTheImageCannotUseAreRefused(t *testing.T) {
 		}}, "no terraform-provider-* executable in it"},
 		{"a file out of the layout", []map[string][]byte{{"hashicorp/null/terraform-provider-null": static}}, "hashicorp/null/terraform-provider-null: not where a filesystem mirror keeps a provider"},
 		{"no provider for the platform", []map[string][]byte{{
-			"registry.opentofu.org/hashicorp/null/3.2.4/darwin_arm64/terraform-provider-null_v3.2.4_x5": static,
+			"mirror.test/hashicorp/null/3.2.4/darwin_arm64/terraform-provider-null_v3.2.4_x5": static,
 		}}, "no provider for linux_amd64 in it"},
 		{"an empty directory", []map[string][]byte{{}}, "no provider for linux_amd64"},
 		{"this provider alone", []map[string][]byte{{
-			"registry.opentofu.org/vigie/k8s/0.0.1/linux_amd64/terraform-provider-k8s_v0.0.1": static,
+			"mirror.test/vigie/k8s/0.0.1/linux_amd64/terraform-provider-k8s_v0.0.1": static,
 		}}, "no provider for linux_amd64 in it"},
 		{"the same provider twice", []map[string][]byte{{null: static}, {null: static}}, "gave it already"},
 	} {

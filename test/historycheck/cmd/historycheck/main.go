@@ -1,5 +1,6 @@
 // Command historycheck refuses history in the files users read (package
-// historycheck): it prints each line refused as file:line and exits 1.
+// historycheck), and a registry host named in any file of the repository:
+// it prints each line refused as file:line and exits 1.
 // Usage: historycheck [root], the repository's root (default ".").
 package main
 
@@ -15,6 +16,7 @@ func main() {
 	if len(os.Args) > 1 {
 		root = os.Args[1]
 	}
+	failed := false
 	paths, err := historycheck.Paths(root)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "historycheck:", err)
@@ -30,6 +32,27 @@ func main() {
 	}
 	if len(found) > 0 {
 		fmt.Fprintf(os.Stderr, "historycheck: %d lines of user docs carry history (commit ids, issue numbers, dates, \"no longer\"): say what is, not what changed; figures go in bench/\n", len(found))
+		failed = true
+	}
+
+	files, err := historycheck.RepositoryFiles(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "historycheck:", err)
+		os.Exit(1)
+	}
+	hosts, err := historycheck.RegistryHosts(root, files)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "historycheck:", err)
+		os.Exit(1)
+	}
+	for _, f := range hosts {
+		fmt.Println(f)
+	}
+	if len(hosts) > 0 {
+		fmt.Fprintf(os.Stderr, "historycheck: %d lines of the repository name a registry host: ask the CLI for it (scripts/registry-host.sh), use a made-up host in tests (mirror.test), elide it in docs (<host>/hashicorp/aws)\n", len(hosts))
+		failed = true
+	}
+	if failed {
 		os.Exit(1)
 	}
 }
