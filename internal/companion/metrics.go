@@ -121,7 +121,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	m.gateWait = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "k8s_sync_gate_wait_seconds",
-		Help:    "How long pods waited for their readiness gate, from when the companion saw them wait to when it saw them no longer wait (gate open, or pod gone).",
+		Help:    "How long pods waited for their readiness gate, from when the companion saw them wait to when it saw the wait end (gate open, or pod gone).",
 		Buckets: prometheus.ExponentialBuckets(0.5, 2, 12),
 	})
 	m.gatesOpenedAfterBound = prometheus.NewCounter(prometheus.CounterOpts{
