@@ -638,8 +638,8 @@ func TestAPoolThatDiffersIsNotedOnceForTheMembersItAddsAndRemoves(t *testing.T) 
 		for _, n := range d.notes() {
 			name := "(no pool attribute)"
 			for i := 0; i+1 < len(n.attrs); i += 2 {
-				if n.attrs[i] == "pool" {
-					name = n.attrs[i+1].(string)
+				if v, ok := n.attrs[i+1].(string); ok && n.attrs[i] == "pool" {
+					name = v
 				}
 			}
 			out = append(out, name)

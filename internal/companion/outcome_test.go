@@ -200,7 +200,7 @@ func TestTheMachineDecidesHowARunGoesOnAndEnds(t *testing.T) {
 			if !slices.Equal(o.blocked, tc.blocked) || !slices.Equal(o.failing, tc.failing) {
 				t.Errorf("blocked %q, failing %q; want %q, %q", o.blocked, o.failing, tc.blocked, tc.failing)
 			}
-			if o.err != tc.facts.err {
+			if !errors.Is(o.err, tc.facts.err) {
 				t.Errorf("error %v, want the run's %v", o.err, tc.facts.err)
 			}
 		})
