@@ -176,8 +176,8 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 			<-during
 		}
 	}()
-	c.rollDeployment(t, ns)
-	c.waitRolledOut(t, ns, 2*time.Minute)
+	started := c.rollDeployment(t, ns)
+	rolled := c.waitRolledOut(t, ns, 2*time.Minute)
 	next := c.servingPods(t, ns)
 	c.waitPodsGone(t, ns, old, rolloutGrace*time.Second+time.Minute)
 	runs, applied, stateUpdated, noChanges := 0, 0, 0, 0
@@ -217,8 +217,8 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	if companion {
 		name = "companion terminating_endpoints=" + terminating
 	}
-	t.Logf("rollout: %s: failed/total during the rollout %d/%d, after it %d/%d; companion runs %d (applied %d, state_updated %d, no_changes %d), HAProxy reloads %d; %d unrelated pools beside, the longest run %s; failures %v",
-		name, duringRollout.Failed, duringRollout.Total, after.Failed, after.Total, runs, applied, stateUpdated, noChanges, reloadCount, unrelated,
+	t.Logf("rollout: %s: failed/total during the rollout %d/%d, after it %d/%d; the Deployment rolled out in %.1fs; companion runs %d (applied %d, state_updated %d, no_changes %d), HAProxy reloads %d; %d unrelated pools beside, the longest run %s; failures %v",
+		name, duringRollout.Failed, duringRollout.Total, after.Failed, after.Total, rolled.Sub(started).Seconds(), runs, applied, stateUpdated, noChanges, reloadCount, unrelated,
 		longestRun, duringRollout.Failures)
 	if !companion {
 		if after.Failed != after.Total || slices.ContainsFunc(duringRollout.Pods(), func(p string) bool { return slices.Contains(next, p) }) {

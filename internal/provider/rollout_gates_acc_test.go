@@ -511,8 +511,13 @@ func gatedRolloutThroughHAProxy(t *testing.T, name, cli string, gates bool, pool
 			}
 		}
 		notes += fmt.Sprintf(" runs=%d applied=%d state_updated=%d no_changes=%d", ended[""], ended["applied"], ended["state_updated"], ended["no_changes"])
-		if shrink := strings.Count(s.Log(), "max-shrink"); shrink > 0 {
-			notes += fmt.Sprintf(" shrink_guard_lines=%d", shrink)
+		// The shrink guard refuses a run that would remove more than
+		// -max-shrink of a pool: what it said, once per refusal.
+		for _, line := range strings.Split(s.Log(), "\n") {
+			if strings.Contains(line, "max-shrink") {
+				notes += " shrink_guard_refused=1"
+				t.Logf("%s: the companion's shrink guard: %s", name, line)
+			}
 		}
 	}
 	duringRollout := stopLoad()

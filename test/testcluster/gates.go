@@ -74,8 +74,9 @@ func ComputeReady(ctx context.Context, client kubernetes.Interface, namespace st
 		list, _ := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		for i := range list.Items {
 			pod := &list.Items[i]
-			// A pod without gates keeps the Ready its maker gave it (RunPod
-			// sets no ContainersReady).
+			// A pod without gates keeps the Ready its maker gave it (the
+			// pods of the fixtures and the companion's tests write Ready
+			// alone).
 			if len(pod.Spec.ReadinessGates) == 0 || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 				continue
 			}
