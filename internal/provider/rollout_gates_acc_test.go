@@ -335,8 +335,9 @@ const (
 // the Deployment has rolled out), which bench/results-rollout.md records.
 //
 //   - companion (the companion runs throughout): with gates, no request
-//     fails (asserted); without, the count is reported beside, with the
-//     duration of the same rollout.
+//     fails and HAProxy serves every new pod after the rollout (asserted);
+//     without, the same rollout's count, duration and the new pods HAProxy
+//     serves after it are reported beside.
 //   - companion-down (the companion stopped as the rollout starts, started
 //     again gatedCompanionDown later, longer than the grace period):
 //     without gates, the Deployment finishes while HAProxy still names the
@@ -544,6 +545,13 @@ func gatedRolloutThroughHAProxy(t *testing.T, name, cli string, gates bool, pool
 	if duringRollout.Failed > 0 {
 		notes += fmt.Sprintf(" first_failure=%.1fs", duringRollout.FailedAt[0].At.Sub(started).Seconds())
 	}
+	served := 0
+	for _, pod := range next {
+		if after.ByPod[pod] > 0 {
+			served++
+		}
+	}
+	notes += fmt.Sprintf(" new_pods_served_after=%d/%d", served, len(next))
 	t.Logf("rollout-gates: case=%s cli=%s failed=%d total=%d duration=%.1fs reloads=%d%s; failures %v; after %v",
 		name, cli, duringRollout.Failed, duringRollout.Total, duration.Seconds(), ex.reloads(), notes, duringRollout.Failures, after)
 	switch {
@@ -552,7 +560,11 @@ func gatedRolloutThroughHAProxy(t *testing.T, name, cli string, gates bool, pool
 	case !gates && pool == companionDown && duringRollout.Failed == 0:
 		t.Errorf("%s: no request failed while the Deployment replaced every pod with the companion down: %v", name, duringRollout)
 	}
-	if (gates || pool != companionDown) && (after.Failed != 0 || !slices.Equal(after.Pods(), next)) {
+	// Without gates, what HAProxy serves after the rollout is reported, not
+	// asserted: the Deployment does not wait for it, and when the
+	// companion's first run took only some of the new pods, the next one
+	// would remove every old pod at once, which the shrink guard refuses.
+	if gates && (after.Failed != 0 || !slices.Equal(after.Pods(), next)) {
 		t.Errorf("%s, after the rollout: %v, want answers from %v only", name, after, next)
 	}
 	return duration
