@@ -15,31 +15,13 @@ import (
 	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 )
 
-// gatedDeployment is the Deployment web of ns, replicas pods of webLabels
-// that declare accGate, rolled with maxSurge 100% and maxUnavailable 0.
+// gatedDeployment is the Deployment web of ns (webDeployment), replicas
+// pods that declare accGate, rolled with maxSurge 100% and maxUnavailable
+// 0. The old pods go minReadySeconds (15) after the new ones are Ready:
+// longer than the plans that follow an apply, which then find the pool as
+// the apply left it.
 func gatedDeployment(ns string, replicas int32) *appsv1.Deployment {
-	surge, unavailable := intstr.FromString("100%"), intstr.FromInt32(0)
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			// The old pods go minReadySeconds after the new ones are Ready:
-			// longer than the plans that follow an apply, which then find the
-			// pool as the apply left it.
-			MinReadySeconds: 15,
-			Selector:        &metav1.LabelSelector{MatchLabels: webLabels},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &surge, MaxUnavailable: &unavailable}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: webLabels, Annotations: map[string]string{"version": "1"}},
-				Spec: corev1.PodSpec{
-					ReadinessGates: []corev1.PodReadinessGate{{ConditionType: accGate}},
-					Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1",
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}},
-				},
-			},
-		},
-	}
+	return webDeployment(ns, replicas, intstr.FromString("100%"), 15, accGate)
 }
 
 // rolledOut says whether the Deployment's rollout is complete: every pod

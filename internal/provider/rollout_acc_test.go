@@ -13,17 +13,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vigie/terraform-provider-k8s/test/syncproc"
 	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 	"github.com/vigie/terraform-provider-k8s/test/traffic"
 )
 
-// TestAccTrafficRollingUpdate replaces the 5 pods of a Service one by one
-// (new pod ready, then the old one deleted with a grace period: it drains,
-// then goes) while a bounded client sends 50 requests a second through
-// HAProxy on the backend of examples/pools/haproxy, and reports failed/total
-// in one line per case ("rollout: ..."), which the rollout guide quotes.
+// TestAccTrafficRollingUpdate rolls a real Deployment of 5 pods one pod at
+// a time (maxSurge 1, maxUnavailable 0, minReadySeconds rolloutPause: a new
+// pod Ready, then an old one deleted with a grace period of rolloutGrace:
+// it drains, then goes) while a bounded client sends 50 requests a second
+// through HAProxy on the backend of examples/pools/haproxy, and reports
+// failed/total in one line per case ("rollout: ..."), which
+// bench/results-rollout.md records.
 //
 //   - "baseline": the pool applied once, before the rollout. Its backend
 //     names only the old pods: once they are gone, every request fails.
@@ -45,8 +49,10 @@ func TestAccTrafficRollingUpdate(t *testing.T) {
 }
 
 // The companion's settle window in the rollout test and the rollout guide:
-// small beside the pods' grace period (rolloutGrace), so that a run starts
-// within a second of a change, and each one before the old pod is gone.
+// small beside the pods' grace period (rolloutGrace, in seconds), so that a
+// run starts within a second of a change, and each one before the old pod
+// is gone. rolloutPause is the Deployment's minReadySeconds: how long a new
+// pod is Ready before an old one is deleted.
 const (
 	rolloutSettleQuiet = "500ms"
 	rolloutSettleMax   = "2s"
@@ -110,24 +116,19 @@ func startRolloutCompanion(t *testing.T, c *testCluster, dir, rc string) *syncpr
 func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion bool) {
 	c := accCluster(t)
 	k := trafficSetUp(t, c)
-	n := k.Network()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ns := c.namespace(t)
 	c.createService(t, dualStackWebServiceSpec(ns, corev1.IPv4Protocol, corev1.IPv6Protocol))
-	pod := func(i int) testcluster.Pod {
-		return testcluster.Pod{Name: fmt.Sprintf("web-%d", i), Labels: webLabels, IPs: n.PodIPs(i), Ready: true, Node: accNode, Ports: map[string]int32{"http": 8080}}
-	}
-	var old, next []string
-	var replacements []testcluster.Pod
-	for i := 1; i <= 5; i++ {
-		if err := k.RunPod(ctx, ns, pod(i)); err != nil {
-			t.Fatal(err)
+	k.RunControllerPods(testcluster.ControllerPods{Namespace: ns, Selector: labels.SelectorFromSet(webLabels), Node: accNode})
+	t.Cleanup(func() {
+		if err := k.Err(); err != nil {
+			t.Errorf("the test kubelet could not start pods: %v", err)
 		}
-		old = append(old, pod(i).Name)
-		replacements = append(replacements, pod(i+5))
-		next = append(next, pod(i+5).Name)
-	}
+	})
+	c.createDeployment(t, webDeployment(ns, 5, intstr.FromInt32(1), int32(rolloutPause/time.Second), ""))
+	c.waitRolledOut(t, ns, time.Minute)
+	old := c.servingPods(t, ns)
 	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
 		c.waitForSlices(t, ns, endpointCount(family, 5, 5))
 	}
@@ -160,16 +161,25 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 		s = startRolloutCompanion(t, c, dir, rc)
 	}
 
-	// The rollout takes 9 pauses and the last grace period; the load covers it.
+	// The load covers the rollout, until the old pods are gone and the
+	// companion has applied what it saw.
+	stop := make(chan struct{})
 	during := make(chan traffic.Result, 1)
 	go func() {
-		r, _ := traffic.Run(context.Background(), traffic.Load{URL: h.URL(true), Rate: 50, Duration: 9*rolloutPause + rolloutGrace*time.Second + 2*time.Second})
+		r, _ := traffic.Run(context.Background(), traffic.Load{URL: h.URL(true), Rate: 50, Duration: 4 * time.Minute, Stop: stop})
 		during <- r
 	}()
-	if err := k.RollingUpdate(ctx, testcluster.Rollout{Namespace: ns, Old: old, New: replacements, Pause: rolloutPause, Grace: rolloutGrace}); err != nil {
-		t.Fatal(err)
-	}
-	duringRollout := <-during
+	stopped := false
+	defer func() {
+		if !stopped {
+			close(stop)
+			<-during
+		}
+	}()
+	started := c.rollDeployment(t, ns)
+	rolled := c.waitRolledOut(t, ns, 2*time.Minute)
+	next := c.servingPods(t, ns)
+	c.waitPodsGone(t, ns, old, rolloutGrace*time.Second+time.Minute)
 	runs, applied, stateUpdated, noChanges := 0, 0, 0, 0
 	var longestRun time.Duration
 	if companion {
@@ -181,6 +191,11 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 			t.Fatal(err)
 		}
 		cancelIdle()
+	}
+	close(stop)
+	stopped = true
+	duringRollout := <-during
+	if companion {
 		ended := func(result string) int { return s.Count("run ended", map[string]string{"result": result}) }
 		runs, applied, stateUpdated, noChanges = s.Count("run started", nil), ended("applied"), ended("state_updated"), ended("no_changes")
 		for _, e := range s.Events("run ended", nil) {
@@ -202,8 +217,8 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	if companion {
 		name = "companion terminating_endpoints=" + terminating
 	}
-	t.Logf("rollout: %s: failed/total during the rollout %d/%d, after it %d/%d; companion runs %d (applied %d, state_updated %d, no_changes %d), HAProxy reloads %d; %d unrelated pools beside, the longest run %s; failures %v",
-		name, duringRollout.Failed, duringRollout.Total, after.Failed, after.Total, runs, applied, stateUpdated, noChanges, reloadCount, unrelated,
+	t.Logf("rollout: %s: failed/total during the rollout %d/%d, after it %d/%d; the Deployment rolled out in %.1fs; companion runs %d (applied %d, state_updated %d, no_changes %d), HAProxy reloads %d; %d unrelated pools beside, the longest run %s; failures %v",
+		name, duringRollout.Failed, duringRollout.Total, after.Failed, after.Total, rolled.Sub(started).Seconds(), runs, applied, stateUpdated, noChanges, reloadCount, unrelated,
 		longestRun, duringRollout.Failures)
 	if !companion {
 		if after.Failed != after.Total || slices.ContainsFunc(duringRollout.Pods(), func(p string) bool { return slices.Contains(next, p) }) {
@@ -242,7 +257,7 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 	if terminating != "include" && duringRollout.Failed != 0 {
 		t.Errorf("%s: %d/%d requests failed during the rollout: %v", name, duringRollout.Failed, duringRollout.Total, duringRollout.Failures)
 	}
-	if after.Failed != 0 || !slices.Equal(after.Pods(), slices.Sorted(slices.Values(next))) {
+	if after.Failed != 0 || !slices.Equal(after.Pods(), next) {
 		t.Errorf("%s, after the rollout: %v, want answers from %v only", name, after, next)
 	}
 }

@@ -18,41 +18,8 @@ import (
 // until something sets each gate's condition. p.Ready says whether its
 // containers are ready.
 func RunGatedPod(ctx context.Context, client kubernetes.Interface, namespace string, p Pod, gates ...corev1.PodConditionType) error {
-	if len(p.IPs) == 0 || p.Node == "" {
-		return fmt.Errorf("pod %s: needs a node and at least one IP", p.Name)
-	}
-	container := corev1.Container{Name: "app", Image: "registry.invalid/app:1", ReadinessProbe: p.ReadinessProbe}
-	for name, port := range p.Ports {
-		container.Ports = append(container.Ports, corev1.ContainerPort{Name: name, ContainerPort: port, Protocol: corev1.ProtocolTCP})
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.Name, Labels: p.Labels},
-		Spec:       corev1.PodSpec{NodeName: p.Node, Containers: []corev1.Container{container}},
-	}
-	for _, g := range gates {
-		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: g})
-	}
-	created, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("create pod %s: %w", p.Name, err)
-	}
-	containers := corev1.ConditionFalse
-	if p.Ready {
-		containers = corev1.ConditionTrue
-	}
-	created.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		PodIP:      p.IPs[0],
-		Conditions: []corev1.PodCondition{{Type: corev1.ContainersReady, Status: containers, LastTransitionTime: metav1.Now()}},
-	}
-	for _, ip := range p.IPs {
-		created.Status.PodIPs = append(created.Status.PodIPs, corev1.PodIP{IP: ip})
-	}
-	setCondition(created, corev1.PodReady, KubeletReady(created))
-	if _, err := client.CoreV1().Pods(namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("set status of pod %s: %w", p.Name, err)
-	}
-	return nil
+	_, err := runPod(ctx, client, namespace, p, gates...)
+	return err
 }
 
 // KubeletReady is the pod's Ready as the kubelet computes it
@@ -107,8 +74,9 @@ func ComputeReady(ctx context.Context, client kubernetes.Interface, namespace st
 		list, _ := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		for i := range list.Items {
 			pod := &list.Items[i]
-			// A pod without gates keeps the Ready its maker gave it (RunPod
-			// sets no ContainersReady).
+			// A pod without gates keeps the Ready its maker gave it (the
+			// pods of the fixtures and the companion's tests write Ready
+			// alone).
 			if len(pod.Spec.ReadinessGates) == 0 || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 				continue
 			}
@@ -148,15 +116,10 @@ func (k PodKubelet) Run(ctx context.Context, client kubernetes.Interface, interv
 			case pod.DeletionTimestamp != nil:
 				_ = pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
 			case pod.Spec.NodeName == "":
-				binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: pod.Name},
-					Target: corev1.ObjectReference{Kind: "Node", Name: k.Node}}
-				_ = pods.Bind(ctx, binding, metav1.CreateOptions{})
+				_ = bindPod(ctx, client, pod, k.Node)
 			case pod.Status.Phase != corev1.PodRunning && started < 254:
 				started++
-				ip := fmt.Sprintf("%s.%d", k.IPPrefix, started)
-				pod.Status.Phase, pod.Status.PodIP, pod.Status.PodIPs = corev1.PodRunning, ip, []corev1.PodIP{{IP: ip}}
-				setCondition(pod, corev1.ContainersReady, corev1.ConditionTrue)
-				setCondition(pod, corev1.PodReady, KubeletReady(pod))
+				setRunning(pod, []string{fmt.Sprintf("%s.%d", k.IPPrefix, started)}, true)
 				if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 					started--
 				}

@@ -49,13 +49,16 @@ type Pod struct {
 }
 
 // RunPod creates the pod on its node and gives it the status a kubelet
-// would: Running, its IPs, and a Ready condition.
+// would: Running, its IPs, ContainersReady as p.Ready says, and Ready as the
+// kubelet computes it (the same, for a pod without readiness gates).
 func RunPod(ctx context.Context, client kubernetes.Interface, namespace string, p Pod) error {
 	_, err := runPod(ctx, client, namespace, p)
 	return err
 }
 
-func runPod(ctx context.Context, client kubernetes.Interface, namespace string, p Pod) (*corev1.Pod, error) {
+// runPod creates the pod of p declaring gates, then writes its status as
+// a kubelet does once its containers run (setRunning).
+func runPod(ctx context.Context, client kubernetes.Interface, namespace string, p Pod, gates ...corev1.PodConditionType) (*corev1.Pod, error) {
 	if len(p.IPs) == 0 || p.Node == "" {
 		return nil, fmt.Errorf("pod %s: needs a node and at least one IP", p.Name)
 	}
@@ -67,28 +70,47 @@ func runPod(ctx context.Context, client kubernetes.Interface, namespace string, 
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.Name, Labels: p.Labels},
 		Spec:       corev1.PodSpec{NodeName: p.Node, Containers: []corev1.Container{container}},
 	}
+	for _, g := range gates {
+		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: g})
+	}
 	created, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("create pod %s: %w", p.Name, err)
 	}
-	ready := corev1.ConditionFalse
-	if p.Ready {
-		ready = corev1.ConditionTrue
-	}
-	created.Status = corev1.PodStatus{
-		Phase: corev1.PodRunning,
-		PodIP: p.IPs[0],
-		// The controller takes the endpoints' last-change-trigger-time from here.
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}},
-	}
-	for _, ip := range p.IPs {
-		created.Status.PodIPs = append(created.Status.PodIPs, corev1.PodIP{IP: ip})
-	}
+	setRunning(created, p.IPs, p.Ready)
 	updated, err := client.CoreV1().Pods(namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("set status of pod %s: %w", p.Name, err)
 	}
 	return updated, nil
+}
+
+// setRunning gives pod the status a kubelet writes once its containers
+// run: Running, ips (the first is its podIP), ContainersReady as
+// containersReady says (what their readiness probes found), and Ready as
+// the kubelet computes it (KubeletReady). The EndpointSlice controller takes
+// the endpoints' last-change-trigger-time from Ready's transition time.
+func setRunning(pod *corev1.Pod, ips []string, containersReady bool) {
+	pod.Status.Phase, pod.Status.PodIP, pod.Status.PodIPs = corev1.PodRunning, ips[0], nil
+	for _, ip := range ips {
+		pod.Status.PodIPs = append(pod.Status.PodIPs, corev1.PodIP{IP: ip})
+	}
+	containers := corev1.ConditionFalse
+	if containersReady {
+		containers = corev1.ConditionTrue
+	}
+	setCondition(pod, corev1.ContainersReady, containers)
+	setCondition(pod, corev1.PodReady, KubeletReady(pod))
+}
+
+// bindPod binds pod to node, as the scheduler does.
+func bindPod(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, node string) error {
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+	if err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("bind pod %s/%s to node %s: %w", pod.Namespace, pod.Name, node, err)
+	}
+	return nil
 }
 
 // SlicesCheck says what it still waits for in the EndpointSlices of a

@@ -3,9 +3,12 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,4 +108,107 @@ func eventually(t *testing.T, what string, got func() string, want string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s: still %q after 30 s, want %q", what, last, want)
+}
+
+// TestNetKubeletRunsTheDeploymentsPods: the pods of a Deployment, made by
+// the control plane's controllers, are bound to the node, get an address
+// and a server, and are Ready as the kubelet computes it: not while their
+// readiness gate's condition is absent, at once when it is set True. Scaled
+// down, a pod keeps serving through its grace period, then goes.
+func TestNetKubeletRunsTheDeploymentsPods(t *testing.T) {
+	if reason := NetworkUnavailable(); reason != "" {
+		t.Skip(reason)
+	}
+	c := start(t)
+	client := clientOf(t, c)
+	n := startNetwork(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	k, err := StartNetKubelet(ctx, client, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Stop)
+	const ns, gate = "netdeployment", corev1.PodConditionType("example.com/gate")
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitForServiceAccount(ctx, client, ns, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureNode(ctx, client, "net-node", "net-zone"); err != nil {
+		t.Fatal(err)
+	}
+	k.RunControllerPods(ControllerPods{Namespace: ns, Node: "net-node"})
+	replicas, grace := int32(2), int64(3)
+	app := map[string]string{"app": "web"}
+	_, err = client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: app},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: app}, Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: &grace,
+				ReadinessGates:                []corev1.PodReadinessGate{{ConditionType: gate}},
+				Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1",
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}},
+			}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := func() string {
+		list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		var out []string
+		for _, p := range list.Items {
+			answer := "no network"
+			if np := n.Pod(p.Name); np != nil && p.Status.PodIP == np.IPs[0] {
+				// Not httpGet: a network may go between the two lines.
+				if resp, err := podClient.Get(podURL(np.IPs[1], 8080, "/")); err != nil {
+					answer = err.Error()
+				} else {
+					_ = resp.Body.Close()
+					answer = fmt.Sprintf("answers %d as itself %t", resp.StatusCode, resp.Header.Get("X-Pod") == p.Name)
+				}
+			}
+			out = append(out, fmt.Sprintf("node %s, %s, ContainersReady %t, Ready %t, terminating %t",
+				p.Spec.NodeName, answer, conditionTrue(&p, corev1.ContainersReady), conditionTrue(&p, corev1.PodReady), p.DeletionTimestamp != nil))
+		}
+		slices.Sort(out)
+		return strings.Join(out, "; ")
+	}
+	waiting := "node net-node, answers 200 as itself true, ContainersReady true, Ready false, terminating false"
+	eventually(t, "the Deployment's pods, their gate closed", pods, waiting+"; "+waiting)
+	if err := k.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: gate, Status: corev1.ConditionTrue})
+		if _, err := client.CoreV1().Pods(ns).UpdateStatus(ctx, &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready := "node net-node, answers 200 as itself true, ContainersReady true, Ready true, terminating false"
+	eventually(t, "the Deployment's pods, their gate open", pods, ready+"; "+ready)
+
+	one := int32(1)
+	scale, err := client.AppsV1().Deployments(ns).GetScale(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = one
+	if _, err := client.AppsV1().Deployments(ns).UpdateScale(ctx, "web", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "one pod scaled down, in its grace period", pods, ready+"; "+strings.Replace(ready, "terminating false", "terminating true", 1))
+	eventually(t, "one pod scaled down, after its grace period", pods, ready)
+	if err := DeleteNamespace(ctx, client, ns); err != nil {
+		t.Fatal(err)
+	}
 }

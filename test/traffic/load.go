@@ -23,6 +23,9 @@ type Load struct {
 	Rate int
 	// Duration of the stream, up to 10 minutes.
 	Duration time.Duration
+	// Stop, when closed, ends the stream before Duration: nothing is sent
+	// after it, and the requests in flight end as they would.
+	Stop <-chan struct{}
 	// Timeout of one request; 0 is 2 s.
 	Timeout time.Duration
 	// KeepAlive reuses connections; by default each request opens its own,
@@ -101,8 +104,8 @@ func checkTarget(raw string) error {
 }
 
 // Run sends the requests of l, at evenly spaced times, and returns when the
-// last has ended (at most Duration + Timeout), or when ctx ends (the
-// requests not sent are not counted).
+// last has ended (at most Duration + Timeout), or when ctx ends or Stop is
+// closed (the requests not sent are not counted).
 func Run(ctx context.Context, l Load) (Result, error) {
 	if l.Rate < 1 || l.Rate > 1000 {
 		return Result{}, fmt.Errorf("rate %d: want 1 to 1000 requests a second", l.Rate)
@@ -168,6 +171,8 @@ send:
 		timer.Reset(time.Until(r.Started.Add(time.Duration(i) * interval)))
 		select {
 		case <-ctx.Done():
+			break send
+		case <-l.Stop:
 			break send
 		case <-timer.C:
 		}

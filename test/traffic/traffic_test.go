@@ -64,6 +64,25 @@ func TestLoadCountsWhatLoopbackAnswers(t *testing.T) {
 	}
 }
 
+// A load stopped halfway sends nothing more and counts what it sent.
+func TestLoadEndsWhenStopped(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	stop := make(chan struct{})
+	time.AfterFunc(500*time.Millisecond, func() { close(stop) })
+	r, err := Run(context.Background(), Load{URL: "http://" + addr + "/", Rate: 40, Duration: time.Minute, Stop: stop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Total < 15 || r.Total > 25 || r.Failed != r.Total || r.Ended.Sub(r.Started) > 5*time.Second {
+		t.Errorf("stopped after 500 ms of 40 requests a second: %v in %s, want about 20 requests, all refused, and an end within seconds", r, r.Ended.Sub(r.Started))
+	}
+}
+
 // network starts a network with the pods named, ready.
 func network(t *testing.T, pods ...string) map[string]*testcluster.NetPod {
 	t.Helper()
