@@ -60,6 +60,19 @@ func computeReady(t *testing.T, ns string) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
+// gatedWeb is a new namespace with Service web and its ready pod web-1 at
+// 10.244.0.1, whose pods' Ready the test kubelet computes.
+func gatedWeb(t *testing.T) string {
+	t.Helper()
+	needCluster(t)
+	ns := namespace(t)
+	createService(t, ns, "web", corev1.ServiceTypeClusterIP)
+	computeReady(t, ns)
+	runPod(t, ns, "web", "web-1", "10.244.0.1", true)
+	waitForReady(t, ns, "web", 1, 1)
+	return ns
+}
+
 // runGatedPod runs pod name of Service web at ip, its containers ready,
 // declaring accGate.
 func runGatedPod(t *testing.T, ns, name, ip string) {
@@ -109,12 +122,7 @@ func waitForGate(t *testing.T, ns, name string, timeout time.Duration) string {
 // and none waits now.
 func TestAccSyncOpensAGateInTheRunThatAppliesItsPoolAndRunsNoMoreForIt(t *testing.T) {
 	t.Parallel()
-	needCluster(t)
-	ns := namespace(t)
-	createService(t, ns, "web", corev1.ServiceTypeClusterIP)
-	computeReady(t, ns)
-	runPod(t, ns, "web", "web-1", "10.244.0.1", true)
-	waitForReady(t, ns, "web", 1, 1)
+	ns := gatedWeb(t)
 	w := newWorkdir(t, gatedPoolConfig(ns, "", `resource "terraform_data" "other" { input = "v1" }`))
 	w.write(t, gatedPoolConfig(ns, "", `resource "terraform_data" "other" { input = "v2" }`))
 	c := startSync(t, w, "-listen", "127.0.0.1:0")
@@ -149,12 +157,7 @@ func TestAccSyncOpensAGateInTheRunThatAppliesItsPoolAndRunsNoMoreForIt(t *testin
 // a metric, and goes on retrying the pool.
 func TestAccSyncOpensAGateAfterTheBoundWhenThePoolCannotBeApplied(t *testing.T) {
 	t.Parallel()
-	needCluster(t)
-	ns := namespace(t)
-	createService(t, ns, "web", corev1.ServiceTypeClusterIP)
-	computeReady(t, ns)
-	runPod(t, ns, "web", "web-1", "10.244.0.1", true)
-	waitForReady(t, ns, "web", 1, 1)
+	ns := gatedWeb(t)
 	// The load balancer refuses any pool but the first.
 	refuses := `
   lifecycle {

@@ -113,11 +113,10 @@ func startRolloutCompanion(t *testing.T, c *testCluster, dir, rc string) *syncpr
 	return s
 }
 
-func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion bool) {
-	c := accCluster(t)
-	k := trafficSetUp(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+// webBehindControllerPods is a new namespace with a dual-stack Service
+// web whose pods, made by its controllers, the test kubelet k runs.
+func webBehindControllerPods(t *testing.T, c *testCluster, k *testcluster.NetKubelet) string {
+	t.Helper()
 	ns := c.namespace(t)
 	c.createService(t, dualStackWebServiceSpec(ns, corev1.IPv4Protocol, corev1.IPv6Protocol))
 	k.RunControllerPods(testcluster.ControllerPods{Namespace: ns, Selector: labels.SelectorFromSet(webLabels), Node: accNode})
@@ -126,6 +125,15 @@ func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion boo
 			t.Errorf("the test kubelet could not start pods: %v", err)
 		}
 	})
+	return ns
+}
+
+func rollingUpdateThroughHAProxy(t *testing.T, terminating string, companion bool) {
+	c := accCluster(t)
+	k := trafficSetUp(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ns := webBehindControllerPods(t, c, k)
 	c.createDeployment(t, webDeployment(ns, 5, intstr.FromInt32(1), int32(rolloutPause/time.Second), ""))
 	c.waitRolledOut(t, ns, time.Minute)
 	old := c.servingPods(t, ns)

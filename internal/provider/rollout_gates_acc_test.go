@@ -17,7 +17,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -382,14 +381,7 @@ func gatedRolloutThroughHAProxy(t *testing.T, name, cli string, gates bool, pool
 	k := trafficSetUp(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ns := c.namespace(t)
-	c.createService(t, dualStackWebServiceSpec(ns, corev1.IPv4Protocol, corev1.IPv6Protocol))
-	k.RunControllerPods(testcluster.ControllerPods{Namespace: ns, Selector: labels.SelectorFromSet(webLabels), Node: accNode})
-	t.Cleanup(func() {
-		if err := k.Err(); err != nil {
-			t.Errorf("the test kubelet could not start pods: %v", err)
-		}
-	})
+	ns := webBehindControllerPods(t, c, k)
 	dir := t.TempDir()
 	ex := startHAProxyExample(t, ctx, c, dir, ns, "exclude")
 	h := ex.h

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // TestNetKubeletKeepsTheNetworkInStepWithThePod: a pod's /healthz follows its
@@ -19,29 +20,8 @@ import (
 // /healthz, and at the end of the grace period its network goes and the pod
 // object with it; deleted at once, its network goes at once.
 func TestNetKubeletKeepsTheNetworkInStepWithThePod(t *testing.T) {
-	if reason := NetworkUnavailable(); reason != "" {
-		t.Skip(reason)
-	}
-	c := start(t)
-	client := clientOf(t, c)
-	n := startNetwork(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	k, err := StartNetKubelet(ctx, client, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Stop)
 	const ns = "netkubelet"
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := WaitForServiceAccount(ctx, client, ns, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := EnsureNode(ctx, client, "net-node", "net-zone"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, client, n, k := netKubeletIn(t, ns)
 	run := func(name string, i int, ready bool) *NetPod {
 		t.Helper()
 		err := k.RunPod(ctx, ns, Pod{Name: name, IPs: n.PodIPs(i), Ready: ready, Node: "net-node", Ports: map[string]int32{"http": 8080}})
@@ -116,33 +96,12 @@ func eventually(t *testing.T, what string, got func() string, want string) {
 // readiness gate's condition is absent, at once when it is set True. Scaled
 // down, a pod keeps serving through its grace period, then goes.
 func TestNetKubeletRunsTheDeploymentsPods(t *testing.T) {
-	if reason := NetworkUnavailable(); reason != "" {
-		t.Skip(reason)
-	}
-	c := start(t)
-	client := clientOf(t, c)
-	n := startNetwork(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	k, err := StartNetKubelet(ctx, client, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Stop)
 	const ns, gate = "netdeployment", corev1.PodConditionType("example.com/gate")
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := WaitForServiceAccount(ctx, client, ns, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := EnsureNode(ctx, client, "net-node", "net-zone"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, client, n, k := netKubeletIn(t, ns)
 	k.RunControllerPods(ControllerPods{Namespace: ns, Node: "net-node"})
 	replicas, grace := int32(2), int64(3)
 	app := map[string]string{"app": "web"}
-	_, err = client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+	_, err := client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: app},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: app}, Spec: corev1.PodSpec{
@@ -211,4 +170,34 @@ func TestNetKubeletRunsTheDeploymentsPods(t *testing.T) {
 	if err := DeleteNamespace(ctx, client, ns); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// netKubeletIn skips the test where pods cannot have a network; else it
+// starts a control plane, a network and a NetKubelet on it, and makes
+// namespace ns and node net-node; the context ends with the test.
+func netKubeletIn(t *testing.T, ns string) (context.Context, kubernetes.Interface, *Network, *NetKubelet) {
+	t.Helper()
+	if reason := NetworkUnavailable(); reason != "" {
+		t.Skip(reason)
+	}
+	c := start(t)
+	client := clientOf(t, c)
+	n := startNetwork(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	k, err := StartNetKubelet(ctx, client, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Stop)
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitForServiceAccount(ctx, client, ns, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureNode(ctx, client, "net-node", "net-zone"); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, client, n, k
 }
