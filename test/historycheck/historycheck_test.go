@@ -57,16 +57,7 @@ func TestALineOfUserDocs(t *testing.T) {
 
 func TestCheckNamesTheFileAndLineOfWhatItRefuses(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, text string) {
-		t.Helper()
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := writerIn(t, root)
 	write("README.md", "# p\n\nIt works.\n")
 	write("CHANGELOG.md", "# Changelog\n\n## 0.1.0 (2026-12-24)\n\n* A pool, no longer empty.\n")
 	write("docs/index.md", "fine\nmeasured 2026-12-01\n")
@@ -95,5 +86,19 @@ func TestCheckNamesTheFileAndLineOfWhatItRefuses(t *testing.T) {
 	want := []string{"CHANGELOG.md:5", "charts/c/README.md:1", "docs/index.md:2"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("findings at %v, want %v (%v)", got, want, found)
+	}
+}
+
+// writerIn writes files under root, their folders made as needed.
+func writerIn(t *testing.T, root string) func(rel, text string) {
+	return func(rel, text string) {
+		t.Helper()
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

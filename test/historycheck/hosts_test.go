@@ -46,16 +46,7 @@ func TestRegistryHostsNamesEveryFileAndLineThatNamesOne(t *testing.T) {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
-	write := func(rel, text string) {
-		t.Helper()
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := writerIn(t, root)
 	git("init", "-q")
 	write(".gitignore", "/bin/\n")
 	write("tools/image/main.go", "package main\n\nvar hosts = []string{\""+host+"\"}\n")
