@@ -168,7 +168,6 @@ func (s *syncer) noteGates(ctx context.Context, instances []instance, now time.T
 	for _, d := range s.metrics.gates.update(now, waiting, func(p waitingPod) bool { return notRecomputed[p.cluster] }) {
 		s.metrics.gateWait.Observe(d.Seconds())
 	}
-	s.metrics.gateWaiting.Set(float64(s.metrics.gates.count()))
 	if s.opts.GateOpenAfter <= 0 {
 		return
 	}

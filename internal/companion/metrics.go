@@ -27,11 +27,11 @@ type metrics struct {
 	clusterPools      *prometheus.GaugeVec
 	leading           prometheus.Gauge
 	slicesLeftOut     prometheus.Gauge
-	// gates are the pods waiting for a readiness gate, which
-	// gateOldestWait reads at each scrape.
+	// gates are the pods waiting for a readiness gate, which the gauges
+	// k8s_sync_gate_waiting_pods and k8s_sync_gate_oldest_wait_seconds read
+	// at each scrape (at now).
 	gates                 *gateWaits
 	now                   func() time.Time
-	gateWaiting           prometheus.Gauge
 	gateWait              prometheus.Histogram
 	gatesOpenedAfterBound prometheus.Counter
 }
@@ -115,10 +115,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	reg.MustRegister(m.slicesLeftOut)
 	m.gates, m.now = &gateWaits{}, time.Now
-	m.gateWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "k8s_sync_gate_waiting_pods",
-		Help: "Pods in the pools that wait for their readiness gate (gate_pending): in the pool, not yet Ready until a run applies it.",
-	})
 	m.gateWait = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "k8s_sync_gate_wait_seconds",
 		Help:    "How long pods waited for their readiness gate, from when the companion saw them wait to when it saw the wait end (gate open, or pod gone).",
@@ -128,7 +124,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "k8s_sync_gates_opened_after_bound_total",
 		Help: "Readiness gates the companion opened itself because their pod waited -gate-open-after while its pool was not applied.",
 	})
-	reg.MustRegister(m.gateWaiting, m.gateWait, m.gatesOpenedAfterBound, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(m.gateWait, m.gatesOpenedAfterBound, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "k8s_sync_gate_waiting_pods",
+		Help: "Pods in the pools that wait for their readiness gate (gate_pending): in the pool, not yet Ready until a run applies it.",
+	}, func() float64 { return float64(m.gates.count()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "k8s_sync_gate_oldest_wait_seconds",
 		Help: "How long the pod that has waited longest for its readiness gate has waited; 0 when none waits.",
 	}, func() float64 { return m.gates.oldest(m.now()).Seconds() }))

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/vigie/terraform-provider-k8s/internal/endpoints"
 	"github.com/vigie/terraform-provider-k8s/test/syncproc"
 	"github.com/vigie/terraform-provider-k8s/test/testcluster"
 	"github.com/vigie/terraform-provider-k8s/test/traffic"
@@ -227,7 +228,7 @@ func (c *testCluster) expectRolloutHeld(t *testing.T, ns string, old []string, u
 		newPods, gatePending := 0, 0
 		for i := range list.Items {
 			p := &list.Items[i]
-			ready := testcluster.KubeletReady(p) == corev1.ConditionTrue && conditionStatus(p, corev1.PodReady) == corev1.ConditionTrue
+			ready := testcluster.KubeletReady(p) == corev1.ConditionTrue && endpoints.ConditionTrue(p, corev1.PodReady)
 			if slices.Contains(old, p.Name) {
 				if p.DeletionTimestamp != nil || !ready {
 					return fmt.Sprintf("old pod %s terminating %t, Ready %t", p.Name, p.DeletionTimestamp != nil, ready), false, nil
@@ -238,7 +239,7 @@ func (c *testCluster) expectRolloutHeld(t *testing.T, ns string, old []string, u
 			if ready {
 				return fmt.Sprintf("new pod %s is Ready", p.Name), false, nil
 			}
-			if p.Status.PodIP != "" && conditionStatus(p, corev1.ContainersReady) == corev1.ConditionTrue {
+			if p.Status.PodIP != "" && endpoints.ConditionTrue(p, corev1.ContainersReady) {
 				gatePending++
 			}
 		}
@@ -279,15 +280,6 @@ func (c *testCluster) expectRolloutHeld(t *testing.T, ns string, old []string, u
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal(err)
 	}
-}
-
-func conditionStatus(p *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {
-	for _, c := range p.Status.Conditions {
-		if c.Type == t {
-			return c.Status
-		}
-	}
-	return corev1.ConditionUnknown
 }
 
 // cliName is the CLI under test and its version, as one word

@@ -426,15 +426,16 @@ func opened(eps []endpoints.Endpoint) []endpoints.Endpoint {
 }
 
 // openedInState does what opened does to an endpoints list of state
-// decoded from JSON, in place.
+// decoded from JSON, in place, by the same rule (waitsOrJustOpened).
 func openedInState(list any) {
 	items, _ := list.([]any)
 	for _, item := range items {
 		e, _ := item.(map[string]any)
-		terminating, _ := e["terminating"].(bool)
 		ready, isBool := e["ready"].(bool)
-		pending, _ := e["gate_pending"].(bool)
-		if !isBool || terminating || (ready && !pending) {
+		counted := endpoints.Endpoint{Ready: ready}
+		counted.Terminating, _ = e["terminating"].(bool)
+		counted.GatePending, _ = e["gate_pending"].(bool)
+		if !isBool || !waitsOrJustOpened(&counted) {
 			continue
 		}
 		e["ready"], e["serving"] = true, true
