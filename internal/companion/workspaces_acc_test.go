@@ -361,8 +361,10 @@ type span struct {
 }
 
 // check judges the replicas' logs: for each workspace, no two replicas'
-// times of leading it (from "leading" to "released the Lease", or the
-// replica's death) overlap, nor do two runs.
+// times of leading it (from "leading" to "stopped leading", logged before
+// the Lease is released, or "lost the Lease: stopping", or the replica's
+// death) overlap, nor do two runs. "released the Lease" is logged after
+// the release, when another replica may already have logged "leading".
 func (j *leaseJudge) check(t *testing.T, replicas map[string]*companion) {
 	t.Helper()
 	j.mu.Lock()
@@ -379,7 +381,7 @@ func (j *leaseJudge) check(t *testing.T, replicas map[string]*companion) {
 				end = at
 			}
 			// A lead ends when the Lease is released, or lost.
-			ended := append(c.Events("released the Lease", map[string]string{"lease": lease}),
+			ended := append(c.Events("stopped leading", map[string]string{"lease": lease}),
 				c.Events("lost the Lease: stopping", map[string]string{"lease": lease})...)
 			slices.SortFunc(ended, func(a, b syncproc.Event) int { return a.Time.Compare(b.Time) })
 			leads = append(leads, pairs(id, c.Events("leading", map[string]string{"lease": lease}), ended, end)...)

@@ -127,6 +127,10 @@ func withLease(ctx context.Context, leases leaseAPI, cfg LeaseConfig, requestTim
 	for {
 		select {
 		case err := <-done:
+			// Logged before the release, so that no other replica can
+			// log "leading" for this Lease before this line: a judge of
+			// the logs reads a lead as ended here.
+			log.Info("stopped leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
 			l.release()
 			log.Info("released the Lease", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
 			return err

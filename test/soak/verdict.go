@@ -481,7 +481,8 @@ func (s *soak) judgeLeaders(r *Result) {
 
 // judgeHolders checks that no workspace ever had two holders: from the
 // replicas' logs, each one's times of leading it (from "leading" to
-// "released the Lease", "lost the Lease: stopping" or its death) and of
+// "stopped leading", logged before the release, "lost the Lease: stopping"
+// or its death) and of
 // running it; and from its Lease as polled, which never names another
 // replica while one's log says it leads. A replica may lead a workspace
 // again after another did (it was handed back once the other was gone).
@@ -491,7 +492,7 @@ func (s *soak) judgeHolders(r *Result, runs []runSpan) {
 	for _, w := range s.workspaces {
 		var leads, ran []holdSpan
 		for _, rep := range s.allReplicas() {
-			leads = append(leads, rep.spans(now, w.leaseFields(), "leading", "released the Lease", "lost the Lease: stopping")...)
+			leads = append(leads, rep.spans(now, w.leaseFields(), "leading", "stopped leading", "lost the Lease: stopping")...)
 		}
 		for _, sp := range runs {
 			if sp.workspace == w.name {

@@ -159,7 +159,7 @@ func (s *soak) holder(w *workspace) *replica {
 		}
 		last := e[len(e)-1].Time
 		gone := false
-		for _, msg := range []string{"lost the Lease: stopping", "released the Lease"} {
+		for _, msg := range []string{"lost the Lease: stopping", "stopped leading"} {
 			if ends := r.proc.Events(msg, w.leaseFields()); len(ends) > 0 && ends[len(ends)-1].Time.After(last) {
 				gone = true
 			}
