@@ -74,9 +74,10 @@ func NetworkUnavailable() string {
 type Network struct {
 	owner, number int
 	bridge        string
-	server        string // the podserver binary
-	dir           string // the pods' health files
-	block         int    // 10.244.<block>.0/24 and fd00:10:244::<block>:0/112, for PodIPs
+	server        string   // the podserver binary
+	dir           string   // the pods' health files
+	block         int      // 10.244.<block>.0/24 and fd00:10:244::<block>:0/112, for PodIPs
+	blockLock     *os.File // held (flock) while the network holds block
 	keeper        *exec.Cmd
 	keeperIn      io.WriteCloser
 
@@ -154,7 +155,10 @@ func StartNetwork(ctx context.Context) (*Network, error) {
 		n.Close()
 		return nil, err
 	}
-	n.block = n.freeBlock(ctx)
+	if err := n.reserveBlock(ctx); err != nil {
+		n.Close()
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -191,18 +195,38 @@ func pipes(cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser, error) {
 	return in, out, err
 }
 
-// freeBlock picks a /24 of 10.244.100-249.0 that no route of the host
-// uses yet, for PodIPs: concurrent test processes then seldom collide (and a
-// collision is an error naming the address, never a silent mix-up).
-func (n *Network) freeBlock(ctx context.Context) int {
-	routes, _ := exec.CommandContext(ctx, "ip", "-4", "route", "show", "table", "all").Output()
-	for range 50 {
-		block := 100 + rand.IntN(150)
-		if !bytes.Contains(routes, fmt.Appendf(nil, "10.244.%d.", block)) {
-			return block
-		}
+// reserveBlock reserves a /24 of 10.244.100-249.0 for PodIPs: one that no
+// other live network holds (a lock file of the block, under flock until
+// Close or the death of the test process, so concurrent test processes
+// never pick the same) and that no route of the host uses (a dead process's
+// pods, until its keeper removes them).
+func (n *Network) reserveBlock(ctx context.Context) error {
+	dir := filepath.Join(os.TempDir(), "k8stc-pod-blocks")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
-	return 100 + rand.IntN(150)
+	routes, err := exec.CommandContext(ctx, "ip", "-4", "route", "show", "table", "all").Output()
+	if err != nil {
+		return fmt.Errorf("ip route show: %w", err)
+	}
+	first := rand.IntN(150)
+	for i := range 150 {
+		block := 100 + (first+i)%150
+		if bytes.Contains(routes, fmt.Appendf(nil, "10.244.%d.", block)) {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(block)), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			_ = f.Close()
+			continue
+		}
+		n.block, n.blockLock = block, f
+		return nil
+	}
+	return errors.New("no block of 10.244.100-249.0/24 is free for the pods: 150 networks of live test processes hold them")
 }
 
 // PodIPs gives pod number i (1-253) of this network an IPv4 and an IPv6
@@ -416,6 +440,9 @@ func (n *Network) Close() {
 	defer cancel()
 	_ = exec.CommandContext(ctx, "ip", "link", "delete", n.bridge).Run()
 	_ = os.RemoveAll(n.dir)
+	if n.blockLock != nil {
+		_ = n.blockLock.Close()
+	}
 	if n.keeper != nil {
 		_, _ = io.WriteString(n.keeperIn, "release\n")
 		_ = n.keeperIn.Close()

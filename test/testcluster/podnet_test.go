@@ -353,3 +353,56 @@ func routesTo(t *testing.T, ips []string) string {
 	}
 	return strings.Join(found, "\n")
 }
+
+// Networks made at the same time, in one test process or several, never
+// share a block of pod addresses, although none of them has a pod (and so a
+// route) yet; a block is free again once its network is closed.
+func TestNetworksMadeAtOnceNeverShareABlockOfPodAddresses(t *testing.T) {
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2: no ip command on PATH")
+	}
+	ctx := context.Background()
+	// 30 of the 150 blocks: drawn at random without the reservation, two
+	// would be the same 19 times in 20.
+	var nets []*Network
+	defer func() {
+		for _, n := range nets {
+			_ = n.blockLock.Close()
+		}
+	}()
+	seen := map[int]bool{}
+	for range 30 {
+		n := &Network{}
+		if err := n.reserveBlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		nets = append(nets, n)
+		if seen[n.block] {
+			t.Fatalf("block %d given to two networks", n.block)
+		}
+		seen[n.block] = true
+	}
+	// A closed network's block can be held again.
+	closed := nets[0]
+	_ = closed.blockLock.Close()
+	nets = nets[1:]
+	f, err := os.OpenFile(closed.blockLock.Name(), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Errorf("block %d of a closed network is still held: %v", closed.block, err)
+	}
+	if err := syscall.Flock(int(nets[0].blockLock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatalf("the holder cannot lock its own block: %v", err)
+	}
+	g, err := os.OpenFile(nets[0].blockLock.Name(), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := syscall.Flock(int(g.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		t.Errorf("block %d of a live network could be held by another", nets[0].block)
+	}
+}
