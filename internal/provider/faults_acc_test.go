@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -80,6 +81,42 @@ func (p *faultProxy) count(kind string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.counts[kind]
+}
+
+// watches is how many WATCH requests went through the proxy.
+func (p *faultProxy) watches() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for kind, v := range p.counts {
+		if strings.HasPrefix(kind, "WATCH ") {
+			n += v
+		}
+	}
+	return n
+}
+
+// changeOnceWatching makes change once the next read through the proxy has
+// opened a WATCH, that is once it waits: the change is then one the read can
+// only learn by its watch, however long the CLI takes to get to the read.
+func (p *faultProxy) changeOnceWatching(t *testing.T, change func()) {
+	t.Helper()
+	before := p.watches()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			return p.watches() > before, nil
+		})
+		switch {
+		case ctx.Err() != nil:
+			// The test ended.
+		case err != nil:
+			t.Errorf("the read opened no WATCH in 2 minutes: %v", err)
+		default:
+			change()
+		}
+	}()
 }
 
 func (p *faultProxy) caPEM() string {

@@ -87,6 +87,8 @@ func TestAccReadinessGateHoldsADeploymentRolloutUntilApply(t *testing.T) {
 			if len(list.Items) != n || gotReady != ready || rolledOut(deployment()) {
 				t.Fatalf("the rollout went on without the gate: %d pods, %d ready (want %d, %d); %+v", len(list.Items), gotReady, n, ready, deployment().Status)
 			}
+			// A check every 300 ms over a span that is the scenario
+			// itself: nothing to poll for.
 			time.Sleep(300 * time.Millisecond)
 		}
 	}

@@ -118,10 +118,9 @@ func TestAccMinReadyWaitsForTheRolloutWithAWatch(t *testing.T) {
 		resource.TestStep{
 			// The second pod becomes ready while the read waits.
 			PreConfig: func() {
-				go func() {
-					time.Sleep(2 * time.Second)
+				proxy.changeOnceWatching(t, func() {
 					c.runPod(t, ns, podSpec{name: "web-2", labels: webLabels, ips: []string{"10.244.10.2"}, ready: true})
-				}()
+				})
 			},
 			Config: withTimeout(withWatch, 2, "2m"),
 			ConfigStateChecks: []statecheck.StateCheck{expectEndpoints(

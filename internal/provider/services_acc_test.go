@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // fleetRole is the Role the k8s_services documentation gives for one namespace.
@@ -58,21 +60,23 @@ func (c *testCluster) waitForServiceSlices(t *testing.T, ns, service string, n i
 // (there is at least one slice) satisfy done.
 func (c *testCluster) waitForServiceEndpoints(t *testing.T, ns, service, want string, done func([]discoveryv1.Endpoint) bool) {
 	t.Helper()
-	ctx := c.ctx(t)
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	var eps []discoveryv1.Endpoint
+	var lastErr error
+	err := wait.PollUntilContextTimeout(c.ctx(t), 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		// An error (the API server restarting) is kept and polled again.
 		list, err := c.client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
-		var eps []discoveryv1.Endpoint
-		if err == nil {
-			for _, s := range list.Items {
-				eps = append(eps, s.Endpoints...)
-			}
-			if len(list.Items) > 0 && done(eps) {
-				return
-			}
+		eps, lastErr = nil, err
+		var found []discoveryv1.EndpointSlice
+		if list != nil {
+			found = list.Items
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("EndpointSlices of %s/%s: still waiting for %s (%d endpoints, %v)", ns, service, want, len(eps), err)
+		for _, s := range found {
+			eps = append(eps, s.Endpoints...)
 		}
+		return err == nil && len(found) > 0 && done(eps), nil
+	})
+	if err != nil {
+		t.Fatalf("EndpointSlices of %s/%s: still waiting for %s (%d endpoints, %v)", ns, service, want, len(eps), lastErr)
 	}
 }
 
@@ -326,10 +330,9 @@ func TestAccServicesWaitForTheirGuardsWithAWatch(t *testing.T) {
 		resource.TestStep{
 			// The second pod becomes ready while the read waits.
 			PreConfig: func() {
-				go func() {
-					time.Sleep(2 * time.Second)
+				proxy.changeOnceWatching(t, func() {
 					c.runPod(t, ns, podSpec{name: "web-2", labels: map[string]string{"app": "web"}, ips: []string{"10.244.30.2"}, ready: true})
-				}()
+				})
 			},
 			Config: fleet("min_ready = 2"),
 			ConfigStateChecks: []statecheck.StateCheck{
@@ -342,10 +345,9 @@ func TestAccServicesWaitForTheirGuardsWithAWatch(t *testing.T) {
 				if got := proxy.count("WATCH endpointslices"); got != 1 {
 					t.Errorf("%d WATCH requests while waiting, want 1", got)
 				}
-				go func() {
-					time.Sleep(2 * time.Second)
+				proxy.changeOnceWatching(t, func() {
 					c.createService(t, fleetService(ns, "api", nil))
-				}()
+				})
 			},
 			Config: fleet("min_services = 2"),
 			ConfigStateChecks: []statecheck.StateCheck{
