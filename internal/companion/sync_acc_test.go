@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -429,8 +430,11 @@ func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	const annotation = "example.com/expires"
-	expires := time.Now().Add(12 * time.Second).UTC().Truncate(time.Second)
-	for i, at := range []string{"", expires.Format(time.RFC3339)} {
+	// web-2 expires in an hour while the configuration is first applied
+	// (which can take more than a few seconds on a loaded machine), then in
+	// 15 s, set before the companion starts: it sees no event of it.
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	for i, at := range []string{"", later.Format(time.RFC3339)} {
 		slice := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%d", i+1),
 				Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "sync-acc"}},
@@ -448,6 +452,11 @@ func TestAccSyncAnExpiryThatPassesIsARunWithoutAnyEvent(t *testing.T) {
 	config := strings.Replace(poolConfig(ns, ""), `port_name = "http"`, "port_name = \"http\"\n  expiry_annotation = \""+annotation+"\"", 1)
 	w := newWorkdir(t, config)
 	wantMembers(t, w, members(1, 2))
+	expires := time.Now().Add(15 * time.Second).UTC().Truncate(time.Second)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotation, expires.Format(time.RFC3339))
+	if _, err := acc.client.DiscoveryV1().EndpointSlices(ns).Patch(testCtx(t), "web-2", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	c := startSync(t, w)
 	c.waitFor(t, 60*time.Second, "run ended", map[string]string{"result": "applied"})
 	if ran := c.count("run started", nil); ran != 1 {
