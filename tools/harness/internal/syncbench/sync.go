@@ -666,12 +666,7 @@ func syncTargetRows(r *Results) []string {
 		med, p99 := stats.Median(r.latency), stats.Percentile(r.latency, 99)
 		row("| companion detection latency: pod Ready written → run started, minus the %s quiet time, median of %d changes | %.3f s | ≤ 1 s | %s |",
 			r.quiet, len(r.latency), med, stats.Verdict(med, 1, " s"))
-		// The nearest rank of p99 is the largest sample below 100 samples.
-		rank := fmt.Sprintf("of %d", len(r.latency))
-		if len(r.latency) < 100 {
-			rank += ", the largest"
-		}
-		row("| that latency, p99 (nearest rank: %s) | %.3f s | ≤ 1 s | %s |", rank, p99, stats.Verdict(p99, 1, " s"))
+		row("| that latency, p99 (nearest rank: of %d, the %s) | %.3f s | ≤ 1 s | %s |", len(r.latency), nearestRank(len(r.latency), 99), p99, stats.Verdict(p99, 1, " s"))
 	}
 	rows = append(rows, backendLatencyRows(r.backends)...)
 	rows = append(rows, clusterLatencyRows(r.clusters)...)
