@@ -339,10 +339,11 @@ func backendCheckDiffers(t *testing.T, _ *stateBackend, w *workdir, ns string) {
 
 // The companion starts with web-4 not yet in state and a settle window
 // longer than a human's apply; it reads the state every second. The human's
-// apply brings web-4 in: the companion finds nothing to do.
+// apply brings web-4 in: the companion finds nothing to do. The window is
+// twice the longest apply seen on a loaded 2-core machine (14 s).
 func backendHumanAppliedFirst(t *testing.T, _ *stateBackend, w *workdir, _ string) {
-	const quiet = 15 * time.Second
-	c := startSync(t, w, "-settle-quiet", quiet.String(), "-settle-max", "30s", "-state-interval", "1s")
+	const quiet = 30 * time.Second
+	c := startSync(t, w, "-settle-quiet", quiet.String(), "-settle-max", "60s", "-state-interval", "1s")
 	started := time.Now()
 	c.waitFor(t, 10*time.Second, "pool differs from state", map[string]string{"added": "10.244.0.4:8080"})
 	w.terraform(t, "apply", "-auto-approve", "-input=false", "-no-color")
